@@ -1,0 +1,59 @@
+"""threadline: a conversation-history engine for LLM agents.
+
+    import threadline as tl
+    store = tl.open_store()            # ~/.threadline (JSONL files), or a URL
+    s = store.create()
+    s.append_message("user", "Hello")
+    s.context().messages               # what the provider receives
+"""
+
+from threadline.context import Context, ViewItem
+from threadline.errors import (
+    LimitError,
+    NotFoundError,
+    SessionLockedError,
+    StoreError,
+    ThreadlineError,
+    UserError,
+)
+from threadline.model.content import (
+    Message,
+    content_hash,
+    image,
+    image_url,
+    text,
+    thinking,
+    tool_result,
+    tool_use,
+)
+from threadline.session import EntryMeta, FlatNode, Session, TreeNode
+from threadline.store import open_store
+from threadline.store.base import SessionSummary
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Context",
+    "EntryMeta",
+    "FlatNode",
+    "LimitError",
+    "Message",
+    "NotFoundError",
+    "Session",
+    "SessionLockedError",
+    "SessionSummary",
+    "StoreError",
+    "ThreadlineError",
+    "TreeNode",
+    "UserError",
+    "ViewItem",
+    "__version__",
+    "content_hash",
+    "image",
+    "image_url",
+    "open_store",
+    "text",
+    "thinking",
+    "tool_result",
+    "tool_use",
+]

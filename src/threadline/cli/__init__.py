@@ -1,0 +1,1 @@
+"""The ``threadline`` command line (click). One module per command group."""

@@ -1,0 +1,80 @@
+"""Entry point: ``threadline [--store URL] COMMAND``.
+
+Command modules register themselves: each module listed in ``COMMAND_MODULES`` defines
+``register(cli: click.Group)``. Bad input exits with code 2 and a one-line message.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from threadline.errors import StoreError, UserError
+
+COMMAND_MODULES = (
+    "sessions",  # sessions, new, show, tree, context, say, branch, label, fork, stats
+    "formats",  # import, export
+    "history",  # metadata, purge
+    "ops",  # context operations
+    "bookmarks",  # tag, tags, undo
+    "chat",  # chat REPL
+    "compact",  # compact
+    "catalog",  # search, tags, manage-tags, catalog rebuild, db upgrade
+    "mcp",  # mcp server
+    "web",  # web viewer
+)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(2)
+        except StoreError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=_Group)
+@click.option("--store", "store_url", envvar="THREADLINE_STORE", default=None,
+              help="Store URL or directory (default: $THREADLINE_HOME or ~/.threadline).")
+@click.version_option(package_name="threadline")
+@click.pass_context
+def cli(ctx: click.Context, store_url: str | None) -> None:
+    """threadline: conversation histories as crash-safe trees."""
+    ctx.obj = {"store_url": store_url}
+
+
+def get_store(ctx: click.Context) -> Any:
+    """The store named by ``--store`` (opened once per invocation)."""
+    from threadline.store import open_store
+
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    if "store" not in obj:
+        obj["store"] = open_store(obj.get("store_url"))
+        root.obj = obj
+    return obj["store"]
+
+
+for _name in COMMAND_MODULES:
+    try:
+        _mod = importlib.import_module(f"threadline.cli.{_name}")
+    except ModuleNotFoundError as _exc:
+        if _exc.name != f"threadline.cli.{_name}":
+            raise
+        continue
+    _mod.register(cli)
+
+
+def main() -> None:
+    cli(prog_name="threadline")
+
+
+if __name__ == "__main__":
+    main()

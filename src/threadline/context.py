@@ -1,0 +1,199 @@
+"""From a path to what the model sees (DESIGN §5).
+
+:func:`build_view` turns the path from the root to a leaf into the ordered ids of the view:
+entry ids for messages, the compaction entry's id for its summary, the branch-summary entry's id
+for its summary, and ``<op_id>:<n>`` for messages that context operations synthesize. A
+:class:`Context` resolves those ids to messages lazily, so building one for a 100,000-entry
+session costs a walk of ids, and decoding happens only for the messages a caller reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, overload
+
+import msgspec
+
+from threadline.model.content import Message
+from threadline.model.entries import ModelChange
+
+if TYPE_CHECKING:
+    from threadline.session import Session
+
+
+class ViewItem(msgspec.Struct, frozen=True, kw_only=True):
+    """Where message ``i`` of a context came from."""
+
+    id: str  # entry id, compaction / branch-summary entry id, or "<op_id>:<n>"
+    kind: str  # "message" | "compaction" | "branch_summary" | "synthetic"
+    entry_id: str | None  # the tree entry behind it (the op entry for synthetic messages)
+    tags: list[str] = msgspec.field(default_factory=list)
+
+
+class _Lazy(Sequence[Message]):
+    __slots__ = ("_ids", "_n", "_resolve")
+
+    def __init__(self, ids: list[str], n: int, resolve: Callable[[str], Message]) -> None:
+        self._ids, self._n, self._resolve = ids, n, resolve
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> Message: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Message]: ...
+    def __getitem__(self, i: int | slice) -> Message | list[Message]:
+        if isinstance(i, slice):
+            return [self._resolve(x) for x in self._ids[: self._n][i]]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("message index out of range")
+        return self._resolve(self._ids[i])
+
+    def __iter__(self) -> Iterator[Message]:
+        resolve = self._resolve
+        for x in self._ids[: self._n]:
+            yield resolve(x)
+
+    def __repr__(self) -> str:
+        return f"<{self._n} messages>"
+
+
+class _View(Sequence[ViewItem]):
+    __slots__ = ("_ids", "_item", "_n")
+
+    def __init__(self, ids: list[str], n: int, item: Callable[[str], ViewItem]) -> None:
+        self._ids, self._n, self._item = ids, n, item
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> ViewItem: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[ViewItem]: ...
+    def __getitem__(self, i: int | slice) -> ViewItem | list[ViewItem]:
+        if isinstance(i, slice):
+            return [self._item(x) for x in self._ids[: self._n][i]]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("view index out of range")
+        return self._item(self._ids[i])
+
+    def ids(self) -> list[str]:
+        return self._ids[: self._n]
+
+
+class Context:
+    """What the model sees at a leaf: ``messages``, ``model``, ``thinking_level``, ``view``.
+
+    ``messages`` and ``view`` are sequences (not lists) that decode on access; ``list(ctx.messages)``
+    materializes them. A context does not change when the session grows afterwards.
+    """
+
+    __slots__ = ("leaf_id", "messages", "model", "thinking_level", "view")
+
+    def __init__(self, ids: list[str], session: Session, model: ModelChange | None,
+                 thinking_level: str, leaf_id: str | None) -> None:
+        n = len(ids)
+        self.messages: Sequence[Message] = _Lazy(ids, n, session._message_for_view_id)
+        self.view: _View = _View(ids, n, session._view_item)
+        self.model = model
+        self.thinking_level = thinking_level
+        self.leaf_id = leaf_id
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __repr__(self) -> str:
+        return (f"Context({len(self.messages)} messages, model={self.model!r}, "
+                f"thinking_level={self.thinking_level!r})")
+
+
+class ViewState:
+    """The cached view at one leaf; extended in place on appends (ids only ever grow)."""
+
+    __slots__ = ("active_tags", "ids", "leaf", "model", "thinking_level")
+
+    def __init__(self, leaf: str | None, active_tags: frozenset[str], ids: list[str],
+                 model: ModelChange | None, thinking_level: str) -> None:
+        self.leaf = leaf
+        self.active_tags = active_tags
+        self.ids = ids
+        self.model = model
+        self.thinking_level = thinking_level
+
+
+def build_view(session: Session, path: Sequence[str], active_tags: frozenset[str]) -> ViewState:
+    """Steps 1-4 of DESIGN §5 over ``path`` (root .. leaf entry ids)."""
+    types = session._types
+    model: ModelChange | None = None
+    thinking = "off"
+    last_compaction = -1
+    op_ids: list[str] = []
+    for i, eid in enumerate(path):
+        t = types[eid]
+        if t == "message":
+            continue
+        if t == "compaction":
+            last_compaction = i
+        elif t == "model_change":
+            model = session._record(eid).payload
+        elif t == "thinking_level":
+            thinking = session._record(eid).payload.thinking_level
+        elif t == "context_op":
+            op_ids.append(eid)
+
+    ids: list[str] = []
+    purged = session._purged
+    if last_compaction >= 0:
+        comp_id = path[last_compaction]
+        ids.append(comp_id)
+        first_kept = session._record(comp_id).payload.first_kept_entry_id
+        start = last_compaction + 1
+        if first_kept is not None and first_kept != comp_id:
+            try:
+                idx = path.index(first_kept)
+            except ValueError:
+                idx = -1
+            if idx >= 0:
+                start = idx
+        walk: Sequence[str] = path[start:]
+    else:
+        walk = path
+    append = ids.append
+    for eid in walk:
+        t = types[eid]
+        if t == "message":
+            if eid not in purged:
+                append(eid)
+        elif t == "branch_summary":
+            if eid not in purged and session._record(eid).payload.summary:
+                append(eid)
+        # older compactions, labels, session_info, custom, context_op: no message
+    if purged:
+        ids = _drop_orphaned_tool_partners(session, ids)
+    if op_ids:
+        from threadline.operations import apply_operations
+
+        ids = apply_operations(session, ids, op_ids, active_tags)
+    return ViewState(path[-1] if path else None, active_tags, ids, model, thinking)
+
+
+def _drop_orphaned_tool_partners(session: Session, ids: list[str]) -> list[str]:
+    """A tool call or result whose partner was purged leaves the view with it."""
+    calls: dict[str, str] = {}
+    results: dict[str, str] = {}
+    for vid in ids:
+        msg = session._message_for_view_id(vid)
+        for b in msg.tool_uses:
+            calls[b.id] = vid
+        for r in msg.tool_results:
+            results[r.tool_use_id] = vid
+    last = ids[-1] if ids else None  # a pending call at the end is legitimate
+    drop = {vid for cid, vid in calls.items() if cid not in results and vid != last}
+    drop |= {vid for rid, vid in results.items() if rid not in calls}
+    return [v for v in ids if v not in drop] if drop else ids

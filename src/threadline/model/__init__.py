@@ -1,0 +1,1 @@
+"""Pure values: content blocks, entries, the tree index. No I/O."""

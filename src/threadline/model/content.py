@@ -1,0 +1,210 @@
+"""Content blocks and messages, as msgspec Structs shaped exactly like the file format.
+
+A block is ``{"type": "<kind>", "<kind>": {...payload...}, "provider_details"?: {...}}``.
+Helpers (:func:`text`, :func:`tool_use`, ...) build blocks without spelling the nesting out, and
+:func:`coerce_content` accepts blocks, plain strings or dicts in the file format's shape.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+from threadline.errors import UserError
+
+Details: TypeAlias = dict[str, Any]
+
+
+class _Payload(msgspec.Struct, omit_defaults=True, kw_only=True):
+    pass
+
+
+class Text(_Payload):
+    content: str
+
+
+class ImageSource(_Payload):
+    type: str  # "base64" | "url"
+    media_type: str = ""
+    data: str = ""
+
+
+class Image(_Payload):
+    source: ImageSource
+
+
+class ToolUse(_Payload):
+    id: str
+    name: str
+    input: Any = msgspec.field(default_factory=dict)
+
+
+class Thinking(_Payload):
+    content: str = ""
+    signature: str | None = None
+    redacted: bool = False
+
+
+class _Block(msgspec.Struct, tag_field="type", omit_defaults=True, kw_only=True):
+    provider_details: Details | None = None
+
+
+class TextBlock(_Block, tag="text"):
+    text: Text
+
+
+class ImageBlock(_Block, tag="image"):
+    image: Image
+
+
+class ToolUseBlock(_Block, tag="tool_use"):
+    tool_use: ToolUse
+
+
+class ToolResult(_Payload):
+    tool_use_id: str
+    content: str | list[TextBlock | ImageBlock] = ""
+    is_error: bool = False
+
+
+class ToolResultBlock(_Block, tag="tool_result"):
+    tool_result: ToolResult
+
+
+class ThinkingBlock(_Block, tag="thinking"):
+    thinking: Thinking
+
+
+Block: TypeAlias = TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock
+
+Role: TypeAlias = Literal[
+    "system",
+    "user",
+    "assistant",
+    "tool",
+    "bashExecution",
+    "custom",
+    "branchSummary",
+    "compactionSummary",
+]
+ROLES: frozenset[str] = frozenset(
+    {"system", "user", "assistant", "tool", "bashExecution", "custom", "branchSummary",
+     "compactionSummary"}
+)
+
+
+class Usage(msgspec.Struct, omit_defaults=True, kw_only=True):
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total: int = 0
+
+
+class Message(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """One message as the model sees it."""
+
+    role: str
+    content: list[Block]
+    model: str | None = None
+    usage: Usage | None = None
+    stop_reason: str | None = None
+    provider_details: Details | None = None
+
+    @property
+    def text(self) -> str:
+        """The concatenated text blocks (tool results and thinking excluded)."""
+        return "\n".join(b.text.content for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def tool_uses(self) -> list[ToolUse]:
+        return [b.tool_use for b in self.content if isinstance(b, ToolUseBlock)]
+
+    @property
+    def tool_results(self) -> list[ToolResult]:
+        return [b.tool_result for b in self.content if isinstance(b, ToolResultBlock)]
+
+    @property
+    def is_user_input(self) -> bool:
+        """A user message typed by a person: role user and no tool_result block."""
+        return self.role == "user" and not any(
+            isinstance(b, ToolResultBlock) for b in self.content
+        )
+
+
+# -- constructors ---------------------------------------------------------------------------
+
+
+def text(content: str, **details: Any) -> TextBlock:
+    return TextBlock(text=Text(content=content), provider_details=details or None)
+
+
+def image(data: str, media_type: str = "image/png", source_type: str = "base64") -> ImageBlock:
+    return ImageBlock(image=Image(source=ImageSource(type=source_type, media_type=media_type,
+                                                     data=data)))
+
+
+def image_url(url: str, media_type: str = "") -> ImageBlock:
+    return ImageBlock(image=Image(source=ImageSource(type="url", media_type=media_type, data=url)))
+
+
+def tool_use(id: str, name: str, input: Any = None) -> ToolUseBlock:
+    return ToolUseBlock(tool_use=ToolUse(id=id, name=name, input={} if input is None else input))
+
+
+def tool_result(
+    tool_use_id: str, content: str | list[TextBlock | ImageBlock] = "", is_error: bool = False
+) -> ToolResultBlock:
+    return ToolResultBlock(
+        tool_result=ToolResult(tool_use_id=tool_use_id, content=content, is_error=is_error)
+    )
+
+
+def thinking(content: str, signature: str | None = None, redacted: bool = False) -> ThinkingBlock:
+    return ThinkingBlock(thinking=Thinking(content=content, signature=signature, redacted=redacted))
+
+
+_block_decoder = msgspec.convert  # converts file-shaped dicts to Structs
+
+
+def coerce_block(value: Any) -> Block:
+    """A block from a Block, a plain string or a dict in the file format's shape."""
+    if isinstance(value, (TextBlock, ImageBlock, ToolUseBlock, ToolResultBlock, ThinkingBlock)):
+        return value
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, dict):
+        try:
+            return msgspec.convert(value, Block)  # type: ignore[arg-type]
+        except msgspec.ValidationError as exc:
+            raise UserError(
+                f"Content block {_short(value)} is not in the file format's shape ({exc}); "
+                'use {"type":"text","text":{"content":"…"}} or threadline.model.content.text()'
+            ) from None
+    raise UserError(
+        f"Content of type {type(value).__name__} is not supported; pass a string, a block or a dict"
+    )
+
+
+def coerce_content(value: Any) -> list[Block]:
+    """Content as a list of blocks: accepts a string, one block, or a list of either."""
+    if isinstance(value, (str, dict)) or isinstance(value, _Block):
+        return [coerce_block(value)]
+    if isinstance(value, (list, tuple)):
+        return [coerce_block(v) for v in value]
+    raise UserError(
+        f"Content of type {type(value).__name__} is not supported; pass a string or a list of blocks"
+    )
+
+
+def content_hash(content: list[Block] | Message) -> str:
+    """SHA-256 of the canonical JSON (sorted keys, compact) of a message's content, 16 hex chars."""
+    blocks = content.content if isinstance(content, Message) else content
+    return hashlib.sha256(msgspec.json.encode(blocks, order="sorted")).hexdigest()[:16]
+
+
+def _short(value: Any) -> str:
+    s = repr(value)
+    return s if len(s) <= 60 else s[:57] + "..."

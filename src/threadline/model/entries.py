@@ -1,0 +1,382 @@
+"""The session header and the record union, shaped exactly like the JSONL file (DESIGN §2).
+
+A record is ``{"type", "id", "parent_id", "timestamp", <payload under the key named by type>}``.
+*Tree entries* are nodes of the conversation tree; *meta records* (leaf, bookmark, op_state,
+message_tags, purge) are threadline's own bookkeeping: their ``parent_id`` is null and they never
+move the leaf.
+
+:func:`decode_record` accepts the nested form, the flattened form (payload fields beside the
+envelope) and purged entries; records of unknown type come back as :class:`UnknownRecord` holding
+their raw line, so they survive a rewrite.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any, ClassVar, TypeAlias
+
+import msgspec
+
+from threadline.model.content import Message
+
+FORMAT_VERSION = 1
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def now() -> str:
+    """RFC 3339 UTC timestamp with millisecond precision, e.g. ``2024-01-01T12:00:00.000Z``."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class SessionHeader(msgspec.Struct, tag="session", tag_field="type", omit_defaults=True,
+                    kw_only=True):
+    id: str
+    version: int  # required, so omit_defaults never drops it
+    timestamp: str
+    parent_session: str | None = None
+    cwd: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+# -- payloads -------------------------------------------------------------------------------
+
+
+class _P(msgspec.Struct, omit_defaults=True, kw_only=True):
+    pass
+
+
+class ModelChange(_P):
+    provider: str
+    model_id: str
+
+
+class ThinkingLevel(_P):
+    thinking_level: str
+
+
+class Label(_P):
+    target_id: str
+    label: str | None = None
+
+
+class SessionInfo(_P):
+    name: str
+
+
+class Compaction(_P):
+    summary: str
+    first_kept_entry_id: str | None
+    tokens_before: int = 0
+    details: Any = None
+
+
+class BranchSummary(_P):
+    summary: str
+    from_id: str | None
+    details: Any = None
+
+
+class Custom(_P):
+    custom_type: str
+    data: Any = None
+
+
+class ContextOp(_P):
+    kind: str
+    start_id: str | None = None
+    end_id: str | None = None
+    order: list[str] | None = None
+    after_id: str | None = None
+    summary: str | None = None
+    messages: list[Message] | None = None
+    tags: list[str] | None = None
+
+
+class Leaf(_P):
+    target_id: str | None
+
+
+class Bookmark(_P):
+    name: str
+    target_id: str | None
+    position: int
+    hash: str | None
+    removed: bool = False
+
+
+class OpState(_P):
+    op_id: str
+    active: bool
+    reverted: bool = False
+
+
+class MessageTags(_P):
+    target_ids: list[str]
+    add: list[str] = msgspec.field(default_factory=list)
+    remove: list[str] = msgspec.field(default_factory=list)
+
+
+class Purge(_P):
+    entry_ids: list[str]
+
+
+# -- records --------------------------------------------------------------------------------
+
+
+class _Record(msgspec.Struct, tag_field="type"):
+    id: str
+    parent_id: str | None
+    timestamp: str
+
+    tree: ClassVar[bool] = True
+    payload_key: ClassVar[str] = ""
+
+    @property
+    def type(self) -> str:
+        return self.payload_key
+
+    @property
+    def payload(self) -> Any:
+        return getattr(self, self.payload_key)
+
+
+class MessageEntry(_Record, tag="message"):
+    message: Message
+    payload_key: ClassVar[str] = "message"
+
+
+class ModelChangeEntry(_Record, tag="model_change"):
+    model_change: ModelChange
+    payload_key: ClassVar[str] = "model_change"
+
+
+class ThinkingLevelEntry(_Record, tag="thinking_level"):
+    thinking_level: ThinkingLevel
+    payload_key: ClassVar[str] = "thinking_level"
+
+
+class LabelEntry(_Record, tag="label"):
+    label: Label
+    payload_key: ClassVar[str] = "label"
+
+
+class SessionInfoEntry(_Record, tag="session_info"):
+    session_info: SessionInfo
+    payload_key: ClassVar[str] = "session_info"
+
+
+class CompactionEntry(_Record, tag="compaction"):
+    compaction: Compaction
+    payload_key: ClassVar[str] = "compaction"
+
+
+class BranchSummaryEntry(_Record, tag="branch_summary"):
+    branch_summary: BranchSummary
+    payload_key: ClassVar[str] = "branch_summary"
+
+
+class CustomEntry(_Record, tag="custom"):
+    custom: Custom
+    payload_key: ClassVar[str] = "custom"
+
+
+class ContextOpEntry(_Record, tag="context_op"):
+    context_op: ContextOp
+    payload_key: ClassVar[str] = "context_op"
+
+
+class LeafRecord(_Record, tag="leaf"):
+    leaf: Leaf
+    tree: ClassVar[bool] = False
+    payload_key: ClassVar[str] = "leaf"
+
+
+class BookmarkRecord(_Record, tag="bookmark"):
+    bookmark: Bookmark
+    tree: ClassVar[bool] = False
+    payload_key: ClassVar[str] = "bookmark"
+
+
+class OpStateRecord(_Record, tag="op_state"):
+    op_state: OpState
+    tree: ClassVar[bool] = False
+    payload_key: ClassVar[str] = "op_state"
+
+
+class MessageTagsRecord(_Record, tag="message_tags"):
+    message_tags: MessageTags
+    tree: ClassVar[bool] = False
+    payload_key: ClassVar[str] = "message_tags"
+
+
+class PurgeRecord(_Record, tag="purge"):
+    purge: Purge
+    tree: ClassVar[bool] = False
+    payload_key: ClassVar[str] = "purge"
+
+
+Entry: TypeAlias = (
+    MessageEntry | ModelChangeEntry | ThinkingLevelEntry | LabelEntry | SessionInfoEntry
+    | CompactionEntry | BranchSummaryEntry | CustomEntry | ContextOpEntry
+)
+MetaRecord: TypeAlias = (
+    LeafRecord | BookmarkRecord | OpStateRecord | MessageTagsRecord | PurgeRecord
+)
+KnownRecord: TypeAlias = Entry | MetaRecord
+
+ENTRY_CLASSES: dict[str, type[_Record]] = {
+    c.payload_key: c
+    for c in (MessageEntry, ModelChangeEntry, ThinkingLevelEntry, LabelEntry, SessionInfoEntry,
+              CompactionEntry, BranchSummaryEntry, CustomEntry, ContextOpEntry)
+}
+META_CLASSES: dict[str, type[_Record]] = {
+    c.payload_key: c
+    for c in (LeafRecord, BookmarkRecord, OpStateRecord, MessageTagsRecord, PurgeRecord)
+}
+RECORD_CLASSES = {**ENTRY_CLASSES, **META_CLASSES}
+TREE_TYPES = frozenset(ENTRY_CLASSES)
+META_TYPES = frozenset(META_CLASSES)
+
+
+class PurgedEntry(msgspec.Struct, kw_only=True):
+    """A tree entry whose payload was purged: ``{"type": kind, ..., kind: {"purged": true}}``."""
+
+    kind: str
+    id: str
+    parent_id: str | None
+    timestamp: str
+    tree: ClassVar[bool] = True
+
+    @property
+    def type(self) -> str:
+        return self.kind
+
+    @property
+    def payload(self) -> dict[str, bool]:
+        return {"purged": True}
+
+
+class UnknownRecord(msgspec.Struct, kw_only=True):
+    """A record of a type this version does not know; kept byte for byte."""
+
+    kind: str
+    id: str | None
+    parent_id: str | None
+    timestamp: str | None
+    raw: bytes
+    tree: ClassVar[bool] = True
+
+    @property
+    def type(self) -> str:
+        return self.kind
+
+    @property
+    def payload(self) -> Any:
+        return None
+
+
+AnyRecord: TypeAlias = KnownRecord | PurgedEntry | UnknownRecord
+
+_encoder = msgspec.json.Encoder()
+_decoder: msgspec.json.Decoder[KnownRecord] = msgspec.json.Decoder(KnownRecord)  # type: ignore[arg-type]
+_header_decoder = msgspec.json.Decoder(SessionHeader)
+_raw_decoder = msgspec.json.Decoder()
+
+
+class RecordError(ValueError):
+    """A line that is not a valid record (the reason is the message)."""
+
+
+def encode(record: KnownRecord | SessionHeader) -> bytes:
+    return _encoder.encode(record)
+
+
+def encode_record(record: AnyRecord) -> bytes:
+    """The record's line without the trailing newline."""
+    if isinstance(record, UnknownRecord):
+        return record.raw
+    if isinstance(record, PurgedEntry):
+        return _encoder.encode(
+            {"type": record.kind, "id": record.id, "parent_id": record.parent_id,
+             "timestamp": record.timestamp, record.kind: {"purged": True}}
+        )
+    return _encoder.encode(record)
+
+
+def decode_header(line: bytes | memoryview) -> SessionHeader:
+    try:
+        return _header_decoder.decode(line)
+    except msgspec.DecodeError as exc:
+        try:  # a header written without "version" is version 1
+            obj = _raw_decoder.decode(line)
+            if isinstance(obj, dict) and obj.get("type") == "session" and "version" not in obj:
+                return msgspec.convert({**obj, "version": FORMAT_VERSION}, SessionHeader)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            pass
+        raise RecordError(f"not a session header: {exc}") from None
+
+
+def decode_record(line: bytes | memoryview) -> AnyRecord:
+    """Decode one line; raises :class:`RecordError` when it is not a usable record."""
+    try:
+        return _decoder.decode(line)
+    except msgspec.DecodeError:
+        pass
+    return _decode_slow(bytes(line))
+
+
+def _decode_slow(line: bytes) -> AnyRecord:
+    try:
+        obj = _raw_decoder.decode(line)
+    except msgspec.DecodeError as exc:
+        raise RecordError(f"invalid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise RecordError("a record must be a JSON object")
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        raise RecordError('a record needs a string "type"')
+    rid, parent, ts = obj.get("id"), obj.get("parent_id"), obj.get("timestamp")
+    cls = RECORD_CLASSES.get(kind)
+    if cls is None:
+        if kind == "session":
+            raise RecordError("a second session header")
+        return UnknownRecord(
+            kind=kind, id=rid if isinstance(rid, str) else None,
+            parent_id=parent if isinstance(parent, str) else None,
+            timestamp=ts if isinstance(ts, str) else None, raw=line,
+        )
+    if not isinstance(rid, str) or not rid:
+        raise RecordError(f'a {kind} record needs a string "id"')
+    if not isinstance(ts, str):
+        ts = ""
+    if parent is not None and not isinstance(parent, str):
+        raise RecordError('"parent_id" must be a string or null')
+    payload = obj.get(kind)
+    if payload == {"purged": True}:
+        return PurgedEntry(kind=kind, id=rid, parent_id=parent, timestamp=ts)
+    if not isinstance(payload, dict):
+        # flattened form: payload fields beside the envelope
+        payload = {k: v for k, v in obj.items() if k not in ("type", "id", "parent_id",
+                                                             "timestamp")}
+    try:
+        return msgspec.convert(  # type: ignore[no-any-return]
+            {"type": kind, "id": rid, "parent_id": parent, "timestamp": ts, kind: payload}, cls
+        )
+    except msgspec.ValidationError as exc:
+        raise RecordError(f"invalid {kind} record: {exc}") from None
+
+
+class Envelope(msgspec.Struct):
+    """The envelope fields only; decoding into it skips the payload."""
+
+    type: str
+    id: str | None = None
+    parent_id: str | None = None
+    timestamp: str | None = None
+
+
+envelope_decoder = msgspec.json.Decoder(Envelope)

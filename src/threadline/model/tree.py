@@ -1,0 +1,138 @@
+"""The tree index: parents, children, paths. Pure, no I/O, never recursive.
+
+Real paths are 100,000 entries deep, so every walk here is a loop. Orphans (unknown parent)
+become roots; parent cycles are broken at the entry whose parent reference points forward in the
+file. Both are reported, never looped on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+
+class TreeIndex:
+    """Effective parent of every tree entry, in file order."""
+
+    __slots__ = ("_children", "_forward", "cycles", "orphans", "parent", "seq", "ts")
+
+    def __init__(self) -> None:
+        self.parent: dict[str, str | None] = {}
+        self.seq: dict[str, int] = {}
+        self.ts: dict[str, str] = {}
+        self.orphans: list[str] = []
+        self.cycles: list[str] = []
+        self._forward: list[str] = []  # entries whose parent was not yet seen when added
+        self._children: dict[str | None, list[str]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self.parent
+
+    def add(self, entry_id: str, parent_id: str | None, timestamp: str) -> None:
+        """Add an entry; during a load call :meth:`settle` once all entries are in."""
+        parent = self.parent
+        if parent_id is not None and parent_id not in parent:
+            self._forward.append(entry_id)
+        parent[entry_id] = parent_id
+        self.seq[entry_id] = len(self.seq)
+        self.ts[entry_id] = timestamp
+        if self._children is not None:
+            if parent_id is None or parent_id in parent:
+                self._insert_child(parent_id, entry_id)
+            else:
+                self._children = None
+
+    def settle(self) -> None:
+        """Resolve forward references: orphans become roots, cycles are broken."""
+        if not self._forward:
+            return
+        parent = self.parent
+        done: set[str] = set()
+        for start in self._forward:
+            p = parent[start]
+            if p is not None and p not in parent:
+                parent[start] = None
+                self.orphans.append(start)
+        for start in self._forward:
+            on_path: dict[str, None] = {}
+            node: str | None = start
+            while node is not None and node not in done:
+                if node in on_path:
+                    # a cycle: cut it at the member whose parent stands latest in the file
+                    cycle = list(on_path)[list(on_path).index(node):]
+                    cut = max(cycle, key=lambda n: self.seq[parent[n]])  # type: ignore[index]
+                    parent[cut] = None
+                    self.cycles.append(cut)
+                    break
+                on_path[node] = None
+                node = parent[node]
+            done.update(on_path)
+        self._forward = []
+        self._children = None
+
+    def path(self, leaf: str | None) -> list[str]:
+        """Entry ids from the root to ``leaf`` (inclusive); empty for ``None``."""
+        out: list[str] = []
+        parent = self.parent
+        node = leaf
+        limit = len(parent)
+        while node is not None:
+            out.append(node)
+            node = parent[node]
+            if len(out) > limit:  # cannot happen after settle(); guards against misuse
+                raise RuntimeError("parent cycle in a settled tree")
+        out.reverse()
+        return out
+
+    def ancestors(self, entry_id: str) -> Iterator[str]:
+        node: str | None = entry_id
+        while node is not None:
+            yield node
+            node = self.parent[node]
+
+    def _build_children(self) -> dict[str | None, list[str]]:
+        children: dict[str | None, list[str]] = {}
+        for node, p in self.parent.items():  # dict order is file order
+            lst = children.get(p)
+            if lst is None:
+                children[p] = [node]
+            else:
+                lst.append(node)
+        ts, seq = self.ts, self.seq
+        for lst in children.values():
+            if len(lst) > 1:
+                lst.sort(key=lambda n: (ts[n], seq[n]))
+        self._children = children
+        return children
+
+    def _insert_child(self, parent_id: str | None, entry_id: str) -> None:
+        assert self._children is not None
+        lst = self._children.setdefault(parent_id, [])
+        lst.append(entry_id)
+        if len(lst) > 1 and (self.ts[lst[-2]], self.seq[lst[-2]]) > (self.ts[entry_id],
+                                                                     self.seq[entry_id]):
+            lst.sort(key=lambda n: (self.ts[n], self.seq[n]))
+
+    def children(self, entry_id: str | None) -> list[str]:
+        """Children ordered by timestamp, then file order (``None`` gives the roots)."""
+        children = self._children if self._children is not None else self._build_children()
+        return list(children.get(entry_id, ()))
+
+    def roots(self) -> list[str]:
+        return self.children(None)
+
+    def preorder(self) -> Iterator[tuple[str, int]]:
+        """(entry id, depth) in depth-first order, children in their order."""
+        children = self._children if self._children is not None else self._build_children()
+        stack: list[tuple[str, int]] = [(r, 0) for r in reversed(children.get(None, ()))]
+        while stack:
+            node, depth = stack.pop()
+            yield node, depth
+            kids = children.get(node)
+            if kids:
+                stack.extend((k, depth + 1) for k in reversed(kids))
+
+    def depth(self, entry_id: str) -> int:
+        return sum(1 for _ in self.ancestors(entry_id)) - 1

@@ -1,0 +1,346 @@
+"""The storage contract: a :class:`Store` of sessions, each session kept in a :class:`Log`.
+
+A log is a dumb, durable sequence of encoded records (one JSON object each) after a header. All
+tree logic lives in :class:`threadline.session.Session`, so a backend only has to keep lines in
+order, hold one writer at a time, and rewrite atomically. The JSONL, memory, SQLite and PostgreSQL
+backends implement the same protocol and pass the same conformance suite.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import msgspec
+
+from threadline.errors import NotFoundError, UserError
+from threadline.model.content import Message
+from threadline.model.entries import (
+    AnyRecord,
+    MessageEntry,
+    RecordError,
+    SessionHeader,
+    decode_record,
+    envelope_decoder,
+)
+
+if TYPE_CHECKING:
+    from threadline.session import Session
+
+Durability = Literal["fsync", "flush"]
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def check_session_id(session_id: str) -> str:
+    if not isinstance(session_id, str) or not SESSION_ID_RE.match(session_id):
+        raise UserError(
+            f"Invalid session id {session_id!r}: use 1-64 letters, digits, '_' or '-'"
+        )
+    return session_id
+
+
+class LoadReport(msgspec.Struct, kw_only=True):
+    """What a load skipped or repaired; empty lists mean a clean file."""
+
+    corrupt_lines: list[tuple[int, str]] = msgspec.field(default_factory=list)
+    duplicate_ids: list[str] = msgspec.field(default_factory=list)
+    orphans: list[str] = msgspec.field(default_factory=list)
+    cycles: list[str] = msgspec.field(default_factory=list)
+    unknown_leaf: list[str] = msgspec.field(default_factory=list)
+    torn_bytes: int = 0
+
+    @property
+    def clean(self) -> bool:
+        return not (self.corrupt_lines or self.duplicate_ids or self.orphans or self.cycles
+                    or self.unknown_leaf or self.torn_bytes)
+
+
+class LazyMessage:
+    """A message entry whose payload is decoded on first use (the bulk of a big session)."""
+
+    __slots__ = ("_buf", "_end", "_start", "id", "parent_id", "timestamp")
+    tree = True
+    type = "message"
+
+    def __init__(self, id: str, parent_id: str | None, timestamp: str, buf: Any, start: int,
+                 end: int) -> None:
+        self.id = id
+        self.parent_id = parent_id
+        self.timestamp = timestamp
+        self._buf = buf
+        self._start = start
+        self._end = end
+
+    @property
+    def size(self) -> int:
+        return self._end - self._start
+
+    def raw(self) -> bytes:
+        return bytes(self._buf[self._start:self._end])
+
+    def decode(self) -> AnyRecord:
+        return decode_record(memoryview(self._buf)[self._start:self._end])
+
+
+Slot = AnyRecord | LazyMessage
+
+
+class Loaded(msgspec.Struct, kw_only=True):
+    header: SessionHeader
+    slots: list[Any]  # list[Slot]
+    sizes: dict[str, int]  # encoded size of every record with an id
+    report: LoadReport
+
+
+def parse_lines(buf: Any, start: int, end: int, report: LoadReport, first_line_no: int,
+                sizes: dict[str, int]) -> tuple[list[Slot], int]:
+    """Parse complete lines of ``buf[start:end]``; returns the slots and the offset after the
+    last newline. Messages stay lazy; corrupt lines are reported and skipped."""
+    slots: list[Slot] = []
+    mv = memoryview(buf)
+    pos = start
+    line_no = first_line_no
+    find = buf.find
+    env_decode = envelope_decoder.decode
+    append = slots.append
+    while pos < end:
+        nl = find(b"\n", pos, end)
+        if nl < 0:
+            break
+        line = mv[pos:nl]
+        if nl > pos:
+            try:
+                env = env_decode(line)
+            except msgspec.DecodeError as exc:
+                report.corrupt_lines.append((line_no, _reason(exc)))
+                env = None
+            if env is not None:
+                if env.type == "message" and env.id and env.timestamp is not None:
+                    append(LazyMessage(env.id, env.parent_id, env.timestamp, buf, pos, nl))
+                    sizes[env.id] = nl - pos
+                else:
+                    try:
+                        rec = decode_record(line)
+                    except RecordError as exc:
+                        report.corrupt_lines.append((line_no, str(exc)))
+                    else:
+                        append(rec)
+                        if rec.id is not None:
+                            sizes[rec.id] = nl - pos
+        pos = nl + 1
+        line_no += 1
+    return slots, pos
+
+
+def _reason(exc: Exception) -> str:
+    return f"invalid JSON: {exc}" if "JSON" not in str(exc) else str(exc)
+
+
+class Log(Protocol):
+    """One session's durable record sequence. Implementations: jsonl, memory, sqlite, postgres."""
+
+    session_id: str
+
+    def load(self) -> Loaded:
+        """Read the header and every complete record."""
+
+    def acquire(self) -> list[Slot]:
+        """Become the writer (non-blocking; SessionLockedError when held) and return the records
+        other writers appended since the load. Idempotent once held."""
+
+    def append(self, lines: Sequence[bytes]) -> None:
+        """Durably append encoded records (no trailing newline); all or nothing."""
+
+    def raw_lines(self) -> Iterator[bytes]:
+        """Every record line as stored (unknown records included), header excluded."""
+
+    def rewrite(self, header: bytes, lines: Iterable[bytes]) -> None:
+        """Atomically replace the whole log (writer only). No backup is kept; callers that
+        need one make it first with :meth:`backup`."""
+
+    def backup(self, suffix: str) -> str | None:
+        """Keep a copy of the current log; returns where, or None for stores that keep none."""
+
+    def release(self) -> None:
+        """Give the writer lock up (no-op when not held)."""
+
+    def size(self) -> int:
+        """Encoded size of the stored log in bytes."""
+
+
+class SessionSummary(msgspec.Struct, kw_only=True):
+    """One row of ``Store.list()``."""
+
+    id: str
+    name: str | None
+    created: str
+    modified: str
+    message_count: int
+    first_message: str | None
+    parent_session: str | None = None
+
+
+class Store(Protocol):
+    """A collection of sessions. ``open_store(url)`` returns one."""
+
+    url: str
+
+    def create(self, *, session_id: str | None = None, parent_session: str | None = None,
+               cwd: str | None = None, metadata: dict[str, Any] | None = None) -> Session: ...
+
+    def open(self, session_id: str, *, read_only: bool = False) -> Session: ...
+
+    def exists(self, session_id: str) -> bool: ...
+
+    def continue_recent(self) -> Session: ...
+
+    def fork(self, session_id: str) -> Session: ...
+
+    def list(self) -> list[SessionSummary]: ...
+
+    def delete(self, session_id: str) -> None: ...
+
+
+def summarize_records(header: SessionHeader, records: Iterable[AnyRecord | LazyMessage]
+                      ) -> SessionSummary:
+    """A list row from a session's records (backends with an index compute it incrementally)."""
+    name: str | None = None
+    modified = header.timestamp
+    count = 0
+    first: str | None = None
+    for rec in records:
+        if rec.type == "session_info" and not isinstance(rec, LazyMessage):
+            name = rec.payload.name if hasattr(rec.payload, "name") else name
+        if rec.tree and rec.timestamp:
+            modified = max(modified, rec.timestamp)
+        if rec.type == "message":
+            count += 1
+            if first is None:
+                msg = _message_of(rec)
+                if msg is not None and msg.is_user_input:
+                    first = msg.text[:200]
+    return SessionSummary(id=header.id, name=name, created=header.timestamp, modified=modified,
+                          message_count=count, first_message=first,
+                          parent_session=header.parent_session)
+
+
+def _message_of(rec: AnyRecord | LazyMessage) -> Message | None:
+    if isinstance(rec, LazyMessage):
+        try:
+            rec = rec.decode()
+        except RecordError:
+            return None
+    return rec.message if isinstance(rec, MessageEntry) else None
+
+
+def not_found(session_id: str) -> NotFoundError:
+    return NotFoundError(
+        f"Session '{session_id}' not found; run 'threadline sessions' to list the sessions"
+    )
+
+
+class BaseStore:
+    """Shared store logic over backend hooks; backends implement the ``_`` methods."""
+
+    url: str = ""
+
+    # -- backend hooks -----------------------------------------------------------------------
+
+    def _open_log(self, session_id: str) -> Log:
+        raise NotImplementedError
+
+    def _create_log(self, header: SessionHeader, lines: list[bytes]) -> Log:
+        """Create a new session atomically with its first records; UserError if it exists."""
+        raise NotImplementedError
+
+    def _session_ids(self) -> list[str]:
+        raise NotImplementedError
+
+    def _summary(self, session_id: str) -> SessionSummary:
+        log = self._open_log(session_id)
+        loaded = log.load()
+        return summarize_records(loaded.header, loaded.slots)
+
+    def exists(self, session_id: str) -> bool:
+        raise NotImplementedError
+
+    def delete(self, session_id: str) -> None:
+        raise NotImplementedError
+
+    # -- shared ------------------------------------------------------------------------------
+
+    def open(self, session_id: str, *, read_only: bool = False) -> Session:
+        """Open a session; takes no lock until the first write."""
+        from threadline.session import Session
+
+        check_session_id(session_id)
+        if not self.exists(session_id):
+            raise not_found(session_id)
+        log = self._open_log(session_id)
+        return Session(self, log, log.load(), read_only=read_only)
+
+    def create(self, *, session_id: str | None = None, parent_session: str | None = None,
+               cwd: str | None = None, metadata: dict[str, Any] | None = None,
+               records: Sequence[Any] = ()) -> Session:
+        """Create a session (optionally with prepared records, written in one atomic step)."""
+        from threadline.model.entries import encode, new_id, now
+        from threadline.model.limits import check_encoded, check_value
+        from threadline.session import Session
+
+        sid = check_session_id(session_id) if session_id is not None else new_id()
+        header = SessionHeader(id=sid, version=1, timestamp=now(), parent_session=parent_session, cwd=cwd,
+                               metadata=metadata)
+        check_value(metadata or {}, depth=2)
+        lines = []
+        for rec in records:
+            check_value(rec.payload, depth=2)
+            line = encode(rec)
+            check_encoded(line)
+            lines.append(line)
+        log = self._create_log(header, lines)
+        return Session(self, log, log.load())
+
+    def continue_recent(self) -> Session:
+        """Open the most recently modified valid session, or create one if there is none."""
+        for summary in self.list():
+            try:
+                return self.open(summary.id)
+            except Exception:  # noqa: S112 - an unreadable session is skipped, the next one tried
+                continue
+        return self.create()
+
+    def fork(self, session_id: str) -> Session:
+        """A new session holding a copy of every record of ``session_id`` (unknown ones too)."""
+        from threadline.model.entries import new_id, now
+        from threadline.session import Session
+
+        check_session_id(session_id)
+        if not self.exists(session_id):
+            raise not_found(session_id)
+        src = self._open_log(session_id)
+        loaded = src.load()
+        header = SessionHeader(id=new_id(), version=1, timestamp=now(), parent_session=session_id,
+                               cwd=loaded.header.cwd, metadata=loaded.header.metadata)
+        log = self._create_log(header, list(src.raw_lines()))
+        return Session(self, log, log.load())
+
+    def list(self) -> list[SessionSummary]:
+        """Every session, most recently modified first."""
+        rows = []
+        for sid in self._session_ids():
+            try:
+                rows.append(self._summary(sid))
+            except Exception:  # noqa: S112 - listing shows what can be read
+                continue
+        rows.sort(key=lambda r: r.modified, reverse=True)
+        return rows
+
+    def close(self) -> None:
+        """Release backend resources (connections, pools)."""
+
+    def __enter__(self) -> BaseStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,412 @@
+"""The JSONL store: one ``<session_id>.jsonl`` file per session in a directory (DESIGN §2, §3).
+
+Durability: an append is acknowledged once its whole line is written and, with
+``durability="fsync"``, once ``os.fdatasync`` returned. Short writes are looped; a failed write or
+sync truncates back to the last good offset and the descriptor is dropped (fsync is never retried
+on it). One writer per session holds ``flock`` on ``<session_id>.lock``; readers take no lock and
+read up to the last newline. Files are mapped read-only, so a 100 MB session costs its index,
+not its text, until messages are read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import mmap
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from threadline.errors import SessionLockedError, StoreError, UserError
+from threadline.model.entries import RecordError, SessionHeader, decode_header, encode
+from threadline.store.base import (
+    BaseStore,
+    Durability,
+    Loaded,
+    LoadReport,
+    SessionSummary,
+    Slot,
+    check_session_id,
+    parse_lines,
+)
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+# Seam for tests that slow writes down and cap their size so records tear under SIGKILL.
+_write = os.write
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = _write(fd, view)
+        if n <= 0:
+            raise OSError(errno.EIO, "write returned 0")
+        view = view[n:]
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class JsonlLog:
+    """One session file."""
+
+    def __init__(self, directory: Path, session_id: str, durability: Durability) -> None:
+        self.session_id = session_id
+        self.path = directory / f"{session_id}.jsonl"
+        self.lock_path = directory / f"{session_id}.lock"
+        self.durability = durability
+        self._buf: Any = None
+        self._end = 0  # offset after the last complete line we have indexed
+        self._lines = 1
+        self._fd: int | None = None
+        self._lock_fd: int | None = None
+        self._report: LoadReport | None = None
+        self._sizes: dict[str, int] = {}
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _open_ro(self) -> int:
+        try:
+            return os.open(self.path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+        except FileNotFoundError:
+            raise UserError(f"Session '{self.session_id}' not found at {self.path}") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UserError(f"{self.path} is a symbolic link; threadline does not follow "
+                                "links to session files") from None
+            raise StoreError(f"Cannot open {self.path}: {exc.strerror}") from None
+
+    def load(self) -> Loaded:
+        fd = self._open_ro()
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                raise StoreError(f"{self.path} is empty (no session header); remove it or restore "
+                                 "it from a backup")
+            buf: Any = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        nl = buf.find(b"\n")
+        if nl < 0:
+            raise StoreError(f"{self.path} has no complete header line; restore it from a backup")
+        try:
+            header = decode_header(buf[:nl])
+        except RecordError as exc:
+            raise StoreError(f"{self.path} line 1: {exc}") from None
+        report = LoadReport()
+        sizes: dict[str, int] = {}
+        slots, end = parse_lines(buf, nl + 1, size, report, 2, sizes)
+        report.torn_bytes = size - end
+        self._buf = buf
+        self._end = end
+        self._report = report
+        self._sizes = sizes
+        self._lines = 2 + len(slots) + len(report.corrupt_lines)
+        return Loaded(header=header, slots=slots, sizes=sizes, report=report)
+
+    def raw_lines(self) -> Iterator[bytes]:
+        fd = self._open_ro()
+        try:
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                fh.readline()
+                for line in fh:
+                    if line.endswith(b"\n"):
+                        yield line[:-1]
+        finally:
+            os.close(fd)
+
+    def size(self) -> int:
+        try:
+            return os.stat(self.path).st_size
+        except FileNotFoundError:
+            return 0
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def acquire(self) -> list[Slot]:
+        if self._lock_fd is not None:
+            return []
+        lfd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(lfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                pid = int(os.pread(lfd, 32, 0).split()[0])
+            except (ValueError, IndexError, OSError):
+                pid = None
+            os.close(lfd)
+            raise SessionLockedError(self.session_id, pid) from None
+        os.ftruncate(lfd, 0)
+        os.pwrite(lfd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = lfd
+        try:
+            return self._catch_up()
+        except BaseException:
+            self.release()
+            raise
+
+    def _open_rw(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | _O_NOFOLLOW | _O_CLOEXEC)
+        return self._fd
+
+    def _catch_up(self) -> list[Slot]:
+        """Read what other writers appended since the load; move a torn tail aside."""
+        fd = self._open_rw()
+        size = os.fstat(fd).st_size
+        if size <= self._end:
+            return []
+        tail = os.pread(fd, size - self._end, self._end)
+        report = self._report or LoadReport()
+        slots, end = parse_lines(tail, 0, len(tail), report, self._lines, self._sizes)
+        self._lines += len(slots)
+        if end < len(tail):
+            torn = tail[end:]
+            tfd = os.open(f"{self.path}.torn", os.O_WRONLY | os.O_CREAT | os.O_APPEND
+                          | _O_NOFOLLOW | _O_CLOEXEC, 0o644)
+            try:
+                _write_all(tfd, torn + b"\n")
+                os.fsync(tfd)
+            finally:
+                os.close(tfd)
+            os.ftruncate(fd, self._end + end)
+            os.fsync(fd)
+            report.torn_bytes = len(torn)
+        self._end += end
+        return slots
+
+    def append(self, lines: Sequence[bytes]) -> None:
+        if self._lock_fd is None:
+            raise StoreError(f"Session '{self.session_id}' is not held for writing")
+        data = b"\n".join(lines) + b"\n"
+        fd = self._open_rw()
+        start = self._end
+        try:
+            _write_all(fd, data)
+            if self.durability == "fsync":
+                os.fdatasync(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            self._fd = None  # never retry fsync on the descriptor that failed
+            raise StoreError(
+                f"Writing to session '{self.session_id}' failed ({exc.strerror or exc}); nothing "
+                "was written. Check free disk space and permissions, then retry"
+            ) from None
+        self._end = start + len(data)
+        self._lines += len(lines)
+
+    def sync(self) -> None:
+        if self._fd is not None:
+            os.fdatasync(self._fd)
+
+    def rewrite(self, header: bytes, lines: Iterable[bytes]) -> None:
+        if self._lock_fd is None:
+            raise StoreError(f"Session '{self.session_id}' is not held for writing")
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        write_file_atomic(tmp, self.path, header, lines, exclusive=False)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        fd = self._open_rw()
+        self._end = os.fstat(fd).st_size
+
+    def backup(self, suffix: str) -> str | None:
+        dest = self.path.with_name(f"{self.path.name}.{suffix}.bak")
+        fd = self._open_ro()
+        try:
+            with os.fdopen(os.dup(fd), "rb") as src:
+                data = src.read()
+        finally:
+            os.close(fd)
+        write_file_atomic(dest.with_name(dest.name + ".tmp"), dest, None, [data], raw=True,
+                          exclusive=False)
+        return str(dest)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)
+            self._lock_fd = None
+
+
+def write_file_atomic(tmp: Path, dest: Path, header: bytes | None, lines: Iterable[bytes], *,
+                      exclusive: bool, raw: bool = False) -> None:
+    """Write to ``tmp``, fsync, then rename (or link, when ``exclusive``) to ``dest`` and fsync
+    the directory. With ``exclusive`` an existing ``dest`` raises FileExistsError."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_NOFOLLOW | _O_CLOEXEC, 0o644)
+    try:
+        if header is not None:
+            _write_all(fd, header + b"\n")
+        for line in lines:
+            _write_all(fd, line if raw else line + b"\n")
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
+    try:
+        if exclusive:
+            os.link(tmp, dest)
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(dest.parent)
+
+
+class _CacheRow(msgspec.Struct):
+    inode: int
+    size: int
+    offset: int
+    summary: SessionSummary
+
+
+class JsonlStore(BaseStore):
+    """Sessions as ``<id>.jsonl`` files in one directory."""
+
+    def __init__(self, directory: str | os.PathLike[str], *, durability: Durability = "fsync"
+                 ) -> None:
+        self.directory = Path(directory).expanduser()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.durability: Durability = durability
+        self.url = str(self.directory)
+        self._cache_path = self.directory / ".list-cache.json"
+
+    def _path(self, session_id: str) -> Path:
+        return self.directory / f"{check_session_id(session_id)}.jsonl"
+
+    def exists(self, session_id: str) -> bool:
+        return self._path(session_id).is_file()
+
+    def _open_log(self, session_id: str) -> JsonlLog:
+        return JsonlLog(self.directory, check_session_id(session_id), self.durability)
+
+    def _create_log(self, header: SessionHeader, lines: list[bytes]) -> JsonlLog:
+        dest = self._path(header.id)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        try:
+            write_file_atomic(tmp, dest, encode(header), lines, exclusive=True)
+        except FileExistsError:
+            raise UserError(f"Session '{header.id}' already exists; choose another id") from None
+        return self._open_log(header.id)
+
+    def _session_ids(self) -> list[str]:
+        return [p.name[:-6] for p in self.directory.glob("*.jsonl") if not p.name.startswith(".")]
+
+    def delete(self, session_id: str) -> None:
+        path = self._path(session_id)
+        if not path.exists():
+            from threadline.store.base import not_found
+
+            raise not_found(session_id)
+        for p in self.directory.glob(f"{session_id}.jsonl*"):
+            p.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            (self.directory / f"{session_id}.lock").unlink()
+        fsync_dir(self.directory)
+
+    def list(self) -> list[SessionSummary]:
+        """Every session, newest first. A cache beside the files remembers how far each file was
+        read, so listing costs what was appended since the last listing, not the sessions'
+        length."""
+        cache = self._read_cache()
+        fresh: dict[str, _CacheRow] = {}
+        rows = []
+        for sid in self._session_ids():
+            try:
+                row = self._scan(sid, cache.get(sid))
+            except (StoreError, UserError, OSError):
+                continue
+            fresh[sid] = row
+            rows.append(row.summary)
+        if fresh != cache:
+            self._write_cache(fresh)
+        rows.sort(key=lambda r: r.modified, reverse=True)
+        return rows
+
+    def _summary(self, session_id: str) -> SessionSummary:
+        return self._scan(session_id, self._read_cache().get(session_id)).summary
+
+    def _scan(self, sid: str, cached: _CacheRow | None) -> _CacheRow:
+        path = self._path(sid)
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if cached is not None and cached.inode == st.st_ino and cached.size == st.st_size:
+                return cached
+            if cached is not None and cached.inode == st.st_ino and cached.offset <= st.st_size:
+                start, summary = cached.offset, cached.summary
+                data = os.pread(fd, st.st_size - start, start)
+            else:
+                data = os.pread(fd, st.st_size, 0)
+                nl = data.find(b"\n")
+                if nl < 0:
+                    raise StoreError(f"{path} has no header")
+                header = decode_header(data[:nl])
+                summary = SessionSummary(id=header.id, name=None, created=header.timestamp,
+                                         modified=header.timestamp, message_count=0,
+                                         first_message=None,
+                                         parent_session=header.parent_session)
+                data = data[nl + 1:]
+                start = nl + 1
+        finally:
+            os.close(fd)
+        report = LoadReport()
+        slots, end = parse_lines(data, 0, len(data), report, 0, {})
+        summary = _extend_summary(summary, slots)
+        return _CacheRow(inode=st.st_ino, size=st.st_size, offset=start + end, summary=summary)
+
+    def _read_cache(self) -> dict[str, _CacheRow]:
+        try:
+            return msgspec.json.decode(self._cache_path.read_bytes(), type=dict[str, _CacheRow])
+        except (OSError, msgspec.DecodeError):
+            return {}
+
+    def _write_cache(self, rows: dict[str, _CacheRow]) -> None:
+        tmp = self._cache_path.with_name(f".list-cache.{os.getpid()}.tmp")
+        try:
+            tmp.write_bytes(msgspec.json.encode(rows))
+            os.replace(tmp, self._cache_path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+def _extend_summary(summary: SessionSummary, slots: list[Slot]) -> SessionSummary:
+    from threadline.store.base import summarize_records
+
+    header = SessionHeader(id=summary.id, version=1, timestamp=summary.modified,
+                           parent_session=summary.parent_session)
+    tail = summarize_records(header, slots)
+    return SessionSummary(
+        id=summary.id, name=tail.name or summary.name, created=summary.created,
+        modified=max(summary.modified, tail.modified),
+        message_count=summary.message_count + tail.message_count,
+        first_message=summary.first_message or tail.first_message,
+        parent_session=summary.parent_session,
+    )
