@@ -1,0 +1,312 @@
+"""Core commands: sessions, new, show, tree, context, say, branch, label, fork, stats."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+import msgspec
+from rich.console import Console
+from rich.markup import escape
+
+from threadline.cli.main import get_store
+from threadline.errors import UserError
+from threadline.model.content import (
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from threadline.session import Session
+
+
+def console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def echo_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(msgspec.to_builtins(value), ensure_ascii=False, indent=2) + "\n")
+
+
+def open_session(ctx: click.Context, session_id: str, *, read_only: bool = False) -> Session:
+    return get_store(ctx).open(session_id, read_only=read_only)  # type: ignore[no-any-return]
+
+
+def one_line(s: str, width: int = 80) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def block_text(block: Any) -> str:
+    if isinstance(block, TextBlock):
+        return block.text.content
+    if isinstance(block, ToolUseBlock):
+        args = json.dumps(block.tool_use.input, ensure_ascii=False)
+        return f"→ {block.tool_use.name}({one_line(args, 200)}) [{block.tool_use.id}]"
+    if isinstance(block, ToolResultBlock):
+        r = block.tool_result
+        body = r.content if isinstance(r.content, str) else " ".join(
+            b.text.content if isinstance(b, TextBlock) else "[image]" for b in r.content)
+        err = " error" if r.is_error else ""
+        return f"← result{err} [{r.tool_use_id}]: {body}"
+    if isinstance(block, ThinkingBlock):
+        return "(thinking, redacted)" if block.thinking.redacted else \
+            f"(thinking) {block.thinking.content}"
+    if isinstance(block, ImageBlock):
+        src = block.image.source
+        return f"[image {src.media_type or src.type}]"
+    return str(block)
+
+
+def message_text(msg: Message) -> str:
+    return "\n".join(block_text(b) for b in msg.content)
+
+
+def entry_summary(entry: Any) -> str:
+    """One line describing a tree entry (tree views, listings)."""
+    kind = entry.type
+    p = entry.payload
+    if kind == "message":
+        return f"{p.role}: {one_line(message_text(p))}"
+    if kind == "compaction":
+        return f"[compaction] {one_line(p.summary, 60)} (kept from {p.first_kept_entry_id})"
+    if kind == "branch_summary":
+        return f"[branch summary] {one_line(p.summary, 60)}"
+    if kind == "model_change":
+        return f"[model] {p.provider}/{p.model_id}"
+    if kind == "thinking_level":
+        return f"[thinking] {p.thinking_level}"
+    if kind == "label":
+        return f"[label] {p.target_id} = {p.label or '(cleared)'}"
+    if kind == "session_info":
+        return f"[name] {p.name}"
+    if kind == "custom":
+        return f"[custom] {p.custom_type}"
+    if kind == "context_op":
+        return f"[op] {p.kind}"
+    if isinstance(p, dict) and p.get("purged"):
+        return f"[{kind}, purged]"
+    return f"[{kind}]"
+
+
+def register(cli: click.Group) -> None:
+    for cmd in (sessions, new, show, tree, context, say, branch, label, fork, stats):
+        cli.add_command(cmd)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def sessions(ctx: click.Context, as_json: bool) -> None:
+    """List sessions, most recently modified first."""
+    rows = get_store(ctx).list()
+    if as_json:
+        echo_json(rows)
+        return
+    out = console()
+    if not rows:
+        out.print("No sessions. Create one with: threadline new")
+        return
+    for r in rows:
+        name = f" {escape(r.name)}" if r.name else ""
+        first = escape(one_line(r.first_message or "", 50))
+        out.print(f"{r.id}{name}  {r.modified}  {r.message_count} messages  {first}")
+
+
+@click.command()
+@click.option("--name", default=None, help="A display name for the session.")
+@click.option("--id", "session_id", default=None, help="Use this session id.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def new(ctx: click.Context, name: str | None, session_id: str | None, as_json: bool) -> None:
+    """Create a session and print its id."""
+    with get_store(ctx).create(session_id=session_id) as s:
+        if name:
+            s.append_session_info(name)
+        if as_json:
+            echo_json({"id": s.id, "name": name})
+        else:
+            click.echo(s.id)
+
+
+@click.command()
+@click.argument("session_id")
+@click.option("--leaf", default=None, help="Show the context at this entry instead of the leaf.")
+@click.option("--tags", "active_tags", default="", help="Comma-separated active tags.")
+@click.pass_context
+def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str) -> None:
+    """Print the context (what the model sees) as readable text."""
+    s = open_session(ctx, session_id, read_only=True)
+    c = s.context(leaf, active_tags=[t for t in active_tags.split(",") if t])
+    out = console()
+    title = f" ({escape(s.name)})" if s.name else ""
+    model = f"{c.model.provider}/{c.model.model_id}" if c.model else "-"
+    out.print(f"Session {s.id}{title}: {len(c.messages)} messages, model {model}, "
+              f"thinking {c.thinking_level}")
+    for i, (msg, item) in enumerate(zip(c.messages, c.view, strict=True)):
+        tags = f" #{' #'.join(item.tags)}" if item.tags else ""
+        out.print(f"[bold][{i}] {msg.role}[/bold] {escape(item.id)}{escape(tags)}")
+        for line in message_text(msg).splitlines() or [""]:
+            out.print("    " + escape(line))
+
+
+@click.command()
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the flat tree as JSON.")
+@click.pass_context
+def tree(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """Print the session tree: branches indented, labels, compactions, the leaf marked '*'."""
+    s = open_session(ctx, session_id, read_only=True)
+    flat = s.tree(flat=True)
+    if as_json:
+        echo_json(flat)
+        return
+    out = console()
+    on_path = set(s.path_ids())
+    # Indent only at branch points: a 100,000-deep linear path stays at one level.
+    indent: dict[str | None, int] = {None: 0}
+    for node in flat:
+        e = node.entry
+        parent = node.parent_id
+        level = indent.get(parent, 0)
+        siblings = len(s._tree.children(parent))
+        if siblings > 1:
+            level += 1
+        indent[e.id] = level
+        mark = "*" if e.id == s.leaf_id else ("•" if e.id in on_path else " ")
+        lab = f" [{node.label}]" if node.label else ""
+        branch = "├─ " if siblings > 1 else ""
+        out.print(f"{'  ' * level}{branch}{mark} {escape(e.id)}{escape(lab)} "
+                  f"{escape(entry_summary(e))}")
+
+
+@click.command()
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True, help="JSON in the file format's shape.")
+@click.option("--format", "fmt", default=None,
+              help="Dump in a provider format (openai_chat, openai_responses, anthropic, "
+                   "gemini, bedrock).")
+@click.option("--leaf", default=None, help="Build the context at this entry.")
+@click.option("--tags", "active_tags", default="", help="Comma-separated active tags.")
+@click.pass_context
+def context(ctx: click.Context, session_id: str, as_json: bool, fmt: str | None,
+            leaf: str | None, active_tags: str) -> None:
+    """Print the context messages (default and --json: the file format's shape)."""
+    s = open_session(ctx, session_id, read_only=True)
+    c = s.context(leaf, active_tags=[t for t in active_tags.split(",") if t])
+    if fmt:
+        from threadline import formats
+
+        echo_json(formats.dump_context(fmt, list(c.messages)))
+        return
+    echo_json({
+        "session_id": s.id,
+        "leaf_id": c.leaf_id,
+        "model": c.model,
+        "thinking_level": c.thinking_level,
+        "messages": list(c.messages),
+        "view": list(c.view),
+    } if as_json else list(c.messages))
+
+
+@click.command()
+@click.argument("session_id")
+@click.argument("role")
+@click.argument("text", required=False)
+@click.option("--json-content", default=None,
+              help="Content as JSON (a list of blocks in the file format's shape).")
+@click.pass_context
+def say(ctx: click.Context, session_id: str, role: str, text: str | None,
+        json_content: str | None) -> None:
+    """Append a message (TEXT, or '-' to read stdin) and print its entry id."""
+    if json_content is not None:
+        try:
+            content: Any = json.loads(json_content)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"--json-content is not valid JSON: {exc}") from None
+    elif text == "-":
+        content = sys.stdin.read()
+    elif text is None:
+        raise UserError("Give the message text, '-' for stdin, or --json-content")
+    else:
+        content = text
+    with open_session(ctx, session_id) as s:
+        click.echo(s.append_message(role, content))
+
+
+@click.command()
+@click.argument("session_id")
+@click.argument("entry_id")
+@click.option("--summary", default=None, help="Append a summary of the abandoned branch.")
+@click.pass_context
+def branch(ctx: click.Context, session_id: str, entry_id: str, summary: str | None) -> None:
+    """Move the leaf to ENTRY_ID ('root' for before the first entry)."""
+    with open_session(ctx, session_id) as s:
+        if summary is not None:
+            sid = s.branch_with_summary(None if entry_id == "root" else entry_id, summary)
+            click.echo(f"Branched to {entry_id} with summary {sid}")
+        elif entry_id == "root":
+            s.reset_leaf()
+            click.echo("Leaf reset: the next message starts a new root")
+        else:
+            s.branch(entry_id)
+            click.echo(f"Leaf moved to {entry_id}")
+
+
+@click.command()
+@click.argument("session_id")
+@click.argument("entry_id")
+@click.argument("text", required=False, default="")
+@click.pass_context
+def label(ctx: click.Context, session_id: str, entry_id: str, text: str) -> None:
+    """Label ENTRY_ID with TEXT (no TEXT clears the label)."""
+    with open_session(ctx, session_id) as s:
+        s.set_label(entry_id, text or None)
+        click.echo(f"Label on {entry_id}: {text}" if text else f"Label on {entry_id} cleared")
+
+
+@click.command()
+@click.argument("session_id")
+@click.option("--at", "leaf", default=None,
+              help="Copy only the path to this entry (a branched session).")
+@click.pass_context
+def fork(ctx: click.Context, session_id: str, leaf: str | None) -> None:
+    """Copy a session into a new one and print the new id."""
+    store = get_store(ctx)
+    if leaf:
+        with store.open(session_id, read_only=True) as src:
+            if not src.has_entry(leaf):
+                raise UserError(f"Entry '{leaf}' not found in session '{session_id}'")
+            new_session = src.create_branched_session(leaf)
+    else:
+        new_session = store.fork(session_id)
+    click.echo(new_session.id)
+
+
+@click.command()
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def stats(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """Entry counts and sizes by type, time range, size distribution, largest entries."""
+    st = open_session(ctx, session_id, read_only=True).stats()
+    if as_json:
+        echo_json(st)
+        return
+    out = console()
+    out.print(f"Session {st['session_id']}" + (f" ({escape(st['name'])})" if st["name"] else ""))
+    out.print(f"  entries: {st['entries']:,}   bytes: {st['bytes']:,}   file: "
+              f"{st['file_bytes']:,} bytes")
+    out.print(f"  oldest: {st['oldest']}   newest: {st['newest']}")
+    out.print(f"  context: {st['context_messages']} messages   branch points: {st['branches']}"
+              f"   labels: {st['labels']}")
+    for kind, row in st["by_type"].items():
+        out.print(f"  {kind:<15} {row['count']:>8,} entries {row['bytes']:>12,} bytes")
+    dist = ", ".join(f"{k}: {v}" for k, v in st["size_distribution"].items())
+    out.print(f"  sizes: {dist}")
+    for big in st["largest"]:
+        out.print(f"  largest: {big['id']} {big['type']} {big['size']:,} bytes")
