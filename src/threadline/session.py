@@ -31,7 +31,6 @@ from threadline.model.entries import (
     LabelEntry,
     Leaf,
     MessageEntry,
-    MessageTags,
     ModelChange,
     OpState,
     PurgedEntry,
@@ -156,60 +155,90 @@ class Session:
         tree = self._tree
         kinds = self._types
         store_slots = self._slots
+        parents = tree.parent
+        stamps = tree.ts
+        forward = tree._forward
+        leaf = self._leaf
+        lazy = LazyMessage
         for rec in slots:
             rid = rec.id
-            if rec.tree:
-                if rid is None:
-                    continue  # an unknown record without id: kept in the file only
+            if rec.__class__ is lazy:  # the hot path: most records of a big session
                 if rid in store_slots:
                     report.duplicate_ids.append(rid)
                     continue
-                kind = rec.type
-                tree.add(rid, rec.parent_id, rec.timestamp or "")
+                p = rec.parent_id
+                if p is not None and p not in parents:
+                    forward.append(rid)
+                parents[rid] = p
+                stamps[rid] = rec.timestamp
                 store_slots[rid] = rec
-                kinds[rid] = kind
-                self._leaf = rid
-                if kind == "message":
-                    continue
-                if kind == "label":
-                    lab: Label = rec.payload
-                    if lab.label:
-                        self._labels[lab.target_id] = lab.label
-                    else:
-                        self._labels.pop(lab.target_id, None)
-                elif kind == "session_info" and not isinstance(rec, PurgedEntry):
-                    self._name = rec.payload.name
-                elif kind == "context_op":
-                    self._ops.append(rid)
+                kinds[rid] = "message"
+                leaf = rid
                 continue
+            self._leaf = leaf
+            self._ingest_record(rec)
+            leaf = self._leaf
+        self._leaf = leaf
+        tree._children = None
+
+
+    def _ingest_record(self, rec: Any) -> None:
+        """Index one decoded record (anything but a lazy message)."""
+        report = self.load_report
+        store_slots = self._slots
+        rid = rec.id
+        if rec.tree:
+            if rid is None:
+                return  # an unknown record without id: kept in the file only
+            if rid in store_slots:
+                report.duplicate_ids.append(rid)
+                return
             kind = rec.type
-            payload = rec.payload
-            if kind == "leaf":
-                target = payload.target_id
-                if target is None or target in store_slots:
-                    self._leaf = target
+            self._tree.add(rid, rec.parent_id, rec.timestamp or "")
+            store_slots[rid] = rec
+            self._types[rid] = kind
+            self._leaf = rid
+            if kind == "message":
+                return
+            if kind == "label":
+                lab: Label = rec.payload
+                if lab.label:
+                    self._labels[lab.target_id] = lab.label
                 else:
-                    report.unknown_leaf.append(target)
-            elif kind == "bookmark":
-                if payload.removed:
-                    self._bookmarks.pop(payload.name, None)
-                    self._bookmark_times.pop(payload.name, None)
+                    self._labels.pop(lab.target_id, None)
+            elif kind == "session_info" and not isinstance(rec, PurgedEntry):
+                self._name = rec.payload.name
+            elif kind == "context_op":
+                self._ops.append(rid)
+            return
+        kind = rec.type
+        payload = rec.payload
+        if kind == "leaf":
+            target = payload.target_id
+            if target is None or target in store_slots:
+                self._leaf = target
+            else:
+                report.unknown_leaf.append(target)
+        elif kind == "bookmark":
+            if payload.removed:
+                self._bookmarks.pop(payload.name, None)
+                self._bookmark_times.pop(payload.name, None)
+            else:
+                self._bookmarks[payload.name] = payload
+                self._bookmark_times[payload.name] = rec.timestamp
+        elif kind == "op_state":
+            self._op_states[payload.op_id] = payload
+        elif kind == "message_tags":
+            for target in payload.target_ids:
+                tags = self._message_tags.get(target, [])
+                tags = [t for t in tags if t not in payload.remove]
+                tags.extend(t for t in payload.add if t not in tags)
+                if tags:
+                    self._message_tags[target] = tags
                 else:
-                    self._bookmarks[payload.name] = payload
-                    self._bookmark_times[payload.name] = rec.timestamp
-            elif kind == "op_state":
-                self._op_states[payload.op_id] = payload
-            elif kind == "message_tags":
-                for target in payload.target_ids:
-                    tags = self._message_tags.get(target, [])
-                    tags = [t for t in tags if t not in payload.remove]
-                    tags.extend(t for t in payload.add if t not in tags)
-                    if tags:
-                        self._message_tags[target] = tags
-                    else:
-                        self._message_tags.pop(target, None)
-            elif kind == "purge":
-                self._purged.update(payload.entry_ids)
+                    self._message_tags.pop(target, None)
+        elif kind == "purge":
+            self._purged.update(payload.entry_ids)
 
     def _settle(self) -> None:
         tree = self._tree

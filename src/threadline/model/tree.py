@@ -13,11 +13,10 @@ from collections.abc import Iterator
 class TreeIndex:
     """Effective parent of every tree entry, in file order."""
 
-    __slots__ = ("_children", "_forward", "cycles", "orphans", "parent", "seq", "ts")
+    __slots__ = ("_children", "_forward", "cycles", "orphans", "parent", "ts")
 
     def __init__(self) -> None:
-        self.parent: dict[str, str | None] = {}
-        self.seq: dict[str, int] = {}
+        self.parent: dict[str, str | None] = {}  # insertion order is file order
         self.ts: dict[str, str] = {}
         self.orphans: list[str] = []
         self.cycles: list[str] = []
@@ -36,7 +35,6 @@ class TreeIndex:
         if parent_id is not None and parent_id not in parent:
             self._forward.append(entry_id)
         parent[entry_id] = parent_id
-        self.seq[entry_id] = len(self.seq)
         self.ts[entry_id] = timestamp
         if self._children is not None:
             if parent_id is None or parent_id in parent:
@@ -49,6 +47,7 @@ class TreeIndex:
         if not self._forward:
             return
         parent = self.parent
+        seq = self.file_order()
         done: set[str] = set()
         for start in self._forward:
             p = parent[start]
@@ -62,7 +61,7 @@ class TreeIndex:
                 if node in on_path:
                     # a cycle: cut it at the member whose parent stands latest in the file
                     cycle = list(on_path)[list(on_path).index(node):]
-                    cut = max(cycle, key=lambda n: self.seq[parent[n]])  # type: ignore[index]
+                    cut = max(cycle, key=lambda n: seq[parent[n]])  # type: ignore[index]
                     parent[cut] = None
                     self.cycles.append(cut)
                     break
@@ -92,6 +91,9 @@ class TreeIndex:
             yield node
             node = self.parent[node]
 
+    def file_order(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(self.parent)}
+
     def _build_children(self) -> dict[str | None, list[str]]:
         children: dict[str | None, list[str]] = {}
         for node, p in self.parent.items():  # dict order is file order
@@ -100,10 +102,12 @@ class TreeIndex:
                 children[p] = [node]
             else:
                 lst.append(node)
-        ts, seq = self.ts, self.seq
+        ts = self.ts
+        seq: dict[str, int] | None = None
         for lst in children.values():
             if len(lst) > 1:
-                lst.sort(key=lambda n: (ts[n], seq[n]))
+                seq = seq or self.file_order()
+                lst.sort(key=lambda n: (ts[n], seq[n]))  # type: ignore[index]
         self._children = children
         return children
 
@@ -111,9 +115,9 @@ class TreeIndex:
         assert self._children is not None
         lst = self._children.setdefault(parent_id, [])
         lst.append(entry_id)
-        if len(lst) > 1 and (self.ts[lst[-2]], self.seq[lst[-2]]) > (self.ts[entry_id],
-                                                                     self.seq[entry_id]):
-            lst.sort(key=lambda n: (self.ts[n], self.seq[n]))
+        if len(lst) > 1 and self.ts[lst[-2]] > self.ts[entry_id]:
+            seq = self.file_order()
+            lst.sort(key=lambda n: (self.ts[n], seq[n]))
 
     def children(self, entry_id: str | None) -> list[str]:
         """Children ordered by timestamp, then file order (``None`` gives the roots)."""

@@ -35,6 +35,8 @@ from threadline.store.base import (
 )
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
+_CHUNK = 8 * 1024 * 1024
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 # Seam for tests that slow writes down and cap their size so records tear under SIGKILL.
@@ -106,7 +108,29 @@ class JsonlLog:
             raise StoreError(f"{self.path} line 1: {exc}") from None
         report = LoadReport()
         sizes: dict[str, int] = {}
-        slots, end = parse_lines(buf, nl + 1, size, report, 2, sizes)
+        slots: list[Slot] = []
+        # Parse in chunks and let the kernel take each chunk's mapped pages back once it is
+        # indexed, so a 100 MB session never holds its text in memory; lazy message reads fault
+        # pages in again from the page cache.
+        end = nl + 1
+        released = 0
+        line_no = 2
+        while end < size:
+            stop = min(size, end + _CHUNK)
+            if stop < size:
+                cut = buf.rfind(b"\n", end, stop)
+                stop = size if cut < 0 else cut + 1
+            part, end_part = parse_lines(buf, end, stop, report, line_no, sizes)
+            line_no += buf[end:end_part].count(b"\n") if report.corrupt_lines else len(part)
+            slots.extend(part)
+            if end_part == end:
+                break
+            end = end_part
+            if _MADV_DONTNEED is not None:
+                upto = (end // mmap.PAGESIZE) * mmap.PAGESIZE
+                if upto > released:
+                    buf.madvise(_MADV_DONTNEED, released, upto - released)
+                    released = upto
         report.torn_bytes = size - end
         self._buf = buf
         self._end = end

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
 
 from threadline.errors import SessionLockedError, StoreError, UserError
 from threadline.model.entries import SessionHeader, decode_header, encode
