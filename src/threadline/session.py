@@ -42,7 +42,7 @@ from threadline.model.entries import (
     new_id,
     now,
 )
-from threadline.model.limits import check_encoded, check_value
+from threadline.model.limits import check_record, encode_checked
 from threadline.model.tree import TreeIndex
 from threadline.store.base import LazyMessage, Loaded, LoadReport, Log, Slot
 
@@ -275,11 +275,10 @@ class Session:
         """Append one record of ``kind`` (a tree entry under the leaf, or a meta record)."""
         self._ensure_writer()
         cls = RECORD_CLASSES[kind]
-        check_value(payload, depth=2)
-        rec: Any = cls(id=new_id(), parent_id=self._leaf if tree else None, timestamp=now(),
-                       **{kind: payload})
-        line = encode(rec)
-        check_encoded(line)
+        parent = self._leaf if tree else None
+        rec: Any = cls(id=new_id(), parent_id=parent, timestamp=now(), **{kind: payload})
+        line = encode_checked(encode, rec)
+        check_record(payload, line, 1 if parent is None else 0)
         self._log.append([line])
         self._sizes[rec.id] = len(line)
         self._after_write(rec)
@@ -287,7 +286,7 @@ class Session:
 
     def _after_write(self, rec: KnownRecord) -> None:
         prev_leaf = self._leaf
-        self._ingest([rec])
+        self._ingest_record(rec)
         view = self._view
         if not rec.tree:
             if rec.type in ("leaf", "op_state", "purge"):
@@ -329,9 +328,8 @@ class Session:
             if rec.tree and rec.id in seen:
                 raise UserError(f"Entry id '{rec.id}' already exists in session '{self.id}'")
             seen.add(rec.id)
-            check_value(rec.payload, depth=2)
-            line = encode(rec)
-            check_encoded(line)
+            line = encode_checked(encode, rec)
+            check_record(rec.payload, line, 1 if rec.parent_id is None else 0)
             lines.append(line)
         self._log.append(lines)
         for rec, line in zip(records, lines, strict=True):

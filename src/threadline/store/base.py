@@ -340,7 +340,7 @@ class BaseStore:
                records: Sequence[Any] = ()) -> Session:
         """Create a session (optionally with prepared records, written in one atomic step)."""
         from threadline.model.entries import encode, new_id, now
-        from threadline.model.limits import check_encoded, check_value
+        from threadline.model.limits import check_record, check_value, encode_checked
         from threadline.session import Session
 
         sid = check_session_id(session_id) if session_id is not None else new_id()
@@ -349,9 +349,8 @@ class BaseStore:
         check_value(metadata or {}, depth=2)
         lines = []
         for rec in records:
-            check_value(rec.payload, depth=2)
-            line = encode(rec)
-            check_encoded(line)
+            line = encode_checked(encode, rec)
+            check_record(rec.payload, line, 1 if rec.parent_id is None else 0)
             lines.append(line)
         log = self._create_log(header, lines)
         return Session(self, log, log.load())
