@@ -1,0 +1,205 @@
+"""Bookmark commands: ``tag``, ``tags``, ``undo``, ``clear`` (DESIGN §7).
+
+The ``format_*`` functions build the exact lines both these commands and the chat REPL print
+(``Tag 'x' created at position 15``, ``Removed last 2 user messages (5 total messages)``, …).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import click
+
+from threadline import bookmarks
+from threadline.bookmarks import INVALID, OTHER_BRANCH, TagListing, TagStatus, UndoResult
+from threadline.cli.main import get_store
+from threadline.errors import UserError
+from threadline.session import Session
+
+SPECIAL_MARK = "[SPECIAL] "
+NAME_WIDTH = 27  # "[SPECIAL] __session_start__"
+
+
+def clock(timestamp: str) -> str:
+    """``HH:MM:SS`` in local time for an RFC 3339 timestamp ('' when it cannot be read)."""
+    try:
+        stamp = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    return stamp.astimezone().strftime("%H:%M:%S")
+
+
+def format_tag_line(t: TagStatus, width: int = NAME_WIDTH) -> str:
+    label = (SPECIAL_MARK + t.name) if t.special else t.name
+    head = f"  {label:<{width}} → position {t.position:>4}"
+    if t.status == INVALID:
+        return f"{head} INVALIDATED: {t.reason}"
+    when = f" ({clock(t.timestamp)})" if t.timestamp else ""
+    if t.status == OTHER_BRANCH:
+        return f"{head}{when} on another branch"
+    return head + when
+
+
+def format_listing(listing: TagListing) -> list[str]:
+    """The ``Current tags:`` block, then which invalid tags were removed (or only reported)."""
+    width = max([NAME_WIDTH] + [len(t.name) + (len(SPECIAL_MARK) if t.special else 0)
+                                for t in listing])
+    lines = ["Current tags:"] + [format_tag_line(t, width) for t in listing]
+    invalid = [t.name for t in listing if t.status == INVALID]
+    if listing.removed:
+        lines += ["", f"Removed {len(listing.removed)} invalid tag(s): "
+                      f"{', '.join(listing.removed)}"]
+    elif invalid:
+        lines += ["", f"Found {len(invalid)} invalid tag(s): {', '.join(invalid)} (not removed: "
+                      "another process is writing this session)"]
+    return lines
+
+
+def format_tag_created(t: TagStatus, moved: bool) -> str:
+    verb = "moved to" if moved else "created at"
+    return f"Tag '{t.name}' {verb} position {t.position}"
+
+
+def _left_behind(r: UndoResult) -> list[str]:
+    out = []
+    if r.messages_added and not r.switched_branch:
+        out.append(f"{r.messages_added} earlier messages are back in view (the history before "
+                   "a compaction)")
+    if r.tags_left_behind:
+        out.append(f"Tags left behind: {', '.join(r.tags_left_behind)}")
+    return out
+
+
+def format_undo(r: UndoResult, n: int) -> list[str]:
+    users = r.user_messages_removed
+    noun = "message" if users == 1 else "messages"
+    if r.cleared and n > users:
+        head = f"Removed all {users} user {noun} ({r.messages_removed} total messages)"
+    else:
+        head = f"Removed last {users} user {noun} ({r.messages_removed} total messages)"
+    return [head, *_left_behind(r)]
+
+
+def format_undo_to(r: UndoResult) -> list[str]:
+    if r.already_there:
+        return [f"Already at tag '{r.tag}' (position {r.position})"]
+    if r.switched_branch:
+        head = (f"Restored to tag '{r.tag}' on another branch (removed {r.messages_removed} "
+                f"messages, added {r.messages_added})")
+    else:
+        head = f"Restored to tag '{r.tag}' (removed {r.messages_removed} messages)"
+    return [head, *_left_behind(r)]
+
+
+def format_clear(r: UndoResult) -> list[str]:
+    lines = [f"Conversation cleared (removed {r.messages_removed} messages); "
+             "the old messages stay in the tree"]
+    if r.tags_left_behind:
+        lines.append(f"Tags left behind: {', '.join(r.tags_left_behind)}")
+    return lines
+
+
+def parse_position(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise UserError(f"Position must be a whole number, got {value!r}") from None
+
+
+def _open(ctx: click.Context, session_id: str) -> Session:
+    return get_store(ctx).open(session_id)  # type: ignore[no-any-return]
+
+
+def _echo(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(line)
+
+
+def register(cli: click.Group) -> None:
+    for cmd in (tag, tags, undo, clear):
+        cli.add_command(cmd)
+
+
+@click.command()
+@click.argument("session_id")
+@click.argument("name", required=False)
+@click.argument("position", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the tag as JSON.")
+@click.pass_context
+def tag(ctx: click.Context, session_id: str, name: str | None, position: str | None,
+        as_json: bool) -> None:
+    """Tag POSITION (default: the end of the conversation) as NAME (default: tag_1, tag_2, …)."""
+    from threadline.cli.sessions import echo_json
+
+    with _open(ctx, session_id) as s:
+        moved = name is not None and name in s._bookmarks
+        t = bookmarks.tag(s, name, parse_position(position))
+        if as_json:
+            echo_json(t)
+        else:
+            click.echo(format_tag_created(t, moved))
+
+
+@click.command()
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def tags(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """List the session's bookmarks with their status; invalid ones are removed."""
+    from threadline.cli.sessions import echo_json
+
+    with _open(ctx, session_id) as s:
+        listing = bookmarks.tags(s)
+        if as_json:
+            echo_json(listing)
+        else:
+            _echo(format_listing(listing))
+
+
+@click.command()
+@click.argument("session_id")
+@click.argument("count", required=False, type=int, default=None)
+@click.option("--to", "to_tag", default=None, metavar="TAG", help="Restore to this tag instead.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def undo(ctx: click.Context, session_id: str, count: int | None, to_tag: str | None,
+         as_json: bool) -> None:
+    """Undo the last COUNT user messages (default 1), or go back to a tag with --to TAG."""
+    from threadline.cli.sessions import echo_json
+
+    if count is not None and to_tag is not None:
+        raise UserError("Give either a count or --to TAG, not both")
+    with _open(ctx, session_id) as s:
+        if to_tag is not None:
+            r = bookmarks.undo_to(s, to_tag)
+            lines = format_undo_to(r)
+        else:
+            n = 1 if count is None else count
+            r = bookmarks.undo(s, n)
+            lines = format_undo(r, n)
+        if as_json:
+            echo_json(r)
+        else:
+            _echo(lines)
+
+
+@click.command()
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def clear(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """Start the conversation over (nothing is deleted; 'threadline tree' still shows it)."""
+    from threadline.cli.sessions import echo_json
+
+    with _open(ctx, session_id) as s:
+        r = bookmarks.clear(s)
+        if as_json:
+            echo_json(r)
+        else:
+            _echo(format_clear(r))
+
+
+__all__ = ["format_clear", "format_listing", "format_tag_created", "format_undo",
+           "format_undo_to", "register"]
