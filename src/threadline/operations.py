@@ -1,25 +1,496 @@
 """Context operations: reversible edits of the view (DESIGN §6).
 
-Filled in by the operations work (issue 5). The hooks below are what context building calls.
+An operation is requested by *position* in the view the model sees and stored by *entry id* in a
+``context_op`` tree entry, so it stays correct while the conversation grows. The op entry's id is
+the op id. When a context is built, the active ops on the path are applied in creation order, each
+on the view left by the ones before it:
+
+=========== ===================== ==========================================================
+kind        stored as             effect on the view
+=========== ===================== ==========================================================
+digest      start_id, end_id,     the range becomes one ``system`` message holding the summary
+            summary
+revise      start_id, end_id,     the range becomes the given messages
+            messages
+snip        start_id, end_id      the range is removed
+resequence  order (ids)           those messages, which must be contiguous, take this order
+insert      after_id, messages    the messages are inserted after ``after_id`` (None: at front)
+=========== ===================== ==========================================================
+
+Messages an op synthesizes get view ids ``<op_id>:<n>``, so later ops (and tags) can target them.
+An op whose entries are no longer in the view (compacted away, purged, on a branch without them,
+produced by an op that was switched off) is *inapplicable*: it is skipped and listed as such.
+
+``toggle`` and ``revert`` append ``op_state`` meta records; the latest record for an op wins on
+every branch. Nothing is ever deleted: every op can be switched back on.
+
+``tag_messages`` is not an op: it appends a ``message_tags`` record and the tags show in
+``Context.view``.
+
+An op that would separate a tool call from its result, leave a result without its call, or point
+outside the view is refused with a :class:`~threadline.errors.UserError` that says why.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
-from threadline.errors import NotFoundError
-from threadline.model.content import Message
+import msgspec
+
+from threadline.errors import NotFoundError, UserError
+from threadline.model.content import ROLES, Message, coerce_content, text
+from threadline.model.entries import ContextOp, ContextOpEntry, MessageTags, OpState
 
 if TYPE_CHECKING:
     from threadline.session import Session
 
+__all__ = [
+    "OPERATION_KINDS",
+    "OperationInfo",
+    "apply_operations",
+    "digest",
+    "insert",
+    "operations",
+    "resequence",
+    "revert",
+    "revise",
+    "snip",
+    "synthetic_message",
+    "tag_messages",
+    "toggle",
+]
+
+OPERATION_KINDS = ("digest", "revise", "snip", "resequence", "insert")
+_PENDING = "\x00pending"  # stands for the op id while a new op is checked before it is written
+MAX_TAG_LEN = 128
+
+State = Literal["active", "inactive", "reverted"]
+Standing = Literal["applied", "inapplicable", "not_applied", "not_on_branch"]
+
+
+class OperationInfo(msgspec.Struct, kw_only=True):
+    """One row of :func:`operations`.
+
+    ``state`` is the op's switch (``active``, ``inactive`` or ``reverted``); ``standing`` says what
+    it does to the current view: ``applied``; ``inapplicable`` (its entries left the view);
+    ``not_applied`` (switched off, or conditional on tags that are not active); ``not_on_branch``
+    (the op entry is not on the current path). ``reason`` explains every standing but ``applied``.
+    """
+
+    id: str
+    kind: str
+    state: State
+    standing: Standing
+    timestamp: str
+    reason: str | None = None
+    tags: list[str] | None = None
+    start_id: str | None = None
+    end_id: str | None = None
+    after_id: str | None = None
+    order: list[str] | None = None
+    summary: str | None = None
+    message_count: int = 0
+
+
+# -- applying --------------------------------------------------------------------------------
+
+
+def _op_payload(session: Session, op_id: str) -> ContextOp | None:
+    rec = session._record(op_id)
+    return rec.context_op if isinstance(rec, ContextOpEntry) else None  # purged: None
+
+
+def _state(session: Session, op_id: str) -> State:
+    st = session._op_states.get(op_id)
+    if st is None or st.active:
+        return "active"
+    return "reverted" if st.reverted else "inactive"
+
+
+def _synthetic_ids(op_id: str, n: int) -> list[str]:
+    return [f"{op_id}:{i}" for i in range(n)]
+
+
+def _apply_one(ids: list[str], op_id: str, op: ContextOp) -> tuple[list[str] | None, str]:
+    """The view after ``op``, or ``(None, why)`` when the op's entries are not in ``ids``."""
+    kind = op.kind
+    if kind in ("digest", "revise", "snip"):
+        try:
+            s = ids.index(op.start_id or "")
+            e = ids.index(op.end_id or "", s)
+        except ValueError:
+            missing = op.start_id if op.start_id not in ids else op.end_id
+            return None, f"entry '{missing}' is no longer in the view"
+        if kind == "digest":
+            middle = [f"{op_id}:0"]
+        elif kind == "revise":
+            middle = _synthetic_ids(op_id, len(op.messages or ()))
+        else:
+            middle = []
+        return ids[:s] + middle + ids[e + 1:], ""
+    if kind == "resequence":
+        order = op.order or []
+        pos = {vid: i for i, vid in enumerate(ids)}
+        gone = [vid for vid in order if vid not in pos]
+        if gone:
+            return None, f"entry '{gone[0]}' is no longer in the view"
+        places = sorted(pos[vid] for vid in order)
+        if not order or places[-1] - places[0] + 1 != len(order):
+            return None, "its messages are no longer next to each other in the view"
+        return ids[:places[0]] + list(order) + ids[places[-1] + 1:], ""
+    if kind == "insert":
+        new = _synthetic_ids(op_id, len(op.messages or ()))
+        if op.after_id is None:
+            return new + ids, ""
+        try:
+            a = ids.index(op.after_id)
+        except ValueError:
+            return None, f"entry '{op.after_id}' is no longer in the view"
+        return ids[:a + 1] + new + ids[a + 1:], ""
+    return None, f"unknown operation kind {kind!r} (written by a newer threadline?)"
+
+
+def _run(session: Session, ids: list[str], op_ids: Sequence[str], active_tags: frozenset[str],
+         report: dict[str, tuple[Standing, str | None]] | None = None) -> list[str]:
+    for op_id in op_ids:
+        op = _op_payload(session, op_id)
+        if op is None:
+            if report is not None:
+                report[op_id] = ("inapplicable", "the operation was purged")
+            continue
+        state = _state(session, op_id)
+        if state != "active":
+            if report is not None:
+                report[op_id] = ("not_applied", f"the operation is {state}")
+            continue
+        if op.tags and not active_tags.intersection(op.tags):
+            if report is not None:
+                report[op_id] = ("not_applied",
+                                 f"conditional on tags {', '.join(op.tags)}; none is active")
+            continue
+        new, why = _apply_one(ids, op_id, op)
+        if new is None:
+            if report is not None:
+                report[op_id] = ("inapplicable", why)
+            continue
+        ids = new
+        if report is not None:
+            report[op_id] = ("applied", None)
+    return ids
+
 
 def apply_operations(session: Session, ids: list[str], op_ids: list[str],
                      active_tags: frozenset[str]) -> list[str]:
-    """Apply the active operations on the path, in creation order, to the view ids."""
-    return ids
+    """Apply the active operations on the path, in creation order, to the view ids.
+
+    ``op_ids`` are the ``context_op`` entries on the path (path order is creation order);
+    inactive, reverted, inapplicable and unmatched conditional ops are skipped.
+    """
+    return _run(session, ids, op_ids, active_tags)
 
 
 def synthetic_message(session: Session, view_id: str) -> Message:
     """The message behind a synthetic view id ``<op_id>:<n>``."""
+    op_id, _, n_text = view_id.rpartition(":")
+    op = _op_payload(session, op_id) if session._types.get(op_id) == "context_op" else None
+    if op is not None and n_text.isdigit():
+        n = int(n_text)
+        if op.kind == "digest" and n == 0:
+            return Message(role="system", content=[text(op.summary or "")])
+        msgs = op.messages or []
+        if op.kind in ("revise", "insert") and n < len(msgs):
+            return msgs[n]
     raise NotFoundError(f"No message with view id '{view_id}' in session '{session.id}'")
+
+
+# -- validation ------------------------------------------------------------------------------
+
+
+def _is_result_message(msg: Message) -> bool:
+    return bool(msg.tool_results)
+
+
+def _pair_problems(msgs: Sequence[Message]) -> dict[tuple[str, str], str]:
+    """Tool pairing problems of a message list, keyed by (kind, tool call id).
+
+    ``orphan``: a result with no earlier call; ``separated``: a result whose call is earlier but
+    with a message between them that is not itself a tool result; ``unanswered``: a call without a
+    result (a call in the last message is pending, not a problem).
+    """
+    problems: dict[tuple[str, str], str] = {}
+    calls: dict[str, int] = {}
+    answered: set[str] = set()
+    non_results = [0]  # non_results[k]: messages before position k that hold no tool result
+    for i, m in enumerate(msgs):
+        for r in m.tool_results:
+            cid = r.tool_use_id
+            j = calls.get(cid)
+            if j is None:
+                problems[("orphan", cid)] = (
+                    f"leave the tool_result for call '{cid}' (position {i}) without its tool_use")
+            elif non_results[i] - non_results[j + 1] > 0:
+                problems[("separated", cid)] = (
+                    f"separate the tool_use '{cid}' (position {j}) from its tool_result "
+                    f"(position {i})")
+            answered.add(cid)
+        for u in m.tool_uses:
+            calls[u.id] = i
+        non_results.append(non_results[-1] + (0 if _is_result_message(m) else 1))
+    last = len(msgs) - 1
+    for cid, j in calls.items():
+        if cid not in answered and j != last:
+            problems[("unanswered", cid)] = (
+                f"leave the tool_use '{cid}' (position {j}) without its tool_result")
+    return problems
+
+
+def _view(session: Session, active_tags: Iterable[str] | None) -> list[str]:
+    return session.context(active_tags=active_tags).view.ids()
+
+
+def _check_range(start: int, end: int, n: int, what: str) -> None:
+    for name, v in (("start", start), ("end", end)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise UserError(f"{what}: {name} must be an integer position, got {v!r}")
+    if n == 0:
+        raise UserError(f"{what}: the view is empty; there are no positions to refer to")
+    if start > end:
+        raise UserError(f"{what}: start {start} is after end {end}; positions are inclusive, "
+                        "so give the first position, then the last")
+    if start < 0 or end >= n:
+        raise UserError(f"{what}: positions {start}-{end} are out of range (0-{n - 1}); "
+                        "list the context to see the current positions")
+
+
+def _check_tags(tags: Iterable[str] | None, what: str) -> list[str] | None:
+    if tags is None:
+        return None
+    if isinstance(tags, str):
+        tags = [tags]
+    out: list[str] = []
+    for t in tags:
+        if not isinstance(t, str) or not t.strip() or len(t) > MAX_TAG_LEN:
+            raise UserError(f"{what}: tag {t!r} is not valid; use a non-empty string of at most "
+                            f"{MAX_TAG_LEN} characters")
+        if t not in out:
+            out.append(t)
+    return out or None
+
+
+def coerce_message(value: Any) -> Message:
+    """A message from a :class:`Message` or a dict ``{"role", "content", ...}`` where content is
+    a string, blocks or file-shaped block dicts."""
+    if isinstance(value, Message):
+        msg = value
+    elif isinstance(value, dict):
+        if "role" not in value or "content" not in value:
+            raise UserError(f"Message {value!r:.80} needs a 'role' and a 'content'")
+        extra = {k: v for k, v in value.items() if k not in ("role", "content")}
+        try:
+            msg = msgspec.convert({"role": value["role"], "content": [], **extra}, Message)
+        except msgspec.ValidationError as exc:
+            raise UserError(f"Message {value!r:.80} is not valid: {exc}") from None
+        msg = msgspec.structs.replace(msg, content=coerce_content(value["content"]))
+    else:
+        raise UserError(f"A message must be a dict with 'role' and 'content', got "
+                        f"{type(value).__name__}")
+    if msg.role not in ROLES:
+        raise UserError(f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}")
+    return msg
+
+
+def _messages(values: Iterable[Any] | None, what: str, *, allow_empty: bool) -> list[Message]:
+    if values is None or isinstance(values, (str, dict, Message)):
+        raise UserError(f"{what}: give a list of messages")
+    msgs = [coerce_message(v) for v in values]
+    if not msgs and not allow_empty:
+        raise UserError(f"{what}: give at least one message")
+    return msgs
+
+
+def _create(session: Session, op: ContextOp, ids: list[str], what: str) -> str:
+    """Check that ``op`` applies to ``ids`` without breaking tool pairs, then write it."""
+    new, why = _apply_one(ids, _PENDING, op)
+    if new is None:  # positions were resolved from ``ids``, so this is an internal error
+        raise UserError(f"{what}: {why}")
+    synthetic: dict[str, Message] = {}
+    if op.kind == "digest":
+        synthetic[f"{_PENDING}:0"] = Message(role="system", content=[text(op.summary or "")])
+    for i, m in enumerate(op.messages or ()):
+        synthetic[f"{_PENDING}:{i}"] = m
+
+    def resolve(vid: str) -> Message:
+        return synthetic[vid] if vid in synthetic else session._message_for_view_id(vid)
+
+    before = _pair_problems([resolve(v) for v in ids])
+    after = _pair_problems([resolve(v) for v in new])
+    fresh = [msg for key, msg in after.items() if key not in before]
+    if fresh:
+        raise UserError(f"Refused: {what} would {fresh[0]}; choose positions that keep each tool "
+                        "call together with its result (both inside or both outside)")
+    return session._write("context_op", op)
+
+
+# -- the operations --------------------------------------------------------------------------
+
+
+def digest(session: Session, start: int, end: int, summary: str, *,
+           tags: Iterable[str] | None = None, active_tags: Iterable[str] | None = None) -> str:
+    """Replace positions ``start``..``end`` (inclusive) with one ``system`` message holding
+    ``summary``. Returns the op id."""
+    what = f"digest of positions {start}-{end}"
+    if not isinstance(summary, str) or not summary.strip():
+        raise UserError(f"{what}: the summary is empty; give the text that replaces the range")
+    ids = _view(session, active_tags)
+    _check_range(start, end, len(ids), what)
+    op = ContextOp(kind="digest", start_id=ids[start], end_id=ids[end], summary=summary,
+                   tags=_check_tags(tags, what))
+    return _create(session, op, ids, what)
+
+
+def revise(session: Session, start: int, end: int, replacements: Iterable[Any], *,
+           tags: Iterable[str] | None = None, active_tags: Iterable[str] | None = None) -> str:
+    """Replace positions ``start``..``end`` with ``replacements`` (messages or dicts with
+    ``role`` and ``content``; an empty list removes the range). Returns the op id."""
+    what = f"revise of positions {start}-{end}"
+    msgs = _messages(replacements, what, allow_empty=True)
+    ids = _view(session, active_tags)
+    _check_range(start, end, len(ids), what)
+    op = ContextOp(kind="revise", start_id=ids[start], end_id=ids[end], messages=msgs,
+                   tags=_check_tags(tags, what))
+    return _create(session, op, ids, what)
+
+
+def snip(session: Session, start: int, end: int, *, tags: Iterable[str] | None = None,
+         active_tags: Iterable[str] | None = None) -> str:
+    """Remove positions ``start``..``end`` from the view (the op stays listed). Returns the op
+    id."""
+    what = f"snip of positions {start}-{end}"
+    ids = _view(session, active_tags)
+    _check_range(start, end, len(ids), what)
+    op = ContextOp(kind="snip", start_id=ids[start], end_id=ids[end],
+                   tags=_check_tags(tags, what))
+    return _create(session, op, ids, what)
+
+
+def resequence(session: Session, new_order: Sequence[int], *, tags: Iterable[str] | None = None,
+               active_tags: Iterable[str] | None = None) -> str:
+    """Reorder messages: ``new_order`` is a permutation of a contiguous range of positions, the
+    new order of those positions (``[8, 9, 5, 6, 7]`` moves 8 and 9 before 5). Returns the op
+    id."""
+    what = "resequence"
+    order = list(new_order) if not isinstance(new_order, (str, bytes)) else None
+    if not order or any(isinstance(p, bool) or not isinstance(p, int) for p in order):
+        raise UserError(f"{what}: new_order must be a non-empty list of integer positions")
+    what = f"resequence {order}"
+    lo, hi = min(order), max(order)
+    if len(set(order)) != len(order) or sorted(order) != list(range(lo, hi + 1)):
+        raise UserError(f"{what}: new_order must list every position from {lo} to {hi} exactly "
+                        "once (a permutation of a contiguous range)")
+    if order == sorted(order):
+        raise UserError(f"{what}: the order is unchanged; nothing to resequence")
+    ids = _view(session, active_tags)
+    _check_range(lo, hi, len(ids), what)
+    op = ContextOp(kind="resequence", order=[ids[p] for p in order],
+                   tags=_check_tags(tags, what))
+    return _create(session, op, ids, what)
+
+
+def insert(session: Session, after: int, messages: Iterable[Any], *,
+           tags: Iterable[str] | None = None, active_tags: Iterable[str] | None = None) -> str:
+    """Insert synthetic ``messages`` after position ``after`` (``-1``: at the front). Returns the
+    op id."""
+    what = f"insert after position {after}"
+    if isinstance(after, bool) or not isinstance(after, int):
+        raise UserError(f"insert: after must be an integer position, got {after!r}")
+    msgs = _messages(messages, what, allow_empty=False)
+    ids = _view(session, active_tags)
+    if not -1 <= after < len(ids):
+        raise UserError(f"{what}: out of range (-1-{len(ids) - 1}); -1 inserts at the front")
+    op = ContextOp(kind="insert", after_id=ids[after] if after >= 0 else None, messages=msgs,
+                   tags=_check_tags(tags, what))
+    return _create(session, op, ids, what)
+
+
+def tag_messages(session: Session, start: int, end: int, tags: Iterable[str], *,
+                 remove: bool = False, active_tags: Iterable[str] | None = None) -> int:
+    """Add ``tags`` to (or, with ``remove=True``, remove them from) the messages at positions
+    ``start``..``end``; they show in ``Context.view``. Returns how many messages were tagged."""
+    what = f"tag_messages of positions {start}-{end}"
+    clean = _check_tags(tags, what)
+    if not clean:
+        raise UserError(f"{what}: give at least one tag")
+    ids = _view(session, active_tags)
+    _check_range(start, end, len(ids), what)
+    targets = ids[start:end + 1]
+    payload = (MessageTags(target_ids=targets, remove=clean) if remove
+               else MessageTags(target_ids=targets, add=clean))
+    session._write("message_tags", payload, tree=False)
+    return len(targets)
+
+
+# -- listing and switching -------------------------------------------------------------------
+
+
+def _require_op(session: Session, op_id: str) -> None:
+    if session._types.get(op_id) != "context_op":
+        raise NotFoundError(f"Operation '{op_id}' not found in session '{session.id}'; "
+                            "list the operations to see their ids")
+
+
+def operations(session: Session, active_only: bool = False,
+               active_tags: Iterable[str] | None = None) -> list[OperationInfo]:
+    """Every op of the session in creation order, with its state and standing relative to the
+    current leaf and ``active_tags``. ``active_only`` keeps the ops whose state is active."""
+    tags = frozenset(active_tags or ())
+    path = session.path_ids()
+    on_path = [e for e in path if session._types.get(e) == "context_op"]
+    report: dict[str, tuple[Standing, str | None]] = {}
+    if on_path:
+        # replay what the context builder does, recording where each op stands
+        from threadline.context import build_view
+
+        without_ops = [e for e in path if session._types.get(e) != "context_op"]
+        _run(session, build_view(session, without_ops, tags).ids, on_path, tags, report)
+    out = []
+    for op_id in session._ops:
+        state = _state(session, op_id)
+        if active_only and state != "active":
+            continue
+        rec = session._record(op_id)
+        op = rec.context_op if isinstance(rec, ContextOpEntry) else None
+        standing, reason = report.get(op_id, ("not_on_branch",
+                                              "the operation is not on the current branch"))
+        if op is None:
+            out.append(OperationInfo(id=op_id, kind="purged", state=state,
+                                     standing="inapplicable", reason="the operation was purged",
+                                     timestamp=rec.timestamp or ""))
+            continue
+        out.append(OperationInfo(
+            id=op_id, kind=op.kind, state=state, standing=standing, reason=reason,
+            timestamp=rec.timestamp or "", tags=op.tags, start_id=op.start_id, end_id=op.end_id,
+            after_id=op.after_id, order=op.order, summary=op.summary,
+            message_count=len(op.messages or ()) + (1 if op.kind == "digest" else 0)))
+    return out
+
+
+def _info(session: Session, op_id: str) -> OperationInfo:
+    return next(i for i in operations(session) if i.id == op_id)
+
+
+def toggle(session: Session, op_id: str, active: bool) -> OperationInfo:
+    """Switch an op on or off (session-wide); ``toggle(op_id, True)`` also brings a reverted op
+    back. Returns the op's row as :func:`operations` lists it."""
+    _require_op(session, op_id)
+    if not isinstance(active, bool):
+        raise UserError(f"toggle: active must be true or false, got {active!r}")
+    session._write("op_state", OpState(op_id=op_id, active=active), tree=False)
+    return _info(session, op_id)
+
+
+def revert(session: Session, op_id: str) -> OperationInfo:
+    """Switch an op off and mark it reverted; ``toggle(op_id, True)`` brings it back."""
+    _require_op(session, op_id)
+    session._write("op_state", OpState(op_id=op_id, active=False, reverted=True), tree=False)
+    return _info(session, op_id)
