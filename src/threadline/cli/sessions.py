@@ -159,7 +159,7 @@ def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str
 @click.option("--json", "as_json", is_flag=True, help="Print the flat tree as JSON.")
 @click.pass_context
 def tree(ctx: click.Context, session_id: str, as_json: bool) -> None:
-    """Print the session tree: branches indented, labels, compactions, the leaf marked '*'."""
+    """Print the session tree: branches indented, '•' on the current path, '*' the leaf."""
     s = open_session(ctx, session_id, read_only=True)
     flat = s.tree(flat=True)
     if as_json:
@@ -168,20 +168,17 @@ def tree(ctx: click.Context, session_id: str, as_json: bool) -> None:
     out = console()
     on_path = set(s.path_ids())
     # Indent only at branch points: a 100,000-deep linear path stays at one level.
-    indent: dict[str | None, int] = {None: 0}
+    pad: dict[str | None, str] = {None: ""}
     for node in flat:
         e = node.entry
-        parent = node.parent_id
-        level = indent.get(parent, 0)
-        siblings = len(s._tree.children(parent))
-        if siblings > 1:
-            level += 1
-        indent[e.id] = level
+        parent_pad = pad.get(node.parent_id, "")
+        if len(s._tree.children(node.parent_id)) > 1:
+            own, pad[e.id] = parent_pad + "├─ ", parent_pad + "   "
+        else:
+            own = pad[e.id] = parent_pad
         mark = "*" if e.id == s.leaf_id else ("•" if e.id in on_path else " ")
         lab = f" [{node.label}]" if node.label else ""
-        branch = "├─ " if siblings > 1 else ""
-        out.print(f"{'  ' * level}{branch}{mark} {escape(e.id)}{escape(lab)} "
-                  f"{escape(entry_summary(e))}")
+        out.print(f"{mark} {own}{escape(e.id)}{escape(lab)} {escape(entry_summary(e))}")
 
 
 @click.command()

@@ -1,0 +1,122 @@
+"""Side by side: pi's published SessionManager and threadline on the same generated session.
+
+    .venv/bin/python bench/pi_compare.py [--entries 100000] [--seed 42] [--runs 3]
+
+Copies ../shared/bench/pimono to bench/data/pimono, installs pi's pinned package with npm,
+generates the seeded pi v3 session, imports it with ``threadline import pi``, then runs every
+operation in a fresh process, alternating pi and threadline, ``--runs`` times each, and prints
+the medians and the ratios (threadline / pi). Also times ``Store.list()`` over 1,000 sessions
+at two session lengths. Needs node and npm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "bench" / "data"
+PIMONO_SRC = ROOT.parent / "shared" / "bench" / "pimono"
+PY = sys.executable
+
+
+def run_json(cmd: list[str], cwd: Path | None = None) -> dict[str, float]:
+    out = subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def prepare(entries: int, seed: int) -> tuple[Path, Path, str]:
+    pim = DATA / "pimono"
+    if not (pim / "node_modules").exists():
+        shutil.copytree(PIMONO_SRC, pim, dirs_exist_ok=True)
+        subprocess.run(["npm", "install", "--silent"], cwd=pim, check=True)
+    pi_file = DATA / f"pi-{entries}-{seed}.jsonl"
+    if not pi_file.exists():
+        subprocess.run(["node", "gen-session.mjs", str(pi_file), str(entries), str(seed)],
+                       cwd=pim, check=True, capture_output=True)
+    store = DATA / f"tl-{entries}-{seed}"
+    sid = f"pi-{entries}-{seed}"
+    if not (store / f"{sid}.jsonl").exists():
+        store.mkdir(parents=True, exist_ok=True)
+        subprocess.run([str(ROOT / ".venv" / "bin" / "threadline"), "--store", str(store),
+                        "import", "pi", str(pi_file), "--session-id", sid], check=True)
+    return pim, pi_file, sid
+
+
+def list_bench(n_sessions: int, entries_each: int) -> dict[str, float]:
+    import threadline as tl
+
+    with tempfile.TemporaryDirectory() as d:
+        store = tl.open_store(d, durability="flush")
+        for i in range(n_sessions):
+            s = store.create(session_id=f"s{i:05d}")
+            for j in range(entries_each):
+                s.append_message("user" if j % 2 == 0 else "assistant", f"message {j} " * 20)
+            s.close()
+        t = time.perf_counter()
+        rows = store.list()
+        cold = (time.perf_counter() - t) * 1000
+        t = time.perf_counter()
+        rows = store.list()
+        warm = (time.perf_counter() - t) * 1000
+        assert len(rows) == n_sessions
+        return {"sessions": n_sessions, "entriesEach": entries_each,
+                "coldMs": round(cold, 1), "warmMs": round(warm, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--entries", type=int, default=100_000)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--skip-list", action="store_true")
+    args = ap.parse_args()
+    pim, pi_file, sid = prepare(args.entries, args.seed)
+    store = DATA / f"tl-{args.entries}-{args.seed}"
+    keys = {
+        "load": ["loadMs", "maxRssMB"],
+        "context": ["contextMs", "contextMessages"],
+        "append": ["perAppendUs", "contextAfterAppendMs"],
+        "tree": ["treeMs"],
+    }
+    results: dict[str, dict[str, list[float]]] = {}
+    for op, fields in keys.items():
+        for _ in range(args.runs):
+            pi = run_json(["node", "bench.mjs", op, str(pi_file)], cwd=pim)
+            tl_ = run_json([PY, str(ROOT / "bench" / "tl_ops.py"), op, str(store), sid])
+            for f in fields + (["loadMs"] if op != "load" else []):
+                results.setdefault(f"{op}.{f}", {"pi": [], "tl": []})
+                results[f"{op}.{f}"]["pi"].append(float(pi.get(f, float("nan"))))
+                results[f"{op}.{f}"]["tl"].append(float(tl_.get(f, float("nan"))))
+            if op == "load":
+                results.setdefault("load.maxRssAfterOpenMB", {"pi": [], "tl": []})
+                results["load.maxRssAfterOpenMB"]["pi"].append(float(pi["maxRssMB"]))
+                results["load.maxRssAfterOpenMB"]["tl"].append(float(tl_["maxRssAfterOpenMB"]))
+            if op == "append":
+                results.setdefault("append.perAppendFsyncUs", {"pi": [], "tl": []})
+                results["append.perAppendFsyncUs"]["tl"].append(float(tl_["perAppendFsyncUs"]))
+                results["append.perAppendFsyncUs"]["pi"].append(float("nan"))
+            if op == "context":
+                results.setdefault("context.materializeMs", {"pi": [], "tl": []})
+                results["context.materializeMs"]["tl"].append(float(tl_["materializeMs"]))
+                results["context.materializeMs"]["pi"].append(float("nan"))
+    print(f"| metric (median of {args.runs}) | pi | threadline | ratio |")
+    print("|---|---:|---:|---:|")
+    for key, v in results.items():
+        p, t = statistics.median(v["pi"]), statistics.median(v["tl"])
+        ratio = f"{t / p:.3f}" if p == p and p else "-"
+        print(f"| {key} | {p:g} | {t:g} | {ratio} |")
+    if not args.skip_list:
+        for each in (10, 1000):
+            print("list:", json.dumps(list_bench(1000, each)))
+
+
+if __name__ == "__main__":
+    main()
