@@ -4,8 +4,9 @@
     ├── UserError                   bad input: unknown id, invalid name, refused operation, limit exceeded
     │   ├── NotFoundError           an unknown session, entry, tag or operation
     │   └── LimitError              an ingest limit (size, depth, UTF-8, NaN, NUL) was exceeded
-    └── StoreError                  the store failed: I/O, corruption it cannot route around, lock
-        └── SessionLockedError      another writer holds the session
+    ├── StoreError                  the store failed: I/O, corruption it cannot route around, lock
+    │   └── SessionLockedError      another writer holds the session
+    └── ProviderError               an LLM provider call failed: missing key, HTTP error, timeout
 
 Every message names the object and the next step.
 """
@@ -43,3 +44,14 @@ class SessionLockedError(StoreError):
         super().__init__(
             f"Session '{session_id}' is locked by {holder}; close the other writer or open read-only"
         )
+
+
+class ProviderError(ThreadlineError):
+    """A call to an LLM provider failed (missing key, connection, HTTP status, timeout, bad
+    stream). The message names the endpoint and the fix; nothing was written to any session."""
+
+    def __init__(self, message: str, *, endpoint: str | None = None,
+                 status: int | None = None) -> None:
+        self.endpoint = endpoint
+        self.status = status
+        super().__init__(message)

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from threadline.errors import StoreError, UserError
+from threadline.errors import ProviderError, StoreError, UserError
 
 COMMAND_MODULES = (
     "sessions",  # sessions, new, show, tree, context, say, branch, label, fork, stats
@@ -35,7 +35,7 @@ class _Group(click.Group):
         except UserError as exc:
             click.echo(f"Error: {exc}", err=True)
             sys.exit(2)
-        except StoreError as exc:
+        except (StoreError, ProviderError) as exc:
             click.echo(f"Error: {exc}", err=True)
             sys.exit(1)
 
