@@ -12,7 +12,6 @@ import click
 
 from threadline import bookmarks
 from threadline.bookmarks import INVALID, OTHER_BRANCH, TagListing, TagStatus, UndoResult
-from threadline.cli.main import get_store
 from threadline.errors import UserError
 from threadline.session import Session
 
@@ -109,6 +108,8 @@ def parse_position(value: str | None) -> int | None:
 
 
 def _open(ctx: click.Context, session_id: str) -> Session:
+    from threadline.cli.main import get_store  # cli.main imports this module
+
     return get_store(ctx).open(session_id)  # type: ignore[no-any-return]
 
 
