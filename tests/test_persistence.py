@@ -1,0 +1,349 @@
+"""What the JSONL files hold and how hand-written or damaged files load (DESIGN §2-§4).
+
+The backend-neutral contract is in test_conformance.py; these tests write session files by hand,
+so they are about the JSONL store only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+import threadline as tl
+from threadline.model.content import image, text, thinking, tool_result, tool_use
+from threadline.model.entries import (
+    BranchSummary,
+    Compaction,
+    Custom,
+    Label,
+    ModelChange,
+    SessionInfo,
+    ThinkingLevel,
+)
+
+TS = "2024-01-01T12:00:00Z"
+HEADER = {"type": "session", "id": "s1", "version": 1, "timestamp": TS}
+
+
+def write_session(store: tl.store.BaseStore, lines: list[Any], sid: str = "s1",
+                  header: dict[str, Any] | None = None, tail: bytes = b"") -> Path:
+    """A session file from JSON objects (or raw strings/bytes, written as they are)."""
+    path = Path(store.url) / f"{sid}.jsonl"
+    out = [json.dumps({**(header or HEADER), "id": sid}, separators=(",", ":")).encode()]
+    for line in lines:
+        if isinstance(line, bytes):
+            out.append(line)
+        elif isinstance(line, str):
+            out.append(line.encode())
+        else:
+            out.append(json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode())
+    path.write_bytes(b"\n".join(out) + b"\n" + tail)
+    return path
+
+
+def m(eid: str, parent: str | None, body: str, role: str = "user", **extra: Any
+      ) -> dict[str, Any]:
+    return {"type": "message", "id": eid, "parent_id": parent, "timestamp": TS,
+            "message": {"role": role, "content": [{"type": "text", "text": {"content": body}}]},
+            **extra}
+
+
+def leaf(eid: str, target: str | None) -> dict[str, Any]:
+    return {"type": "leaf", "id": eid, "parent_id": None, "timestamp": TS,
+            "leaf": {"target_id": target}}
+
+
+def seen(s: tl.Session) -> list[tuple[str, str]]:
+    return [(x.role, x.text) for x in s.context().messages]
+
+
+# -- the file format as written ------------------------------------------------------------------
+
+
+def test_written_lines_have_exactly_the_design_shape(jsonl_store: tl.store.BaseStore) -> None:
+    s = jsonl_store.create(cwd="/w")
+    u = s.append_message("user", "Hello")
+    s.branch(u)
+    raw = (Path(jsonl_store.url) / f"{s.id}.jsonl").read_bytes()
+    assert raw.endswith(b"\n") and b"\r" not in raw
+    header, msg_line, leaf_line = (json.loads(x) for x in raw.split(b"\n")[:-1])
+    assert header == {"type": "session", "id": s.id, "version": 1,
+                      "timestamp": s.header.timestamp, "cwd": "/w"}
+    assert msg_line == {"type": "message", "id": u, "parent_id": None,
+                        "timestamp": s.entry(u).timestamp,
+                        "message": {"role": "user",
+                                    "content": [{"type": "text", "text": {"content": "Hello"}}]}}
+    assert leaf_line["type"] == "leaf"
+    assert leaf_line["parent_id"] is None
+    assert leaf_line["leaf"] == {"target_id": u}
+    assert list(leaf_line) == ["type", "id", "parent_id", "timestamp", "leaf"]
+
+
+def test_line_separators_inside_text_round_trip(jsonl_store: tl.store.BaseStore) -> None:
+    body = "a\u2028b\u2029c\x85d\re\nf\x0bg\x0ch"
+    s = jsonl_store.create()
+    u = s.append_message("user", body)
+    a = s.append_message("assistant", "after")
+    s.close()
+    raw = (Path(jsonl_store.url) / f"{s.id}.jsonl").read_bytes()
+    assert raw.count(b"\n") == 3  # header + two records: no raw newline inside a line
+    again = jsonl_store.open(s.id)
+    assert again.load_report.clean
+    assert again.entry(u).message.text == body
+    assert again.path_ids() == [u, a]
+
+
+# -- loading the examples of DESIGN §2 -----------------------------------------------------------
+
+
+def test_the_design_example_lines_load(jsonl_store: tl.store.BaseStore) -> None:
+    write_session(jsonl_store, [
+        '{"type":"message","id":"m1","parent_id":null,"timestamp":"2024-01-01T12:00:00Z",'
+        '"message":{"role":"user","content":[{"type":"text","text":{"content":"Hello"}}]}}',
+    ], header={"type": "session", "id": "s1", "version": 1, "timestamp": TS,
+               "parent_session": "s0", "cwd": "/home/x", "metadata": {"k": "v"}})
+    s = jsonl_store.open("s1")
+    assert s.load_report.clean
+    assert s.header == tl.store.base.SessionHeader(
+        id="s1", version=1, timestamp=TS, parent_session="s0", cwd="/home/x",
+        metadata={"k": "v"})
+    assert seen(s) == [("user", "Hello")]
+    assert s.leaf_id == "m1"
+
+
+def test_every_entry_type_loads_in_nested_and_flattened_form(
+        jsonl_store: tl.store.BaseStore) -> None:
+    def env(kind: str, eid: str, parent: str | None) -> dict[str, Any]:
+        return {"type": kind, "id": eid, "parent_id": parent, "timestamp": TS}
+
+    blocks = [
+        {"type": "text", "text": {"content": "look"}, "provider_details": {"cache": "x"}},
+        {"type": "image", "image": {"source": {"type": "base64", "media_type": "image/png",
+                                               "data": "iVBO"}}},
+        {"type": "thinking", "thinking": {"content": "hmm", "signature": "sig"}},
+        {"type": "tool_use", "tool_use": {"id": "t1", "name": "ls", "input": {"p": "/"}}},
+    ]
+    write_session(jsonl_store, [
+        {**env("model_change", "mc", None), "model_change": {"provider": "openai",
+                                                             "model_id": "gpt-4o"}},
+        {**env("thinking_level", "tl", "mc"), "thinking_level": "medium"},  # flattened
+        {**env("message", "m1", "tl"), "message": {"role": "assistant", "content": blocks,
+                                                   "model": "gpt-4o", "stop_reason": "tool_use",
+                                                   "usage": {"input": 5, "output": 7}}},
+        {**env("message", "m2", "m1"), "message": {"role": "tool", "content": [
+            {"type": "tool_result", "tool_result": {"tool_use_id": "t1", "content": [
+                {"type": "text", "text": {"content": "bin"}}]}}]}},
+        {**env("label", "lb", "m2"), "target_id": "m1", "label": "flat label"},  # flattened
+        {**env("session_info", "si", "lb"), "session_info": {"name": "named"}},
+        {**env("custom", "cu", "si"), "custom_type": "ext", "data": [1, {"a": None}]},
+        {**env("compaction", "co", "cu"), "compaction": {
+            "summary": "S", "first_kept_entry_id": "m2", "tokens_before": 9,
+            "details": {"files": ["a.py"]}}},
+        {**env("branch_summary", "bs", "co"), "summary": "B", "from_id": "m1"},  # flattened
+        {"type": "leaf", "id": "lf", "parent_id": None, "timestamp": TS, "target_id": "bs"},
+    ])
+    s = jsonl_store.open("s1")
+    assert s.load_report.clean
+    assert [e.id for e in s.entries()] == ["mc", "tl", "m1", "m2", "lb", "si", "cu", "co", "bs"]
+    assert s.entry("mc").payload == ModelChange(provider="openai", model_id="gpt-4o")
+    assert s.entry("tl").payload == ThinkingLevel(thinking_level="medium")
+    assert s.entry("lb").payload == Label(target_id="m1", label="flat label")
+    assert s.entry("si").payload == SessionInfo(name="named")
+    assert s.entry("cu").payload == Custom(custom_type="ext", data=[1, {"a": None}])
+    assert s.entry("co").payload == Compaction(summary="S", first_kept_entry_id="m2",
+                                               tokens_before=9, details={"files": ["a.py"]})
+    assert s.entry("bs").payload == BranchSummary(summary="B", from_id="m1")
+    m1 = s.entry("m1").message
+    assert m1.content == [text("look", cache="x"), image("iVBO"), thinking("hmm", "sig"),
+                          tool_use("t1", "ls", {"p": "/"})]
+    assert msgspec.to_builtins(m1.content) == blocks
+    assert s.entry("m2").message.content == [tool_result("t1", [text("bin")])]
+    assert s.leaf_id == "bs"
+    assert s.name == "named"
+    assert s.labels() == {"m1": "flat label"}
+    ctx = s.context()
+    assert [v.id for v in ctx.view] == ["co", "m2", "bs"]
+    assert ctx.model == ModelChange(provider="openai", model_id="gpt-4o")
+    assert ctx.thinking_level == "medium"
+
+
+def test_a_header_without_version_is_version_1(jsonl_store: tl.store.BaseStore) -> None:
+    write_session(jsonl_store, [m("m1", None, "hi")],
+                  header={"type": "session", "id": "s1", "timestamp": TS})
+    s = jsonl_store.open("s1")
+    assert s.header.version == 1
+    assert seen(s) == [("user", "hi")]
+
+
+# -- the leaf on load ----------------------------------------------------------------------------
+
+
+def test_the_latest_leaf_record_sets_the_leaf_when_no_entry_follows_it(
+        jsonl_store: tl.store.BaseStore) -> None:
+    write_session(jsonl_store, [m("a", None, "a"), m("b", "a", "b"), leaf("l1", "b"),
+                                leaf("l2", "a")])
+    assert jsonl_store.open("s1").leaf_id == "a"
+
+
+def test_an_entry_appended_after_a_leaf_record_is_the_leaf(
+        jsonl_store: tl.store.BaseStore) -> None:
+    write_session(jsonl_store, [m("a", None, "a"), m("b", "a", "b"), leaf("l1", "a"),
+                                m("c", "a", "c")])
+    s = jsonl_store.open("s1")
+    assert s.leaf_id == "c"
+    assert s.path_ids() == ["a", "c"]
+
+
+def test_a_null_leaf_record_means_before_the_first_entry(jsonl_store: tl.store.BaseStore) -> None:
+    write_session(jsonl_store, [m("a", None, "a"), leaf("l1", None)])
+    s = jsonl_store.open("s1")
+    assert s.leaf_id is None
+    assert seen(s) == []
+
+
+def test_a_leaf_record_with_an_unknown_target_is_ignored_and_reported(
+        jsonl_store: tl.store.BaseStore) -> None:
+    write_session(jsonl_store, [m("a", None, "a"), m("b", "a", "b"), leaf("l1", "a"),
+                                leaf("l2", "ghost")])
+    s = jsonl_store.open("s1")
+    assert s.leaf_id == "a"
+    assert s.load_report.unknown_leaf == ["ghost"]
+
+
+def test_navigation_survives_a_reopen(jsonl_store: tl.store.BaseStore) -> None:
+    s = jsonl_store.create()
+    u1 = s.append_message("user", "u1")
+    s.append_message("assistant", "a1")
+    s.branch(u1)
+    s.close()
+    assert jsonl_store.open(s.id).leaf_id == u1
+    s2 = jsonl_store.open(s.id)
+    s2.reset_leaf()
+    s2.close()
+    assert jsonl_store.open(s.id).leaf_id is None
+
+
+# -- damaged files ---------------------------------------------------------------------------------
+
+
+def test_duplicate_ids_keep_the_first_and_are_reported(jsonl_store: tl.store.BaseStore) -> None:
+    write_session(jsonl_store, [m("a", None, "first a"), m("b", "a", "b"),
+                                m("a", "b", "second a"), m("c", "b", "c")])
+    s = jsonl_store.open("s1")
+    assert s.load_report.duplicate_ids == ["a"]
+    assert [e.id for e in s.entries()] == ["a", "b", "c"]
+    assert s.entry("a").message.text == "first a"
+    assert s.entry("a").parent_id is None
+    assert seen(s) == [("user", "first a"), ("user", "b"), ("user", "c")]
+
+
+def test_corrupt_middle_lines_are_skipped_and_reported_without_losing_the_rest(
+        jsonl_store: tl.store.BaseStore) -> None:
+    write_session(jsonl_store, [
+        m("a", None, "a"),                                              # line 2
+        '{"type":"message","id":"broken","parent_id":"a","timest',      # line 3: torn JSON
+        "not json at all",                                              # line 4
+        '{"type":"label","id":"bad","parent_id":"a","timestamp":"' + TS
+        + '","label":{"nolabel":1}}',                                   # line 5: wrong shape
+        m("b", "a", "b"),                                               # line 6
+        "[1,2]",                                                        # line 7: not an object
+        m("c", "b", "c"),                                               # line 8
+    ])
+    s = jsonl_store.open("s1")
+    assert [n for n, _reason in s.load_report.corrupt_lines] == [3, 4, 5, 7]
+    assert all(reason for _n, reason in s.load_report.corrupt_lines)
+    assert [e.id for e in s.entries()] == ["a", "b", "c"]
+    assert seen(s) == [("user", "a"), ("user", "b"), ("user", "c")]
+    # the writer appends after the damage; everything stays readable
+    d = s.append_message("user", "d")
+    s.close()
+    again = jsonl_store.open("s1")
+    assert [e.id for e in again.entries()] == ["a", "b", "c", d]
+    assert [n for n, _ in again.load_report.corrupt_lines] == [3, 4, 5, 7]
+
+
+def test_a_torn_last_line_is_not_read_and_moves_to_torn_before_the_first_append(
+        jsonl_store: tl.store.BaseStore) -> None:
+    tail = b'{"type":"message","id":"half","parent_id":"a","timestamp":"2024-01'
+    path = write_session(jsonl_store, [m("a", None, "a")], tail=tail)
+    ro = jsonl_store.open("s1", read_only=True)
+    assert ro.load_report.torn_bytes == len(tail)
+    assert [e.id for e in ro.entries()] == ["a"]
+    assert path.read_bytes().endswith(tail)  # readers never repair
+    s = jsonl_store.open("s1")
+    b = s.append_message("user", "b")
+    s.close()
+    assert (path.parent / "s1.jsonl.torn").read_bytes() == tail + b"\n"
+    assert path.read_bytes().endswith(b"\n")
+    again = jsonl_store.open("s1")
+    assert again.load_report.clean
+    assert again.path_ids() == ["a", b]
+
+
+def test_orphans_and_cycles_in_a_hand_written_file_are_reported(
+        jsonl_store: tl.store.BaseStore) -> None:
+    write_session(jsonl_store, [
+        m("x", "y", "x"), m("y", "x", "y"),           # a two-cycle
+        m("o", "nowhere", "orphan"),
+        m("z", "z", "self"),                          # its own parent
+        m("k", "y", "kid"),
+    ])
+    s = jsonl_store.open("s1")
+    assert s.load_report.orphans == ["o"]
+    assert s.load_report.cycles == ["x", "z"]
+    assert [(f.entry.id, f.parent_id, f.depth) for f in s.tree(flat=True)] == [
+        ("x", None, 0), ("y", "x", 1), ("k", "y", 2), ("o", None, 0), ("z", None, 0)]
+    assert s.path_ids() == ["x", "y", "k"]
+    # appending continues under the leaf
+    n = s.append_message("user", "new")
+    assert s.path_ids() == ["x", "y", "k", n]
+
+
+# -- unknown record types and fields ------------------------------------------------------------
+
+
+UNKNOWN_TYPE = ('{"type":"future_thing","id":"f1","parent_id":"a","timestamp":"' + TS
+                + '","future_thing":{"x":[1,2,3]}}')
+UNKNOWN_META = '{"type":"future_meta","v":2}'
+UNKNOWN_FIELDS = json.dumps(m("b", "a", "b", extra_top={"keep": True}) | {
+    "message": {"role": "user", "content": [{"type": "text", "text": {"content": "b"}}],
+                "future_field": 7}}, separators=(",", ":"))
+
+
+def test_unknown_record_types_and_fields_survive_a_fork(jsonl_store: tl.store.BaseStore) -> None:
+    write_session(jsonl_store, [m("a", None, "a"), UNKNOWN_TYPE, UNKNOWN_META, UNKNOWN_FIELDS])
+    s = jsonl_store.open("s1")
+    assert s.load_report.corrupt_lines == []
+    assert s.entry("b").message.text == "b"
+    f = jsonl_store.fork("s1")
+    lines = (Path(jsonl_store.url) / f"{f.id}.jsonl").read_bytes().split(b"\n")
+    assert lines[1:] == [json.dumps(m("a", None, "a"), separators=(",", ":")).encode(),
+                         UNKNOWN_TYPE.encode(), UNKNOWN_META.encode(), UNKNOWN_FIELDS.encode(),
+                         b""]
+    assert [e.id for e in f.entries() if e.type == "message"] == ["a", "b"]
+
+
+def test_unknown_lines_stay_byte_for_byte_when_a_writer_appends(
+        jsonl_store: tl.store.BaseStore) -> None:
+    path = write_session(jsonl_store, [m("a", None, "a"), UNKNOWN_TYPE, UNKNOWN_META,
+                                       UNKNOWN_FIELDS])
+    before = path.read_bytes()
+    s = jsonl_store.open("s1")
+    c = s.append_message("user", "c")
+    s.close()
+    after = path.read_bytes()
+    assert after.startswith(before)
+    again = jsonl_store.open("s1")
+    assert again.entry(c).parent_id == "b"
+    assert [e.id for e in again.entries() if e.type == "message"] == ["a", "b", c]
+
+
+def test_a_session_file_that_is_a_symlink_is_refused(jsonl_store: tl.store.BaseStore) -> None:
+    real = write_session(jsonl_store, [m("a", None, "a")], sid="real")
+    (Path(jsonl_store.url) / "link.jsonl").symlink_to(real)
+    with pytest.raises(tl.UserError, match="symbolic link"):
+        jsonl_store.open("link")
