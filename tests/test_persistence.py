@@ -347,3 +347,19 @@ def test_a_session_file_that_is_a_symlink_is_refused(jsonl_store: tl.store.BaseS
     (Path(jsonl_store.url) / "link.jsonl").symlink_to(real)
     with pytest.raises(tl.UserError, match="symbolic link"):
         jsonl_store.open("link")
+
+
+def test_a_record_of_unknown_type_never_moves_the_leaf(jsonl_store: tl.store.BaseStore) -> None:
+    # a newer writer's meta record (no parent) after the conversation must not empty the context
+    write_session(jsonl_store, [
+        m("a", None, "a"), m("b", "a", "b"),
+        {"type": "future_meta", "id": "fm", "parent_id": None, "timestamp": TS,
+         "future_meta": {"x": 1}},
+        {"type": "future_entry", "id": "fe", "parent_id": "b", "timestamp": TS,
+         "future_entry": {"y": 2}},
+    ])
+    s = jsonl_store.open("s1")
+    assert s.leaf_id == "b"
+    assert seen(s) == [("user", "a"), ("user", "b")]
+    c = s.append_message("user", "c")
+    assert s.entry(c).parent_id == "b"

@@ -163,6 +163,7 @@ class Session:
         for rec in slots:
             rid = rec.id
             if rec.__class__ is lazy:  # the hot path: most records of a big session
+                assert rid is not None
                 if rid in store_slots:
                     report.duplicate_ids.append(rid)
                     continue
@@ -197,7 +198,8 @@ class Session:
             self._tree.add(rid, rec.parent_id, rec.timestamp or "")
             store_slots[rid] = rec
             self._types[rid] = kind
-            self._leaf = rid
+            if not isinstance(rec, UnknownRecord):  # only known tree entries move the leaf
+                self._leaf = rid
             if kind == "message":
                 return
             if kind == "label":
@@ -443,6 +445,9 @@ class Session:
                                  label=Label(target_id=target, label=label))
                 records.append(rec)
                 parent = rec.id
+        from threadline.store.base import BaseStore
+
+        assert isinstance(self._store, BaseStore)
         return self._store.create(parent_session=self.id, cwd=self.header.cwd, records=records)
 
     # -- reading -----------------------------------------------------------------------------
@@ -466,6 +471,9 @@ class Session:
             self._slots[entry_id] = rec
             return rec
         return slot
+
+    def _payload(self, entry_id: str) -> Any:
+        return self._record(entry_id).payload
 
     def entry(self, entry_id: str) -> AnyRecord:
         """The entry with this id (a message, compaction, label, …)."""
@@ -528,10 +536,10 @@ class Session:
             return rec.message  # type: ignore[union-attr]
         if kind == "compaction":
             return Message(role="compactionSummary",
-                           content=[text(self._record(view_id).payload.summary)])
+                           content=[text(self._payload(view_id).summary)])
         if kind == "branch_summary":
             return Message(role="branchSummary",
-                           content=[text(self._record(view_id).payload.summary)])
+                           content=[text(self._payload(view_id).summary)])
         from threadline.operations import synthetic_message
 
         return synthetic_message(self, view_id)
