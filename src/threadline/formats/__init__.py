@@ -1,0 +1,93 @@
+"""Outside formats: one module per format, the same names in each.
+
+Provider formats (what an LLM API takes for the conversation part of a request) expose
+``load(data) -> list[Message]``, ``dump(messages) -> payload`` and ``validate(payload)``:
+
+    openai_chat       Chat Completions ``messages`` list
+    openai_responses  Responses API ``input`` items
+    anthropic         Messages API ``{"system"?, "messages"}``
+    gemini            generateContent ``{"system_instruction"?, "contents"}``
+    bedrock           Converse ``{"system"?, "messages"}``
+
+Transcript importers (``pi``, ``claude_code``, ``chatgpt_export``, ``codex``, ``google_adk``,
+``chat_history``) live beside them and are listed by :func:`names` when installed.
+
+    from threadline import formats
+    payload = formats.dump_context("anthropic", session.context().messages)
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from threadline.errors import NotFoundError
+from threadline.model.content import Message
+
+PROVIDER_FORMATS: tuple[str, ...] = (
+    "openai_chat",
+    "openai_responses",
+    "anthropic",
+    "gemini",
+    "bedrock",
+)
+IMPORTER_FORMATS: tuple[str, ...] = (
+    "pi",
+    "claude_code",
+    "chatgpt_export",
+    "codex",
+    "google_adk",
+    "chat_history",
+)
+
+
+def names() -> list[str]:
+    """Every format available: the provider formats, then the importers present."""
+    found = [n for n in IMPORTER_FORMATS if importlib.util.find_spec(f"{__name__}.{n}")]
+    return [*PROVIDER_FORMATS, *found]
+
+
+def get(name: str) -> ModuleType:
+    """The module of format ``name`` (``load``/``dump`` and, for providers, ``validate``)."""
+    if name not in PROVIDER_FORMATS and name not in IMPORTER_FORMATS:
+        raise NotFoundError(f"Unknown format {name!r}; choose one of {', '.join(names())}")
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+        raise NotFoundError(
+            f"Format {name!r} is not available in this install; choose one of "
+            f"{', '.join(names())}"
+        ) from None
+
+
+def dump_context(name: str, messages: Sequence[Message]) -> Any:
+    """``messages`` in provider format ``name``, checked by that provider's validator.
+
+    Raises :class:`~threadline.errors.UserError` listing every rule the dump would break (for
+    example a tool call whose result is not in the history yet).
+    """
+    if name not in PROVIDER_FORMATS:
+        raise NotFoundError(
+            f"{name!r} is not a provider format; choose one of {', '.join(PROVIDER_FORMATS)}"
+        )
+    module = get(name)
+    payload = module.dump(messages)
+    module.validate(payload)
+    return payload
+
+
+def validate(name: str, payload: Any) -> None:
+    """Check ``payload`` against provider ``name``'s rules (``UserError`` lists every one)."""
+    if name not in PROVIDER_FORMATS:
+        raise NotFoundError(
+            f"{name!r} is not a provider format; choose one of {', '.join(PROVIDER_FORMATS)}"
+        )
+    get(name).validate(payload)
+
+
+__all__ = ["IMPORTER_FORMATS", "PROVIDER_FORMATS", "dump_context", "get", "names", "validate"]
