@@ -37,7 +37,8 @@ def main() -> None:
         s = store.open(sid)
         res["loadMs"] = ms(t)
         res["entries"] = len(s.entry_ids())
-        res["maxRssAfterOpenMB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        res["maxRssAfterOpenMB"] = round(rss / 1024, 1)
         if op == "context":
             t = time.perf_counter()
             ctx = s.context()

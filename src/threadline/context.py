@@ -90,8 +90,9 @@ class _View(Sequence[ViewItem]):
 class Context:
     """What the model sees at a leaf: ``messages``, ``model``, ``thinking_level``, ``view``.
 
-    ``messages`` and ``view`` are sequences (not lists) that decode on access; ``list(ctx.messages)``
-    materializes them. A context does not change when the session grows afterwards.
+    ``messages`` and ``view`` are sequences (not lists) that decode on access;
+    ``list(ctx.messages)`` materializes them. A context does not change when the session
+    grows afterwards.
     """
 
     __slots__ = ("leaf_id", "messages", "model", "thinking_level", "view")
@@ -141,9 +142,9 @@ def build_view(session: Session, path: Sequence[str], active_tags: frozenset[str
         if t == "compaction":
             last_compaction = i
         elif t == "model_change":
-            model = session._record(eid).payload
+            model = session._payload(eid)
         elif t == "thinking_level":
-            thinking = session._record(eid).payload.thinking_level
+            thinking = session._payload(eid).thinking_level
         elif t == "context_op":
             op_ids.append(eid)
 
@@ -152,7 +153,7 @@ def build_view(session: Session, path: Sequence[str], active_tags: frozenset[str
     if last_compaction >= 0:
         comp_id = path[last_compaction]
         ids.append(comp_id)
-        first_kept = session._record(comp_id).payload.first_kept_entry_id
+        first_kept = session._payload(comp_id).first_kept_entry_id
         start = last_compaction + 1
         if first_kept is not None and first_kept != comp_id:
             try:
@@ -170,9 +171,8 @@ def build_view(session: Session, path: Sequence[str], active_tags: frozenset[str
         if t == "message":
             if eid not in purged:
                 append(eid)
-        elif t == "branch_summary":
-            if eid not in purged and session._record(eid).payload.summary:
-                append(eid)
+        elif t == "branch_summary" and eid not in purged and session._payload(eid).summary:
+            append(eid)
         # older compactions, labels, session_info, custom, context_op: no message
     if purged:
         ids = _drop_orphaned_tool_partners(session, ids)

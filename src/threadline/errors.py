@@ -1,7 +1,8 @@
 """The threadline exception tree.
 
     ThreadlineError                 root: catch this to catch everything threadline raises
-    ├── UserError                   bad input: unknown id, invalid name, refused operation, limit exceeded
+    ├── UserError                   bad input: unknown id, invalid name, refused operation,
+    │                               limit exceeded
     │   ├── NotFoundError           an unknown session, entry, tag or operation
     │   └── LimitError              an ingest limit (size, depth, UTF-8, NaN, NUL) was exceeded
     ├── StoreError                  the store failed: I/O, corruption it cannot route around, lock
@@ -42,7 +43,8 @@ class SessionLockedError(StoreError):
         self.pid = pid
         holder = f"pid {pid}" if pid else "another process"
         super().__init__(
-            f"Session '{session_id}' is locked by {holder}; close the other writer or open read-only"
+            f"Session '{session_id}' is locked by {holder}; "
+            "close the other writer or open read-only"
         )
 
 

@@ -435,7 +435,7 @@ class Session:
         for eid in path:
             rec = self._record(eid)
             if rec.type != "label" and not isinstance(rec, (PurgedEntry, UnknownRecord)):
-                records.append(rec)  # type: ignore[arg-type]
+                records.append(rec)
         parent = records[-1].id if records else None
         stamp = now()
         for target in path:

@@ -21,7 +21,7 @@ from threadline.model.content import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from threadline.session import Session
+from threadline.session import FlatNode, Session
 
 
 def console() -> Console:
@@ -161,7 +161,7 @@ def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str
 def tree(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Print the session tree: branches indented, '•' on the current path, '*' the leaf."""
     s = open_session(ctx, session_id, read_only=True)
-    flat = s.tree(flat=True)
+    flat = [n for n in s.tree(flat=True) if isinstance(n, FlatNode)]
     if as_json:
         echo_json(flat)
         return

@@ -177,7 +177,8 @@ def coerce_block(value: Any) -> Block:
         return text(value)
     if isinstance(value, dict):
         try:
-            return msgspec.convert(value, Block)  # type: ignore[arg-type]
+            block: Block = msgspec.convert(value, Block)
+            return block
         except msgspec.ValidationError as exc:
             raise UserError(
                 f"Content block {_short(value)} is not in the file format's shape ({exc}); "
@@ -190,12 +191,13 @@ def coerce_block(value: Any) -> Block:
 
 def coerce_content(value: Any) -> list[Block]:
     """Content as a list of blocks: accepts a string, one block, or a list of either."""
-    if isinstance(value, (str, dict)) or isinstance(value, _Block):
+    if isinstance(value, (str, dict, _Block)):
         return [coerce_block(value)]
     if isinstance(value, (list, tuple)):
         return [coerce_block(v) for v in value]
     raise UserError(
-        f"Content of type {type(value).__name__} is not supported; pass a string or a list of blocks"
+        f"Content of type {type(value).__name__} is not supported; "
+        "pass a string or a list of blocks"
     )
 
 

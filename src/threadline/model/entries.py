@@ -302,7 +302,7 @@ class UnknownRecord(msgspec.Struct, kw_only=True):
 AnyRecord: TypeAlias = KnownRecord | PurgedEntry | UnknownRecord
 
 _encoder = msgspec.json.Encoder()
-_decoder: msgspec.json.Decoder[KnownRecord] = msgspec.json.Decoder(KnownRecord)  # type: ignore[arg-type]
+_decoder: msgspec.json.Decoder[KnownRecord] = msgspec.json.Decoder(KnownRecord)
 _header_decoder = msgspec.json.Decoder(SessionHeader)
 _raw_decoder = msgspec.json.Decoder()
 
@@ -383,9 +383,10 @@ def _decode_slow(line: bytes) -> AnyRecord:
         payload = {k: v for k, v in obj.items() if k not in ("type", "id", "parent_id",
                                                              "timestamp")}
     try:
-        return msgspec.convert(  # type: ignore[no-any-return]
+        rec: Any = msgspec.convert(
             {"type": kind, "id": rid, "parent_id": parent, "timestamp": ts, kind: payload}, cls
         )
+        return rec  # type: ignore[no-any-return]
     except msgspec.ValidationError as exc:
         raise RecordError(f"invalid {kind} record: {exc}") from None
 

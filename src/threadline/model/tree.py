@@ -107,7 +107,7 @@ class TreeIndex:
         for lst in children.values():
             if len(lst) > 1:
                 seq = seq or self.file_order()
-                lst.sort(key=lambda n: (ts[n], seq[n]))  # type: ignore[index]
+                lst.sort(key=lambda n: (ts[n], seq[n]))
         self._children = children
         return children
 

@@ -36,19 +36,19 @@ def open_store(url: str | os.PathLike[str] | None = None, *, durability: Durabil
         return MemoryStore()
     if target.startswith("sqlite:"):
         try:
-            from threadline.store.sqlite import SqliteStore  # type: ignore[import-not-found]
+            from threadline.store.sqlite import SqliteStore
         except ImportError as exc:
             raise UserError(f"The SQLite store is not available: {exc}") from None
-        return SqliteStore(target, durability=durability, **options)  # type: ignore[no-any-return]
+        return SqliteStore(target, durability=durability, **options)
     if target.startswith(("postgresql:", "postgres:")):
         try:
-            from threadline.store.postgres import PostgresStore  # type: ignore[import-not-found]
+            from threadline.store.postgres import PostgresStore
         except ImportError as exc:
             raise UserError(
                 f"The PostgreSQL store needs psycopg ({exc}); "
                 "run: pip install 'threadline[postgres]'"
             ) from None
-        return PostgresStore(target, **options)  # type: ignore[no-any-return]
+        return PostgresStore(target, **options)
     if "://" in target and not target.startswith("file://"):
         raise UserError(
             f"Unknown store URL {target!r}; use a directory, file://, sqlite:///path.db, "

@@ -344,7 +344,8 @@ class BaseStore:
         from threadline.session import Session
 
         sid = check_session_id(session_id) if session_id is not None else new_id()
-        header = SessionHeader(id=sid, version=1, timestamp=now(), parent_session=parent_session, cwd=cwd,
+        header = SessionHeader(id=sid, version=1, timestamp=now(), parent_session=parent_session,
+                               cwd=cwd,
                                metadata=metadata)
         check_value(metadata or {}, depth=2)
         lines = []
