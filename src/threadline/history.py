@@ -1,0 +1,346 @@
+"""Purge: deletion that really removes content from the store (DESIGN §3).
+
+Everything else in threadline is append-only; purge is the one exception, for content that must
+not be kept (a pasted secret, personal data, a request to be forgotten). :func:`purge` previews by
+default and returns a :class:`PurgePlan`: the entries, their types and sizes, and what else leaves
+the view with them (a tool call or result whose partner is purged). Executing it:
+
+1. appends a ``purge`` meta record naming the entries (so a crash after this point still hides
+   them, and the next purge finishes the job: see ``pending``);
+2. rewrites the log atomically (temp file, fsync, rename, fsync of the directory) with each purged
+   entry's payload replaced by ``{"purged": true}``: id, type, parent and timestamp stay, so the
+   tree stays whole; unknown records and every other line are kept byte for byte;
+3. removes the purged content from the store's other files: backups (``<id>.jsonl.*.bak``), torn
+   tails (``<id>.jsonl.torn``), stale temp files and the listing cache of the JSONL store;
+4. tells the search index to forget the entries: ``store.catalog.forget(session_id, entry_ids)``
+   when the store has a catalog, and every hook registered with :func:`on_purge`.
+
+A crash at any point leaves either the old file or the new one, never a mixture: the rename is the
+only step that replaces the session file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from threadline.errors import NotFoundError, StoreError, UserError
+from threadline.model.content import ROLES
+from threadline.model.entries import (
+    Purge,
+    PurgedEntry,
+    encode,
+    encode_record,
+    envelope_decoder,
+)
+from threadline.store.base import LazyMessage
+
+if TYPE_CHECKING:
+    from threadline.session import Session
+
+__all__ = ["PurgeItem", "PurgePlan", "on_purge", "purge"]
+
+PurgeHook = Callable[[Any, str, list[str]], None]
+"""``hook(store, session_id, entry_ids)``: called after entries were purged from a session."""
+
+_hooks: list[PurgeHook] = []
+_NEEDLE_MIN = 4  # shorter strings are too common to identify purged content in debris
+_NEEDLE_MAX = 64
+_PREFIX_MIN = 8  # a torn fragment ending with this much of a purged string is dropped too
+# Schema words that occur in every message: never treated as purged content.
+_VOCABULARY = frozenset(ROLES) | {"text", "image", "tool_use", "tool_result", "thinking",
+                                  "base64", "url", "end_turn", "stop", "length"}
+
+
+def on_purge(hook: PurgeHook) -> PurgeHook:
+    """Register ``hook(store, session_id, entry_ids)`` to run after every executed purge (search
+    indexes use it to forget the entries). Usable as a decorator; returns the hook."""
+    if hook not in _hooks:
+        _hooks.append(hook)
+    return hook
+
+
+class PurgeItem(msgspec.Struct, kw_only=True):
+    """One entry of a purge plan."""
+
+    id: str
+    type: str
+    bytes: int
+    already_purged: bool = False
+
+
+class PurgePlan(msgspec.Struct, kw_only=True):
+    """What a purge removes (``executed=False``: a preview) or removed.
+
+    ``entry_ids`` are the entries whose content goes (``pending`` ones included: named by the
+    ``purge`` record of an interrupted purge, still on disk); ``bytes`` is their encoded size;
+    ``leaves_view`` are the purged entries now in the current view and ``also_leaving_view`` the
+    other messages that leave it with them (tool calls or results whose partner is purged);
+    ``files`` are the other files of the store that will be (or were) cleaned. ``fingerprint``
+    identifies the exact plan: it changes when the session changes in a way that matters.
+    """
+
+    session_id: str
+    entry_ids: list[str]
+    items: list[PurgeItem]
+    bytes: int
+    leaves_view: list[str]
+    also_leaving_view: list[str]
+    pending: list[str]
+    files: list[str]
+    executed: bool
+    fingerprint: str
+
+
+# -- planning --------------------------------------------------------------------------------
+
+
+def _targets(session: Session, entry_ids: Sequence[str] | None, all: bool) -> list[str]:
+    if all and entry_ids:
+        raise UserError("purge: give entry ids or all=True, not both")
+    if all:
+        return list(session._slots)
+    if entry_ids is None or isinstance(entry_ids, str) or not list(entry_ids):
+        raise UserError(f"purge: name the entries to purge from session '{session.id}' (or pass "
+                        "all=True to purge every entry)")
+    out: list[str] = []
+    for eid in entry_ids:
+        if eid not in session._slots:
+            raise NotFoundError(f"Entry '{eid}' not found in session '{session.id}'; run "
+                                f"'threadline metadata {session.id}' to see the entry ids")
+        if eid not in out:
+            out.append(eid)
+    return out
+
+
+def _view_after(session: Session, gone: set[str]) -> list[str]:
+    from threadline.context import build_view
+
+    saved = session._purged
+    session._purged = saved | gone
+    try:
+        return build_view(session, session.path_ids(), frozenset()).ids
+    finally:
+        session._purged = saved
+
+
+def _companion_files(session: Session) -> list[Path]:
+    path: Path | None = getattr(session._log, "path", None)
+    if path is None:
+        return []
+    found = [p for p in path.parent.glob(f"{path.name}.*.bak") if p.is_file()]
+    torn = path.with_name(f"{path.name}.torn")
+    if torn.is_file():
+        found.append(torn)
+    found.extend(p for p in path.parent.glob(f".{path.name}.*.tmp") if p.is_file())
+    return sorted(found)
+
+
+def _plan(session: Session, entry_ids: Sequence[str] | None, all: bool) -> PurgePlan:
+    targets = _targets(session, entry_ids, all)
+    slots = session._slots
+    items = [PurgeItem(id=e, type=slots[e].type, bytes=session._sizes.get(e, 0),
+                       already_purged=isinstance(slots[e], PurgedEntry)) for e in targets]
+    pending = [e for e in session._purged
+               if e in slots and not isinstance(slots[e], PurgedEntry) and e not in targets]
+    doomed = [i.id for i in items if not i.already_purged] + pending
+    before = session.context().view.ids()
+    gone = set(doomed)
+    after = set(_view_after(session, gone)) if gone else set(before)
+    leaves = [v for v in before if v in gone]
+    also = [v for v in before if v not in after and v not in gone]
+    files = [str(p) for p in _companion_files(session)]
+    digest = hashlib.sha256()
+    for part in (session.id, *doomed, "|", *(f"{i.id}:{i.bytes}" for i in items)):
+        digest.update(part.encode() + b"\0")
+    return PurgePlan(session_id=session.id, entry_ids=doomed, items=items,
+                     bytes=sum(session._sizes.get(e, 0) for e in doomed), leaves_view=leaves,
+                     also_leaving_view=also, pending=sorted(pending), files=files,
+                     executed=False, fingerprint=digest.hexdigest()[:32])
+
+
+# -- executing -------------------------------------------------------------------------------
+
+
+def _strings(value: Any, out: set[bytes]) -> None:
+    """Collect the JSON-escaped form of every string in a payload (iteratively)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if len(v) >= _NEEDLE_MIN and v not in _VOCABULARY:
+                out.add(msgspec.json.encode(v)[1:-1][:_NEEDLE_MAX])
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+
+
+def _needles(session: Session, ids: Iterable[str]) -> set[bytes]:
+    out: set[bytes] = set()
+    for eid in ids:
+        slot = session._slots[eid]
+        if isinstance(slot, PurgedEntry):
+            continue
+        rec = session._record(eid) if isinstance(slot, LazyMessage) else slot
+        payload = getattr(rec, "raw", None)
+        if isinstance(payload, bytes):  # an unknown record: its whole line is the payload
+            with contextlib.suppress(msgspec.DecodeError):
+                _strings(msgspec.json.decode(payload), out)
+            continue
+        _strings(msgspec.to_builtins(rec.payload), out)
+    out.update(e.encode() for e in ids)
+    return out
+
+
+class _Scrubber:
+    """Turns a stored line into its purged form (or None to drop undecodable debris)."""
+
+    def __init__(self, targets: set[str], needles: set[bytes]) -> None:
+        self.targets = targets
+        self.needles = needles
+
+    def mentions(self, data: bytes) -> bool:
+        """Whether debris holds a purged string, or ends with the start of one (a torn line is
+        cut anywhere)."""
+        for n in self.needles:
+            if n in data:
+                return True
+            for k in range(len(n) - 1, _PREFIX_MIN - 1, -1):
+                if data.endswith(n[:k]):
+                    return True
+        return False
+
+    def line(self, line: bytes) -> bytes | None:
+        try:
+            env = envelope_decoder.decode(line)
+        except msgspec.DecodeError:
+            return None if self.mentions(line) else line
+        if env.id is not None and env.id in self.targets and env.type not in (
+                "leaf", "bookmark", "op_state", "message_tags", "purge"):
+            return encode_record(PurgedEntry(kind=env.type, id=env.id, parent_id=env.parent_id,
+                                             timestamp=env.timestamp or ""))
+        return line
+
+    def lines(self, lines: Iterable[bytes]) -> list[bytes]:
+        out = []
+        for line in lines:
+            new = self.line(line)
+            if new is not None:
+                out.append(new)
+        return out
+
+
+def _raw_header(session: Session) -> bytes:
+    log: Any = session._log
+    path: Path | None = getattr(log, "path", None)
+    if path is not None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as fh:
+            first = fh.readline()
+        if first.endswith(b"\n"):
+            return first[:-1]
+    data = getattr(log, "_data", None)
+    header = getattr(data, "header", None)
+    return header if isinstance(header, bytes) else encode(session.header)
+
+
+def _clean_files(session: Session, files: list[Path], scrub: _Scrubber, everything: bool) -> None:
+    from threadline.store.jsonl import write_file_atomic
+
+    for path in files:
+        if path.name.endswith(".tmp"):  # a crashed rewrite's leftover; we hold the lock
+            path.unlink(missing_ok=True)
+            continue
+        data = path.read_bytes()
+        if path.name.endswith(".torn"):
+            kept = [] if everything else [
+                frag for frag in data.split(b"\n") if frag and not scrub.mentions(frag)]
+            if kept:
+                write_file_atomic(path.with_name(path.name + ".tmp"), path, None,
+                                  kept, exclusive=False)
+            else:
+                path.unlink()
+            continue
+        # a backup: a whole session file (header + lines)
+        head, _, rest = data.partition(b"\n")
+        body = rest.split(b"\n")
+        tail = body.pop() if body else b""  # bytes after the last newline: torn debris
+        lines = scrub.lines(body)
+        if tail and not scrub.mentions(tail):
+            lines.append(tail)
+        write_file_atomic(path.with_name(path.name + ".tmp"), path, head, lines, exclusive=False)
+    store = session._store
+    forget_row = getattr(store, "_read_cache", None)
+    if forget_row is not None:  # the JSONL listing cache holds each session's first message
+        rows = forget_row()
+        if session.id in rows:
+            del rows[session.id]
+            store._write_cache(rows)  # type: ignore[union-attr]
+
+
+def _reload(session: Session) -> None:
+    """Re-read the rewritten log so no decoded copy (or mapping of the old file) survives."""
+    from threadline.session import Session as _Session
+
+    loaded = session._log.load()
+    writer = session._writer
+    _Session.__init__(session, session._store, session._log, loaded, read_only=session.read_only)
+    session._writer = writer
+
+
+def _notify(session: Session, ids: list[str]) -> None:
+    failures = []
+    catalog = getattr(session._store, "catalog", None)
+    forget = getattr(catalog, "forget", None)
+    hooks: list[PurgeHook] = list(_hooks)
+    if callable(forget):
+        def catalog_forget(_store: Any, sid: str, eids: list[str]) -> None:
+            forget(sid, eids)
+
+        hooks.insert(0, catalog_forget)
+    for hook in hooks:
+        try:
+            hook(session._store, session.id, list(ids))
+        except Exception as exc:  # reported below: the session file itself is already clean
+            failures.append(f"{getattr(hook, '__qualname__', hook)}: {exc}")
+    if failures:
+        raise StoreError(
+            f"The entries were purged from session '{session.id}', but a search index could not "
+            f"forget them ({'; '.join(failures)}); run 'threadline catalog rebuild'")
+
+
+def purge(session: Session, entry_ids: Sequence[str] | None = None, *, all: bool = False,
+          dry_run: bool = True) -> PurgePlan:
+    """Remove entries' content from the store, keeping their place in the tree.
+
+    Returns the :class:`PurgePlan`; with ``dry_run=True`` (the default) nothing changes.
+    ``all=True`` purges every entry of the session. Purging is final: the content is not kept
+    anywhere (no backup), so preview first.
+    """
+    plan = _plan(session, entry_ids, all)
+    if dry_run:
+        return plan
+    session._ensure_writer()
+    new = [i.id for i in plan.items if not i.already_purged]
+    doomed = plan.entry_ids
+    if not doomed and not plan.files:
+        return msgspec.structs.replace(plan, executed=True)
+    scrub = _Scrubber(set(doomed), _needles(session, doomed))
+    if new:
+        session._write("purge", Purge(entry_ids=new), tree=False)
+    if doomed:
+        header = _raw_header(session)
+        lines = scrub.lines(session._log.raw_lines())
+        session._log.rewrite(header, lines)
+    _clean_files(session, _companion_files(session), scrub, everything=all)
+    _reload(session)
+    if doomed:
+        _notify(session, doomed)
+    return msgspec.structs.replace(plan, executed=True)
