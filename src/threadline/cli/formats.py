@@ -1,0 +1,108 @@
+"""Commands that cross the store's edge: ``import FORMAT PATH...`` and ``export ID --format``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+
+from threadline.cli.main import get_store
+from threadline.errors import UserError
+
+EXPORT_FORMATS = ("openai_chat", "openai_responses", "anthropic", "gemini", "bedrock",
+                  "chat_history")
+
+
+@click.command(name="import")
+@click.argument("fmt", metavar="FORMAT")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--session-id", default=None,
+              help="Id of the new session (one file holding one conversation only).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per created session.")
+@click.pass_context
+def import_(ctx: click.Context, fmt: str, paths: tuple[str, ...], session_id: str | None,
+            as_json: bool) -> None:
+    """Import transcripts as new sessions.
+
+    FORMAT is one of pi, claude_code, chatgpt_export, codex, google_adk, chat_history, or auto
+    (detected from each file's content). Prints one line per created session: id, entries,
+    messages, warnings; then the warnings themselves on stderr.
+    """
+    from threadline import importing
+
+    if fmt != "auto":
+        importing.module(fmt)  # an unknown format fails before any file is read
+    if session_id is not None and len(paths) > 1:
+        raise UserError("--session-id names one session; import one file at a time with it")
+    store = get_store(ctx)
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for path in paths:
+        for s in importing.import_path(store, fmt, path, session_id=session_id):
+            report = importing.report_of(s)
+            problems = report.problems if report else 0
+            rows.append({
+                "session_id": s.id, "source": path, "format": report.format if report else fmt,
+                "source_id": report.source_id if report else None,
+                "entries": len(s.entry_ids()), "messages": s.message_count(),
+                "context_messages": len(s.context().messages), "warnings": problems,
+                "report": msgspec.to_builtins(report) if report else None,
+            })
+            if report:
+                notes.extend(report.lines())
+    if as_json:
+        for row in rows:
+            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+    else:
+        for row in rows:
+            click.echo(f"{row['session_id']}  {row['entries']} entries  {row['messages']} "
+                       f"messages  {row['warnings']} warnings  ({row['format']}: {row['source']})")
+    for note in notes:
+        click.echo(note, err=True)
+
+
+@click.command()
+@click.argument("session_id")
+@click.option("--format", "fmt", required=True, type=click.Choice(EXPORT_FORMATS),
+              help="Payload format: a provider's message list or chat_history (wrapped).")
+@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
+              help="Write to this file instead of stdout.")
+@click.option("--leaf", default=None, help="Export the context at this entry.")
+@click.option("--no-validate", is_flag=True,
+              help="Write the dump even when it breaks the provider's rules.")
+@click.pass_context
+def export(ctx: click.Context, session_id: str, fmt: str, output: str | None, leaf: str | None,
+           no_validate: bool) -> None:
+    """Write a session's context (what the model sees) in another format."""
+    s = get_store(ctx).open(session_id, read_only=True)
+    messages = list(s.context(leaf).messages)
+    if fmt == "chat_history":
+        from threadline.formats import chat_history
+
+        payload: Any = chat_history.dump(messages)
+    else:
+        from threadline import formats
+
+        module = formats.get(fmt)
+        payload = module.dump(messages)
+        if not no_validate:
+            try:
+                module.validate(payload)
+            except UserError as exc:
+                raise UserError(f"Session '{session_id}' does not make a valid {fmt} payload: "
+                                f"{exc}; pass --no-validate to write it anyway") from None
+    data = json.dumps(payload, ensure_ascii=False, indent=2) + "\n"
+    if output is None:
+        sys.stdout.write(data)
+    else:
+        Path(output).write_text(data, encoding="utf-8")
+        click.echo(f"wrote {output} ({len(messages)} messages, {fmt})", err=True)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(import_)
+    cli.add_command(export)

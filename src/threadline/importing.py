@@ -1,0 +1,427 @@
+"""Importing transcripts from other tools as threadline sessions.
+
+Every importer in ``threadline.formats`` (``pi``, ``claude_code``, ``chatgpt_export``, ``codex``,
+``google_adk``, ``chat_history``) turns a source file into one or more :class:`Draft` sessions:
+records with the source's own ids, parents and timestamps, built and validated entirely in memory.
+Only then are they written, each session in one atomic step (temp file, one sync, rename), so a
+failed import leaves nothing behind.
+
+Two kinds of trouble are told apart:
+
+- a file that is not what it claims (a ChatGPT export without ``mapping``, a pi file without a
+  session header, a record of the wrong shape) raises :class:`~threadline.errors.UserError`
+  naming the file, the line and the problem; nothing is written;
+- a line that is damaged inside an otherwise good file (the invalid JSON a crash or a bad merge
+  leaves) is reported, kept as a ``custom`` entry of type ``import.corrupt_line`` (so nothing is
+  lost), and the lines around it are imported as usual.
+
+What an import reported is stored with the session, in its header's ``metadata["import"]``, and
+:func:`report_of` reads it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
+
+from threadline.errors import UserError
+from threadline.model.content import Message
+from threadline.model.entries import (
+    Custom,
+    CustomEntry,
+    KnownRecord,
+    Leaf,
+    LeafRecord,
+    SessionHeader,
+    encode,
+    new_id,
+    now,
+)
+from threadline.model.limits import check_record, encode_checked
+from threadline.store.base import SESSION_ID_RE
+
+if TYPE_CHECKING:
+    from threadline.session import Session
+
+FORMATS: dict[str, str] = {
+    "pi": "threadline.formats.pi",
+    "claude_code": "threadline.formats.claude_code",
+    "chatgpt_export": "threadline.formats.chatgpt_export",
+    "codex": "threadline.formats.codex",
+    "google_adk": "threadline.formats.google_adk",
+    "chat_history": "threadline.formats.chat_history",
+}
+"""Importable formats by name, each a module with ``parse``, ``load`` and ``import_session``."""
+
+CORRUPT_LINE = "import.corrupt_line"
+MAX_REPORTED = 200  # warnings kept in a session's metadata; the count says how many there were
+
+Source = str | bytes | os.PathLike[str] | Sequence[Any] | dict[str, Any]
+
+
+class ImportReport(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What an import noticed: corrupt lines (kept as custom entries) and other warnings."""
+
+    format: str
+    source: str
+    source_id: str | None = None
+    corrupt_lines: list[tuple[int, str]] = msgspec.field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
+    warning_count: int = 0
+
+    def warn(self, message: str) -> None:
+        self.warning_count += 1
+        if len(self.warnings) < MAX_REPORTED:
+            self.warnings.append(message)
+
+    def corrupt(self, line: int, problem: str) -> None:
+        self.corrupt_lines.append((line, problem))
+
+    @property
+    def problems(self) -> int:
+        """Corrupt lines plus warnings."""
+        return len(self.corrupt_lines) + self.warning_count
+
+    def lines(self) -> list[str]:
+        """The report as human-readable lines (what the CLI prints)."""
+        out = [f"{self.source}: line {n}: {why} (kept as a {CORRUPT_LINE} entry)"
+               for n, why in self.corrupt_lines]
+        out.extend(f"{self.source}: {w}" for w in self.warnings)
+        if self.warning_count > len(self.warnings):
+            out.append(f"{self.source}: … and {self.warning_count - len(self.warnings)} more "
+                       "warnings")
+        return out
+
+
+class Draft:
+    """A session built in memory, not yet written: records in file order plus header fields."""
+
+    def __init__(self, report: ImportReport, *, source_id: str | None = None,
+                 cwd: str | None = None, metadata: dict[str, Any] | None = None,
+                 created: str | None = None) -> None:
+        self.report = report
+        self.source_id = source_id
+        self.cwd = cwd
+        self.metadata: dict[str, Any] = dict(metadata or {})
+        self.created = created
+        self.records: list[KnownRecord] = []
+        self.leaf: str | None = None  # set when the leaf is not the last tree record
+        self._ids: set[str] = set()
+        self.messages = 0
+
+    def unique_id(self, wanted: str | None, line: int | None = None) -> str:
+        """``wanted`` if it is a new id, else a fresh one (a duplicate is reported)."""
+        if wanted and wanted not in self._ids:
+            self._ids.add(wanted)
+            return wanted
+        fresh = new_id()
+        if wanted:
+            where = f"line {line}: " if line is not None else ""
+            self.report.warn(f"{where}duplicate id {wanted!r} renamed to {fresh!r}")
+        self._ids.add(fresh)
+        return fresh
+
+    def has(self, entry_id: str | None) -> bool:
+        return entry_id is not None and entry_id in self._ids
+
+    def add(self, record: KnownRecord) -> str:
+        """Append a prepared record (its id must come from :meth:`unique_id`)."""
+        self.records.append(record)
+        if record.type == "message":
+            self.messages += 1
+        return record.id
+
+    def add_corrupt_line(self, line: int, raw: bytes, problem: str, parent: str | None,
+                         timestamp: str) -> str:
+        """Report a damaged line and keep its text as a ``custom`` entry under ``parent``."""
+        self.report.corrupt(line, problem)
+        eid = self.unique_id(f"corrupt-line-{line}")
+        return self.add(CustomEntry(
+            id=eid, parent_id=parent, timestamp=timestamp,
+            custom=Custom(custom_type=CORRUPT_LINE, data={
+                "line": line, "problem": problem, "text": raw.decode("utf-8", "replace")})))
+
+
+class Importer(Protocol):
+    """What every importer module provides (see ``threadline.formats.pi`` for one)."""
+
+    def parse(self, source: Source, *, name: str | None = None) -> list[Draft]: ...
+
+
+# -- reading sources ----------------------------------------------------------------------------
+
+
+def source_name(source: Source, name: str | None = None) -> str:
+    if name is not None:
+        return name
+    if isinstance(source, (str, os.PathLike)) and not _looks_like_content(source):
+        return str(source)
+    return "<data>"
+
+
+def _looks_like_content(source: str | os.PathLike[str]) -> bool:
+    return isinstance(source, str) and (source.lstrip()[:1] in ("{", "[") or "\n" in source)
+
+
+def read_bytes(source: Source, name: str) -> bytes:
+    """The whole source as bytes: a path is read, text is encoded, bytes pass through."""
+    if isinstance(source, bytes):
+        return source
+    if isinstance(source, str) and _looks_like_content(source):
+        return source.encode("utf-8")
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            return Path(source).read_bytes()
+        except FileNotFoundError:
+            raise UserError(f"{name}: no such file; check the path") from None
+        except IsADirectoryError:
+            raise UserError(f"{name} is a directory; pass the transcript file inside it") from None
+        except OSError as exc:
+            raise UserError(f"{name}: cannot read it ({exc.strerror})") from None
+    raise UserError(f"{name}: expected a path, text or bytes, got {type(source).__name__}")
+
+
+def iter_lines(source: Source, name: str) -> Iterator[tuple[int, bytes]]:
+    """Numbered non-blank lines (split on ``\\n`` only), streamed when ``source`` is a path."""
+    if isinstance(source, (str, os.PathLike)) and not _looks_like_content(source):
+        try:
+            fh = open(source, "rb")  # noqa: SIM115 - closed by the with below
+        except FileNotFoundError:
+            raise UserError(f"{name}: no such file; check the path") from None
+        except IsADirectoryError:
+            raise UserError(f"{name} is a directory; pass the transcript file inside it") from None
+        with fh:
+            for n, line in enumerate(fh, 1):
+                if line.strip():
+                    yield n, line
+        return
+    data = read_bytes(source, name)
+    for n, line in enumerate(data.split(b"\n"), 1):
+        if line.strip():
+            yield n, line
+
+
+_decode = msgspec.json.decode
+
+
+def decode_line(line: bytes) -> tuple[Any, str | None]:
+    """``(value, None)`` or ``(None, problem)`` for one JSON line."""
+    try:
+        return _decode(line), None
+    except msgspec.DecodeError as exc:
+        return None, f"invalid JSON ({exc})"
+
+
+def read_json(source: Source, name: str) -> Any:
+    """A whole-file JSON document (already-parsed values pass through)."""
+    if isinstance(source, (dict, list)):
+        return source
+    data = read_bytes(source, name)
+    try:
+        return _decode(data)
+    except msgspec.DecodeError as exc:
+        raise UserError(f"{name}: {_json_problem(data, exc)}") from None
+
+
+def _json_problem(data: bytes, exc: Exception) -> str:
+    msg = str(exc)
+    marker = "(char "
+    if marker in msg:
+        try:
+            pos = int(msg.rsplit(marker, 1)[1].rstrip(")"))
+            line = data.count(b"\n", 0, pos) + 1
+            return f"line {line}: invalid JSON ({msg})"
+        except ValueError:
+            pass
+    return f"invalid JSON ({msg})"
+
+
+def bad(name: str, line: int | None, problem: str) -> UserError:
+    """The error for a file that is not what it claims."""
+    where = f"{name}: line {line}" if line is not None else name
+    return UserError(f"{where}: {problem}")
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+def _choose_id(store: Any, draft: Draft, wanted: str | None, taken: set[str]) -> str:
+    if wanted is not None:
+        if not SESSION_ID_RE.match(wanted):
+            raise UserError(f"Invalid session id {wanted!r}: use 1-64 letters, digits, '_' or '-'")
+        if store.exists(wanted) or wanted in taken:
+            raise UserError(f"Session '{wanted}' already exists; choose another --session-id")
+        return wanted
+    src = draft.source_id
+    if src and SESSION_ID_RE.match(src) and src not in taken and not store.exists(src):
+        return src
+    return new_id()
+
+
+def _encode(draft: Draft) -> list[bytes]:
+    lines = []
+    for rec in draft.records:
+        line = encode_checked(encode, rec)
+        try:
+            check_record(rec.payload, line, 1 if rec.parent_id is None else 0)
+        except UserError as exc:
+            raise UserError(f"{draft.report.source}: entry {rec.id!r}: {exc}") from None
+        lines.append(line)
+    if draft.leaf is not None:
+        last_tree = next((r.id for r in reversed(draft.records) if r.tree), None)
+        if last_tree != draft.leaf:
+            lines.append(encode(LeafRecord(id=new_id(), parent_id=None, timestamp=now(),
+                                           leaf=Leaf(target_id=draft.leaf))))
+    return lines
+
+
+def write(store: Any, drafts: Sequence[Draft], session_ids: Sequence[str | None] | None = None
+          ) -> list[Session]:
+    """Write drafts as new sessions, each in one atomic step; all or nothing.
+
+    Every draft is encoded and checked against the ingest limits before the first session is
+    created; if creating one fails, the sessions created before it are deleted again.
+    """
+    from threadline.session import Session
+
+    wanted = list(session_ids) if session_ids is not None else [None] * len(drafts)
+    taken: set[str] = set()
+    prepared = []
+    with _gc_paused():
+        for draft, want in zip(drafts, wanted, strict=True):
+            sid = _choose_id(store, draft, want, taken)
+            taken.add(sid)
+            meta = dict(draft.metadata)
+            meta["import"] = msgspec.to_builtins(draft.report)
+            header = SessionHeader(id=sid, version=1, timestamp=draft.created or now(),
+                                   cwd=draft.cwd, metadata=meta)
+            prepared.append((header, _encode(draft)))
+    sessions: list[Session] = []
+    try:
+        for header, lines in prepared:
+            create_log: Callable[..., Any] | None = getattr(store, "_create_log", None)
+            if create_log is None:  # a store without the bulk hook
+                raise UserError(f"Store {store.url!r} cannot take imports")
+            log = create_log(header, lines)
+            with _gc_paused():
+                sessions.append(Session(store, log, log.load()))
+    except BaseException:
+        for s in sessions:
+            s.close()
+            with contextlib.suppress(Exception):
+                store.delete(s.id)
+        raise
+    return sessions
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    # Building 100k small records: the cyclic collector would cost several times the work.
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def report_of(session: Session) -> ImportReport | None:
+    """The report stored with an imported session (``None`` for sessions not imported)."""
+    meta = session.header.metadata or {}
+    raw = meta.get("import")
+    return msgspec.convert(raw, ImportReport) if isinstance(raw, dict) else None
+
+
+def messages_of(draft: Draft) -> list[Message]:
+    """The messages of a draft's current branch, as ``Session.context()`` builds them."""
+    from threadline.store.memory import MemoryStore
+
+    (session,) = write(MemoryStore(), [draft], [None])
+    return list(session.context().messages)
+
+
+# -- the entry points ---------------------------------------------------------------------------
+
+
+def module(fmt: str) -> Any:
+    """The importer module for a format name."""
+    path = FORMATS.get(fmt)
+    if path is None:
+        raise UserError(f"Unknown import format {fmt!r}; use one of: {', '.join(FORMATS)} "
+                        "or auto")
+    return importlib.import_module(path)
+
+
+def import_path(store: Any, fmt: str, path: Source, *, session_id: str | None = None,
+                name: str | None = None) -> list[Session]:
+    """Import one source file as one or more sessions (``fmt`` may be ``"auto"``).
+
+    Returns the created sessions; :func:`report_of` gives each one's import report.
+    """
+    label = source_name(path, name)
+    if fmt == "auto":
+        fmt = detect(path)
+    drafts = module(fmt).parse(path, name=label)
+    if not drafts:
+        raise UserError(f"{label}: no conversation found in it; nothing was imported")
+    if session_id is not None and len(drafts) > 1:
+        raise UserError(f"{label} holds {len(drafts)} conversations; a --session-id names one "
+                        "session, so leave it out")
+    return write(store, drafts, [session_id] * len(drafts) if session_id else None)
+
+
+def detect(path: Source) -> str:
+    """The import format of a file, from its content (not its name)."""
+    name = source_name(path)
+    data = read_bytes(path, name)
+    head = data[:65536]
+    stripped = head.lstrip()
+    if stripped.startswith(b"["):
+        doc = _try_json(data)
+        if isinstance(doc, list):
+            if doc and all(isinstance(x, dict) and "mapping" in x for x in doc[:5]):
+                return "chatgpt_export"
+            return "chat_history"
+    if stripped.startswith(b"{"):
+        first_line = stripped.split(b"\n", 1)[0]
+        obj, err = decode_line(first_line)
+        if err is None and isinstance(obj, dict):
+            kind = obj.get("type")
+            if kind == "session" and "id" in obj:
+                return "pi"
+            if kind in ("session_meta", "response_item", "event_msg", "turn_context",
+                        "compacted") or ("record_type" in obj) or (
+                            "payload" in obj and "timestamp" in obj):
+                return "codex"
+            if "uuid" in obj or kind in ("summary", "file-history-snapshot", "queue-operation") \
+                    or "sessionId" in obj or "leafUuid" in obj:
+                return "claude_code"
+        doc = _try_json(data)
+        if isinstance(doc, dict):
+            if "mapping" in doc:
+                return "chatgpt_export"
+            if "events" in doc or "eval_cases" in doc or "eval_set_id" in doc \
+                    or "conversation" in doc:
+                return "google_adk"
+            if "content" in doc and isinstance(doc.get("content"), list):
+                return "chat_history"
+        if err is None and isinstance(obj, dict) and (
+                "uuid" in obj or "parentUuid" in obj):
+            return "claude_code"
+    raise UserError(f"{name}: cannot tell which format this is; name it instead of 'auto' "
+                    f"(one of: {', '.join(FORMATS)})")
+
+
+def _try_json(data: bytes) -> Any:
+    try:
+        return _decode(data)
+    except msgspec.DecodeError:
+        return None
