@@ -1,0 +1,373 @@
+"""The ASGI app: a static single page plus a JSON API under ``/api``, thin over the library.
+
+Every handler opens the session through :class:`~threadline.web.cache.SessionCache`, calls the
+library and returns what it returned as JSON. Errors come back as ``{"error": message}`` with 400
+(bad input), 404 (unknown session, entry or tag), 409 (another writer holds the session) or 500.
+
+Writes are POSTs that must carry the ``X-Threadline`` header and a loopback ``Host``: a page on
+another site can neither post a form here nor reach the server through a rebound DNS name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from threadline.errors import NotFoundError, SessionLockedError, StoreError, UserError
+from threadline.session import Session
+from threadline.web import actions, rows
+from threadline.web.cache import SessionCache
+
+MAX_LIMIT = 500
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+FORMAT_LABELS = {
+    "openai_chat": "OpenAI Chat",
+    "openai_responses": "OpenAI Responses",
+    "anthropic": "Anthropic",
+    "gemini": "Gemini",
+    "bedrock": "Bedrock",
+}
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def json_response(data: Any, status: int = 200) -> Response:
+    return Response(msgspec.json.encode(data, enc_hook=repr), status_code=status,
+                    media_type="application/json")
+
+
+def _error_status(exc: Exception) -> int:
+    if isinstance(exc, NotFoundError):
+        return 404
+    if isinstance(exc, UserError):
+        return 400
+    if isinstance(exc, SessionLockedError):
+        return 409
+    return 500
+
+
+def _optional(module: str) -> Any:
+    """A library module that another part of threadline provides, or None if not installed."""
+    try:
+        return importlib.import_module(f"threadline.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"threadline.{module}":
+            raise
+        return None
+
+
+def _page_args(request: Request, default: int = 200) -> tuple[int, int]:
+    try:
+        offset = max(0, int(request.query_params.get("offset", "0")))
+        limit = min(MAX_LIMIT, max(1, int(request.query_params.get("limit", str(default)))))
+    except ValueError:
+        raise UserError("offset and limit must be whole numbers") from None
+    return offset, limit
+
+
+def _id_set(value: str | None) -> set[str]:
+    return {v for v in (value or "").split(",") if v}
+
+
+class Viewer:
+    """The app's state: the store, its open sessions, and the handlers."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.cache = SessionCache(store)
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def endpoint(self, fn: Callable[..., Any]) -> Handler:
+        """Wrap a sync handler: runs it in a worker thread, turns errors into JSON."""
+
+        async def handle(request: Request) -> Response:
+            body: Any = None
+            if request.method == "POST":
+                if request.headers.get("x-threadline") != "1":
+                    return json_response({"error": "Writes need the X-Threadline header"}, 403)
+                host = request.headers.get("host", "").rsplit(":", 1)[0]
+                if host not in LOOPBACK_HOSTS:
+                    return json_response({"error": f"Refusing a write for host {host!r}"}, 403)
+                try:
+                    body = await request.json()
+                except ValueError:
+                    return json_response({"error": "The request body must be JSON"}, 400)
+                if not isinstance(body, dict):
+                    return json_response({"error": "The request body must be a JSON object"}, 400)
+            try:
+                result = await run_in_threadpool(fn, request, body)
+            except (UserError, StoreError) as exc:
+                return json_response({"error": str(exc)}, _error_status(exc))
+            return json_response(result)
+
+        return handle
+
+    def routes(self) -> list[Any]:
+        e = self.endpoint
+        static = resources.files("threadline.web") / "static"
+        return [
+            Route("/", self.index),
+            Route("/api/info", e(self.info)),
+            Route("/api/sessions", e(self.list_sessions)),
+            Route("/api/examples", e(self.examples)),
+            Route("/api/examples/import", e(self.import_examples), methods=["POST"]),
+            Route("/api/catalog/manage_tags", e(self.manage_tags), methods=["POST"]),
+            Route("/api/sessions/{sid}", e(self.session_info)),
+            Route("/api/sessions/{sid}/tree", e(self.tree)),
+            Route("/api/sessions/{sid}/context", e(self.context)),
+            Route("/api/sessions/{sid}/entries/{eid}", e(self.entry)),
+            Route("/api/sessions/{sid}/view/{vid}", e(self.view_item)),
+            Route("/api/sessions/{sid}/tags", e(self.tags)),
+            Route("/api/sessions/{sid}/operations", e(self.operations)),
+            Route("/api/sessions/{sid}/payload", e(self.payload)),
+            Route("/api/sessions/{sid}/preview", e(self.preview), methods=["POST"]),
+            Route("/api/sessions/{sid}/apply", e(self.apply), methods=["POST"]),
+            Route("/api/sessions/{sid}/purge", e(self.purge), methods=["POST"]),
+            Route("/api/sessions/{sid}/compact", e(self.compact), methods=["POST"]),
+            Mount("/static", StaticFiles(directory=str(static)), name="static"),
+        ]
+
+    async def index(self, request: Request) -> Response:
+        page = resources.files("threadline.web") / "static" / "index.html"
+        return FileResponse(str(page), headers={"Cache-Control": "no-store"})
+
+    # -- store-wide --------------------------------------------------------------------------
+
+    def info(self, request: Request, body: Any) -> dict[str, Any]:
+        """What this installation offers: the page hides controls whose library part is absent."""
+        catalog = self._catalog()
+        from threadline import examples
+
+        return {
+            "store": getattr(self.store, "url", "") or str(getattr(self.store, "root", "")),
+            "actions": actions.available(Session),
+            "search": catalog is not None and hasattr(catalog, "search"),
+            "manage_tags": catalog is not None and hasattr(catalog, "find_and_tag"),
+            "purge": _optional("history") is not None,
+            "compact": self._compactor() is not None,
+            "formats": self._formats(),
+            "tag_listing": actions._implemented(Session, "tags"),
+            "operations": actions._implemented(Session, "operations"),
+            "examples": [e.title for e in examples.available()],
+        }
+
+    def _catalog(self) -> Any:
+        if _optional("catalog") is None:
+            return None
+        return getattr(self.store, "catalog", None)
+
+    def _compactor(self) -> Any:
+        mod = _optional("compaction")
+        return mod if mod is not None and hasattr(mod, "compact") else None
+
+    def _formats(self) -> list[dict[str, str]]:
+        mod = _optional("formats")
+        if mod is None or not hasattr(mod, "dump_context"):
+            return []
+        out = []
+        for name, label in FORMAT_LABELS.items():
+            try:
+                mod.get(name)
+            except UserError:
+                continue  # that provider's module is not installed
+            out.append({"name": name, "label": label})
+        return out
+
+    def list_sessions(self, request: Request, body: Any) -> dict[str, Any]:
+        q = request.query_params.get("q", "").strip()
+        tag = request.query_params.get("tag", "").strip()
+        summaries = self.store.list()
+        by_id = {r.id: r for r in summaries}
+        catalog = self._catalog()
+        hits: dict[str, Any] = {}
+        if q:
+            if catalog is None:
+                raise UserError("Search needs the catalog, which this installation lacks")
+            found = catalog.search(q)
+            order = []
+            for hit in found:
+                sid = getattr(hit, "session_id", None)
+                if isinstance(sid, str) and sid in by_id and sid not in hits:
+                    hits[sid] = msgspec.to_builtins(hit)
+                    order.append(by_id[sid])
+            summaries = order
+        session_tags: dict[str, list[str]] = {}
+        all_tags: list[str] = []
+        if catalog is not None and hasattr(catalog, "session_tags"):
+            session_tags = {sid: list(tags) for sid, tags in catalog.session_tags().items()}
+            all_tags = sorted({t for tags in session_tags.values() for t in tags})
+        if tag:
+            summaries = [r for r in summaries if tag in session_tags.get(r.id, [])]
+        return {
+            "sessions": [{**msgspec.to_builtins(r), "tags": session_tags.get(r.id, []),
+                          "hit": hits.get(r.id)} for r in summaries],
+            "tags": all_tags,
+            "query": q,
+        }
+
+    def examples(self, request: Request, body: Any) -> dict[str, Any]:
+        from threadline import examples
+
+        return {"examples": [msgspec.to_builtins(e) for e in examples.available()]}
+
+    def import_examples(self, request: Request, body: Any) -> dict[str, Any]:
+        from threadline import examples
+
+        with self.cache.lock:
+            created = examples.import_examples(self.store)
+        return {"created": created}
+
+    def manage_tags(self, request: Request, body: Any) -> Any:
+        catalog = self._catalog()
+        if catalog is None or not hasattr(catalog, "find_and_tag"):
+            raise UserError("manage_tags needs the catalog, which this installation lacks")
+        raise UserError("manage_tags is not wired in this version of the viewer")
+
+    # -- one session -------------------------------------------------------------------------
+
+    def session_info(self, request: Request, body: Any) -> dict[str, Any]:
+        sid = request.path_params["sid"]
+        with self.cache.session(sid) as s:
+            ctx = s.context()
+            return {
+                "id": s.id,
+                "name": s.name,
+                "header": msgspec.to_builtins(s.header),
+                "leaf_id": s.leaf_id,
+                "entries": len(s._tree),
+                "messages": s.message_count(),
+                "context_messages": len(ctx.messages),
+                "model": msgspec.to_builtins(ctx.model),
+                "thinking_level": ctx.thinking_level,
+                "file_bytes": s._log.size(),
+                "load_report": msgspec.to_builtins(s.load_report),
+                "labels": [{"id": k, "label": v} for k, v in s._labels.items()],
+            }
+
+    def tree(self, request: Request, body: Any) -> dict[str, Any]:
+        sid = request.path_params["sid"]
+        offset, limit = _page_args(request)
+        qp = request.query_params
+        with self.cache.session(sid) as s:
+            t = rows.TreeRows(s, folded=_id_set(qp.get("fold")), unfolded=_id_set(qp.get("unfold")),
+                              outline=qp.get("outline") == "1")
+            locate = qp.get("locate")
+            index = t.index_of(locate) if locate else None
+            if index is not None and qp.get("center") == "1":
+                offset = max(0, index - limit // 2)
+            return {"total": len(t), "offset": offset, "rows": t.page(offset, limit),
+                    "locate_index": index, "sidechains_folded": t.sidechains_folded,
+                    "leaf_id": s.leaf_id}
+
+    def context(self, request: Request, body: Any) -> dict[str, Any]:
+        sid = request.path_params["sid"]
+        offset, limit = _page_args(request)
+        active = sorted(_id_set(request.query_params.get("active_tags")))
+        with self.cache.session(sid) as s:
+            ctx = s.context(active_tags=active)
+            return {"total": len(ctx.messages), "offset": offset,
+                    "rows": rows.context_page(s, ctx, offset, limit),
+                    "model": msgspec.to_builtins(ctx.model),
+                    "thinking_level": ctx.thinking_level, "leaf_id": ctx.leaf_id,
+                    "active_tags": active}
+
+    def entry(self, request: Request, body: Any) -> dict[str, Any]:
+        with self.cache.session(request.path_params["sid"]) as s:
+            return rows.entry_details(s, request.path_params["eid"])
+
+    def view_item(self, request: Request, body: Any) -> dict[str, Any]:
+        with self.cache.session(request.path_params["sid"]) as s:
+            vid = request.path_params["vid"]
+            if vid not in set(s.context().view.ids()) and not s.has_entry(vid):
+                raise NotFoundError(f"No message '{vid}' in the context of session '{s.id}'")
+            return rows.view_item_details(s, vid)
+
+    def tags(self, request: Request, body: Any) -> dict[str, Any]:
+        if not actions._implemented(Session, "tags"):
+            return {"tags": [], "available": False}
+        # Listing removes tags that became invalid (DESIGN §7), so it is a write.
+        with self.cache.session(request.path_params["sid"], write=True) as s:
+            listing = s.tags()  # type: ignore[attr-defined]
+            return {"tags": actions.to_json(listing.tags), "removed": listing.removed,
+                    "available": True}
+
+    def operations(self, request: Request, body: Any) -> dict[str, Any]:
+        if not actions._implemented(Session, "operations"):
+            return {"operations": [], "available": False}
+        with self.cache.session(request.path_params["sid"]) as s:
+            ops = s.operations()  # type: ignore[attr-defined]
+            return {"operations": actions.to_json(ops), "available": True}
+
+    def payload(self, request: Request, body: Any) -> dict[str, Any]:
+        name = request.query_params.get("format", "")
+        if name not in FORMAT_LABELS:
+            raise UserError(f"Unknown provider format {name!r}; choose one of: "
+                            f"{', '.join(FORMAT_LABELS)}")
+        mod = _optional("formats")
+        if mod is None or not hasattr(mod, "dump_context"):
+            raise UserError("Provider formats are not available in this installation")
+        active = sorted(_id_set(request.query_params.get("active_tags")))
+        with self.cache.session(request.path_params["sid"]) as s:
+            ctx = s.context(active_tags=active)
+            payload = mod.dump_context(name, list(ctx.messages))
+            return {"format": name, "payload": actions.to_json(payload)}
+
+    def preview(self, request: Request, body: Any) -> dict[str, Any]:
+        action, args = self._action(body)
+        with self.cache.session(request.path_params["sid"]) as s:
+            return actions.preview(s, action, args)
+
+    def apply(self, request: Request, body: Any) -> dict[str, Any]:
+        action, args = self._action(body)
+        with self.cache.session(request.path_params["sid"], write=True) as s:
+            result = actions.run(s, action, args)
+            return {"action": action, "result": actions.to_json(result), "leaf_id": s.leaf_id,
+                    "context_messages": len(s.context().messages)}
+
+    @staticmethod
+    def _action(body: Any) -> tuple[str, dict[str, Any]]:
+        action = body.get("action")
+        args = body.get("args") or {}
+        if not isinstance(action, str) or not isinstance(args, dict):
+            raise UserError('Send {"action": name, "args": {...}}')
+        return action, args
+
+    def purge(self, request: Request, body: Any) -> Any:
+        if _optional("history") is None:
+            raise UserError("Purge is not available in this installation")
+        ids = body.get("entry_ids") or []
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise UserError("entry_ids must be a list of entry ids")
+        confirm = body.get("confirm") is True
+        with self.cache.session(request.path_params["sid"], write=confirm) as s:
+            plan = s.purge(ids, dry_run=True)  # type: ignore[attr-defined]
+            if not confirm:
+                return {"executed": False, "plan": actions.to_json(plan)}
+            # Purge exactly what was previewed: a session that changed since is refused.
+            if body.get("fingerprint") != plan.fingerprint:
+                raise UserError(f"Session '{s.id}' changed since the purge preview; "
+                                "preview again before purging")
+            done = s.purge(ids, dry_run=False)  # type: ignore[attr-defined]
+            return {"executed": True, "plan": actions.to_json(done)}
+
+    def compact(self, request: Request, body: Any) -> Any:
+        raise UserError("Compaction is not wired in this version of the viewer")
+
+
+def create_app(store: Any) -> Starlette:
+    """The viewer for ``store`` (a :func:`threadline.open_store` result) as an ASGI app."""
+    viewer = Viewer(store)
+    app = Starlette(routes=viewer.routes())
+    app.state.viewer = viewer
+    return app
