@@ -200,7 +200,7 @@ def iter_lines(source: Source, name: str) -> Iterator[tuple[int, bytes]]:
         with fh:
             for n, line in enumerate(fh, 1):
                 if line.strip():
-                    yield n, line
+                    yield n, line[:-1] if line.endswith(b"\n") else line
         return
     data = read_bytes(source, name)
     for n, line in enumerate(data.split(b"\n"), 1):
