@@ -186,14 +186,15 @@ def _find_close(blocks: Sequence[Block], start: int, tag: str) -> int | None:
 
 
 def provider_turns(
-    messages: Sequence[Message], *, system_first: bool
+    messages: Sequence[Message], fmt: str, *, system_first: bool
 ) -> tuple[list[Message], list[tuple[str, list[Message]]]]:
     """Leading system messages, and the rest grouped into alternating turns.
 
     Each turn is (``user``|``assistant``, the messages merged into it). Wrapped roles and (when
     ``system_first``) later system messages become user messages holding wrapped text; ``tool``
     messages become user messages. The format module dumps each message and concatenates the
-    turn's parts, so per-message leftovers are kept.
+    turn's parts, so per-message leftovers are kept. Messages with nothing for ``fmt`` (no
+    blocks, no leftovers of that format) are left out.
     """
     system: list[Message] = []
     i = 0
@@ -203,6 +204,8 @@ def provider_turns(
             i += 1
     turns: list[tuple[str, list[Message]]] = []
     for m in messages[i:]:
+        if not m.content and not details(m, fmt):
+            continue  # nothing this provider can be sent (e.g. another provider's built-in item)
         if m.role in ("assistant", "user"):
             as_turn = m
         elif m.role == "tool":

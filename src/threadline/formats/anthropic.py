@@ -183,7 +183,7 @@ def dump(messages: Sequence[Message]) -> JSON:
     merge into one turn with tool results first. Empty text blocks are left out (the API rejects
     them).
     """
-    system, turns = provider_turns(messages, system_first=True)
+    system, turns = provider_turns(messages, NAME, system_first=True)
     payload: JSON = {}
     if system:
         payload["system"] = _dump_system(system)
