@@ -28,6 +28,7 @@ from threadline.model.entries import (
 )
 
 if TYPE_CHECKING:
+    from threadline.catalog import Catalog
     from threadline.session import Session
 
 Durability = Literal["fsync", "flush"]
@@ -391,8 +392,22 @@ class BaseStore:
         rows.sort(key=lambda r: r.modified, reverse=True)
         return rows
 
+    @property
+    def catalog(self) -> Catalog:
+        """The cross-session index of this store: listing with tags, search, manage_tags
+        (see :mod:`threadline.catalog`); opened on first use."""
+        cat: Catalog | None = self.__dict__.get("_catalog")
+        if cat is None:
+            from threadline.catalog import catalog_for
+
+            cat = self.__dict__["_catalog"] = catalog_for(self)
+        return cat
+
     def close(self) -> None:
         """Release backend resources (connections, pools)."""
+        cat = self.__dict__.pop("_catalog", None)
+        if cat is not None:
+            cat.close()
 
     def __enter__(self) -> BaseStore:
         return self

@@ -1,0 +1,832 @@
+"""The catalog: a cross-session index of a store for listing, search and session tags (DESIGN §9).
+
+``store.catalog`` exists on every store. The SQLite-backed catalog (:class:`SqliteCatalog`)
+serves the JSONL store (a ``.catalog.sqlite`` file beside the sessions), the SQLite store (tables
+in the same database) and the memory store (an in-memory database); the PostgreSQL store has its
+own (``threadline.store.postgres.PostgresCatalog``) over the same base class.
+
+Indexing is lazy and crash-proof: before answering, the SQLite catalog reads what every session
+appended since it was last indexed (a per-session cursor: inode and offset for files, generation
+and sequence number for database rows), so nothing is lost when a writer dies between its append
+and an index update. Vectors are computed the same way, for the messages that have none yet.
+
+Search is keyword (SQLite FTS5 with the porter stemmer / PostgreSQL tsvector), semantic (an
+:class:`~threadline.embedding.Embedder`; brute-force cosine over the stored vectors) or hybrid,
+the two ranked lists fused by reciprocal rank (``score = Σ 1 / (60 + rank)``).
+
+``find_and_tag``, ``delete_tag`` and ``merge_tags`` preview by default and return a single-use
+token bound to the exact set of sessions previewed; executing with the token applies to exactly
+that set in one transaction (nothing changes when it fails) and is refused when the set changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+
+from threadline.embedding import INSTALL_HINT, Embedder, default_embedder
+from threadline.errors import StoreError, UserError
+from threadline.model.content import (
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from threadline.model.entries import MessageEntry, PurgeRecord, RecordError, now
+from threadline.store.base import LazyMessage, LoadReport, Slot, parse_lines
+
+if TYPE_CHECKING:
+    from threadline.store.base import BaseStore
+
+Mode = Literal["hybrid", "keyword", "semantic"]
+Key = tuple[str, str]  # (session_id, entry_id)
+
+RRF_K = 60
+#: cosine similarity from which a message counts as matching in ``find_and_tag`` (MiniLM scale)
+MATCH_SIMILARITY = 0.5
+SAMPLE_SIZE = 5
+BODY_LIMIT = 20_000
+TAG_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,64}$")
+
+
+class Hit(msgspec.Struct, kw_only=True):
+    """One search result: the message ``entry_id`` of session ``session_id``."""
+
+    session_id: str
+    entry_id: str
+    score: float
+    snippet: str
+    role: str = ""
+    timestamp: str = ""
+
+
+class CatalogSession(msgspec.Struct, kw_only=True):
+    """A listing row: the store's summary plus the session's tags."""
+
+    id: str
+    name: str | None
+    created: str
+    modified: str
+    message_count: int
+    first_message: str | None
+    parent_session: str | None = None
+    tags: list[str] = msgspec.field(default_factory=list)
+
+
+class TagPlan(msgspec.Struct, kw_only=True):
+    """A manage_tags preview: nothing was changed. Execute with ``token``."""
+
+    operation: str
+    count: int
+    sample: list[str]
+    already_tagged: int
+    token: str
+    message: str
+
+
+class TagResult(msgspec.Struct, kw_only=True):
+    """What an executed manage_tags operation changed."""
+
+    operation: str
+    changed: int
+    already_tagged: int
+    message: str
+
+
+class Filters(msgspec.Struct, kw_only=True):
+    role: str | None = None
+    session: str | None = None
+    tag: str | None = None
+    since: str | None = None
+    until: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.role or self.session or self.tag or self.since or self.until)
+
+    @property
+    def until_bound(self) -> str | None:
+        # a bare date includes the whole day: '~' sorts after every RFC 3339 character
+        return None if self.until is None else self.until + "~"
+
+
+def message_text(msg: Message) -> str:
+    """The searchable text of a message: text blocks, tool calls (name and input) and tool
+    results; thinking is left out."""
+    parts: list[str] = []
+    for block in msg.content:
+        if isinstance(block, TextBlock):
+            parts.append(block.text.content)
+        elif isinstance(block, ToolUseBlock):
+            call = block.tool_use
+            parts.append(f"{call.name} {json.dumps(call.input, ensure_ascii=False)[:500]}")
+        elif isinstance(block, ToolResultBlock):
+            content = block.tool_result.content
+            if isinstance(content, str):
+                parts.append(content[:1000])
+            else:
+                parts.extend(b.text.content[:1000] for b in content
+                             if isinstance(b, TextBlock))
+    return "\n".join(p for p in parts if p)[:BODY_LIMIT]
+
+
+def indexable(slots: Sequence[Slot]) -> tuple[list[tuple[str, str, str, str]], list[str]]:
+    """``(entry_id, role, timestamp, body)`` of every message with text among ``slots``, and
+    the entry ids that ``purge`` records among them remove."""
+    rows = []
+    purged: list[str] = []
+    for slot in slots:
+        rec: Any = slot
+        if isinstance(slot, LazyMessage):
+            try:
+                rec = slot.decode()
+            except RecordError:
+                continue
+        if isinstance(rec, MessageEntry):
+            body = message_text(rec.message)
+            if body.strip():
+                rows.append((rec.id, rec.message.role, rec.timestamp, body))
+        elif isinstance(rec, PurgeRecord):
+            purged.extend(rec.payload.entry_ids)
+    return rows, purged
+
+
+def validate_tag(tag: str | None, what: str = "tag") -> str:
+    if not tag or not isinstance(tag, str) or not tag.strip():
+        raise UserError(f"Missing {what}: give the tag name")
+    tag = tag.strip()
+    if not TAG_RE.match(tag):
+        raise UserError(f"Invalid {what} {tag!r}: use 1-64 printable characters")
+    return tag
+
+
+def fts_terms(query: str) -> list[str]:
+    return re.findall(r"\w+", query.lower())
+
+
+def set_digest(session_ids: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(session_ids)).encode()).hexdigest()
+
+
+class Catalog:
+    """Search, listing and session tags over one store. Backends implement the ``_`` hooks."""
+
+    def __init__(self, store: BaseStore, embedder: Embedder | None | Literal["default"]
+                 = "default") -> None:
+        self.store = store
+        self._embedder_choice = embedder
+        self._lock = threading.RLock()
+        self._vec_cache: tuple[Any, list[Key], Any] | None = None
+
+    # -- configuration ------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder used for semantic search (``None``: semantic search unavailable)."""
+        if self._embedder_choice == "default":
+            self._embedder_choice = default_embedder()
+        return self._embedder_choice
+
+    @embedder.setter
+    def embedder(self, value: Embedder | None) -> None:
+        self._embedder_choice = value
+        self._vec_cache = None
+
+    # -- search -------------------------------------------------------------------------------
+
+    def search(self, query: str, k: int = 10, mode: Mode = "hybrid", *, role: str | None = None,
+               session: str | None = None, tag: str | None = None, since: str | None = None,
+               until: str | None = None) -> list[Hit]:
+        """The ``k`` best messages for ``query``. ``mode``: ``hybrid`` (keyword and semantic
+        fused by reciprocal rank; keyword only when no embedder is installed), ``keyword`` or
+        ``semantic``. Filters: ``role``, ``session`` (id), ``tag`` (session tag), ``since`` and
+        ``until`` (RFC 3339 timestamps or dates, inclusive)."""
+        if mode not in ("hybrid", "keyword", "semantic"):
+            raise UserError(f"Unknown search mode {mode!r}; use hybrid, keyword or semantic")
+        if not isinstance(k, int) or k < 1:
+            raise UserError(f"k must be a positive integer, not {k!r}")
+        if not isinstance(query, str) or not query.strip():
+            raise UserError("Empty search query; give some words to search for")
+        f = Filters(role=role, session=session, tag=tag, since=since, until=until)
+        with self._lock:
+            self.sync()
+            if mode == "keyword":
+                return self._keyword(query, f, k)
+            if mode == "semantic":
+                if self.embedder is None:
+                    raise UserError(f"Semantic search is not available: {INSTALL_HINT}")
+                return self._describe(self._semantic(query, f, k), query)
+            pool = max(50, 5 * k)
+            kw = self._keyword(query, f, pool)
+            if self.embedder is None:
+                return kw[:k]
+            sem = self._semantic(query, f, pool)
+            return self._fuse(kw, sem, query, k)
+
+    def _fuse(self, kw: list[Hit], sem: list[tuple[Key, float]], query: str, k: int
+              ) -> list[Hit]:
+        scores: dict[Key, float] = {}
+        for rank, hit in enumerate(kw):
+            key = (hit.session_id, hit.entry_id)
+            scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
+        for rank, (key, _sim) in enumerate(sem):
+            scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
+        best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        known = {(h.session_id, h.entry_id): h for h in kw}
+        missing = [key for key, _ in best if key not in known]
+        described = {(h.session_id, h.entry_id): h
+                     for h in self._describe([(key, 0.0) for key in missing], query)}
+        out = []
+        for key, score in best:
+            hit = known.get(key) or described.get(key)
+            if hit is not None:
+                out.append(Hit(session_id=key[0], entry_id=key[1], score=score,
+                               snippet=hit.snippet, role=hit.role, timestamp=hit.timestamp))
+        return out
+
+    def _semantic(self, query: str, f: Filters, limit: int) -> list[tuple[Key, float]]:
+        embedder = self.embedder
+        assert embedder is not None
+        self._embed_pending(embedder)
+        keys, matrix = self._vectors(embedder)
+        if not keys:
+            return []
+        import numpy as np
+
+        q = embedder.embed([query])[0]
+        sims = matrix @ q
+        allowed = None if f.empty else self._allowed(f)
+        order = np.argsort(-sims, kind="stable")
+        out: list[tuple[Key, float]] = []
+        for i in order:
+            key = keys[int(i)]
+            if allowed is not None and key not in allowed:
+                continue
+            out.append((key, float(sims[i])))
+            if len(out) >= limit:
+                break
+        return out
+
+    def _vectors(self, embedder: Embedder) -> tuple[list[Key], Any]:
+        stamp = (embedder.name, self._vector_stamp(embedder))
+        cache = self._vec_cache
+        if cache is None or cache[0] != stamp:
+            import numpy as np
+
+            keys, blobs = self._load_vectors(embedder)
+            matrix = (np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(keys), -1)
+                      if keys else np.zeros((0, embedder.dim), dtype=np.float32))
+            self._vec_cache = cache = (stamp, keys, matrix)
+        return cache[1], cache[2]
+
+    def _embed_pending(self, embedder: Embedder, batch: int = 256) -> int:
+        """Embed every indexed message that has no vector for ``embedder`` yet."""
+        done = 0
+        while True:
+            rows = self._pending_vectors(embedder, batch)
+            if not rows:
+                return done
+            vecs = embedder.embed([text[:2000] for _, text in rows])
+            self._store_vectors(embedder, [(ref, vecs[i].astype("float32").tobytes())
+                                           for i, (ref, _) in enumerate(rows)])
+            done += len(rows)
+
+    # -- tags -------------------------------------------------------------------------------
+
+    def sessions(self, tag: str | None = None) -> list[CatalogSession]:
+        """Every session (newest first) with its tags; only those tagged ``tag`` if given."""
+        with self._lock:
+            tags = self._all_tags()
+        rows = []
+        for s in self.store.list():
+            t = sorted(tags.get(s.id, ()))
+            if tag is not None and tag not in t:
+                continue
+            rows.append(CatalogSession(id=s.id, name=s.name, created=s.created,
+                                       modified=s.modified, message_count=s.message_count,
+                                       first_message=s.first_message,
+                                       parent_session=s.parent_session, tags=t))
+        return rows
+
+    def session_tags(self, session_id: str) -> list[str]:
+        """The tags of one session, sorted."""
+        with self._lock:
+            return sorted(self._all_tags().get(session_id, ()))
+
+    def tags(self) -> dict[str, int]:
+        """Every tag with the number of sessions carrying it."""
+        counts: dict[str, int] = {}
+        with self._lock:
+            for tags in self._all_tags().values():
+                for t in tags:
+                    counts[t] = counts.get(t, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def find_and_tag(self, query: str | None, tag: str | None, dry_run: bool = True,
+                     token: str | None = None) -> TagPlan | TagResult:
+        """Tag every session with a message matching ``query`` (all its words, or semantically
+        close when an embedder is installed). Preview by default."""
+        if not query or not str(query).strip():
+            raise UserError("find_and_tag needs a query: the words to search for")
+        tag = validate_tag(tag, "tag to apply")
+        args = {"query": query, "tag": tag}
+        with self._lock:
+            self.sync()
+            ids = self._matching_sessions(query)
+            if not ids:
+                raise UserError(f"No sessions found matching '{query}'. Try a broader search "
+                                "term.")
+            return self._plan_or_apply("find_and_tag", args, ids, dry_run, token)
+
+    def delete_tag(self, tag: str | None, dry_run: bool = True, token: str | None = None
+                   ) -> TagPlan | TagResult:
+        """Remove ``tag`` from every session that has it. Preview by default."""
+        tag = validate_tag(tag, "tag to delete")
+        with self._lock:
+            ids = self._tagged(tag)
+            if not ids:
+                raise UserError(f"No sessions have tag '{tag}'.")
+            return self._plan_or_apply("delete_tag", {"tag": tag}, ids, dry_run, token)
+
+    def merge_tags(self, tag_from: str | None, tag_to: str | None, dry_run: bool = True,
+                   token: str | None = None) -> TagPlan | TagResult:
+        """Rename ``tag_from`` to ``tag_to`` on every session that has it. Preview by default."""
+        tag_from = validate_tag(tag_from, "tag_from")
+        tag_to = validate_tag(tag_to, "tag_to")
+        if tag_from == tag_to:
+            raise UserError("Source and target tags are identical.")
+        with self._lock:
+            ids = self._tagged(tag_from)
+            if not ids:
+                raise UserError(f"No sessions have tag '{tag_from}'.")
+            return self._plan_or_apply("merge_tags", {"tag_from": tag_from, "tag_to": tag_to},
+                                       ids, dry_run, token)
+
+    def _target_tag(self, op: str, args: dict[str, str]) -> str:
+        return args["tag_to"] if op == "merge_tags" else args["tag"]
+
+    def _plan_or_apply(self, op: str, args: dict[str, str], ids: list[str], dry_run: bool,
+                       token: str | None) -> TagPlan | TagResult:
+        tagged = set(self._tagged(self._target_tag(op, args)))
+        already = sum(1 for s in ids if s in tagged) if op != "delete_tag" else 0
+        if dry_run:
+            token = secrets.token_urlsafe(18)
+            self._save_token(token, op, json.dumps(args, sort_keys=True), sorted(ids))
+            sample = self._sample(ids)
+            return TagPlan(operation=op, count=len(ids), sample=sample, already_tagged=already,
+                           token=token, message=_plan_message(op, args, len(ids), sample,
+                                                              already))
+        if not token:
+            raise UserError(f"{op} with dry_run=False needs the token of a preview; call it with "
+                            "dry_run=True first")
+        saved = self._load_token(token)
+        if saved is None:
+            raise UserError("Unknown or already used token; preview again with dry_run=True")
+        if saved[0] != op or saved[1] != json.dumps(args, sort_keys=True):
+            raise UserError(f"This token was issued for another operation ({saved[0]} "
+                            f"{saved[1]}); preview this one with dry_run=True")
+        planned = saved[2]
+        if set_digest(planned) != set_digest(ids):
+            raise UserError(f"The sessions this {op} applies to changed since the preview "
+                            f"({len(planned)} then, {len(ids)} now); preview again with "
+                            "dry_run=True")
+        try:
+            changed, already = self._apply(op, args, planned, token)
+        except UserError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"Tag operation failed. No changes were made. ({exc})") from None
+        return TagResult(operation=op, changed=changed, already_tagged=already,
+                         message=_result_message(op, args, changed, already))
+
+    def _sample(self, ids: list[str]) -> list[str]:
+        chosen = sorted(ids)[:SAMPLE_SIZE]
+        out = []
+        for sid in chosen:
+            try:
+                s = self.store._summary(sid)
+            except Exception:  # a session deleted meanwhile still shows by id
+                out.append(sid)
+                continue
+            out.append(s.name or (s.first_message or "")[:60].replace("\n", " ") or sid)
+        return out
+
+    def _matching_sessions(self, query: str) -> list[str]:
+        found = set(self._keyword_sessions(query))
+        embedder = self.embedder
+        if embedder is not None:
+            for (sid, _eid), sim in self._semantic(query, Filters(), 10_000):
+                if sim < MATCH_SIMILARITY:
+                    break
+                found.add(sid)
+        return sorted(found)
+
+    # -- backend hooks ------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Bring the index up to date with the store."""
+
+    def rebuild(self) -> None:
+        """Drop and rebuild the message index and vectors (session tags are kept)."""
+        raise NotImplementedError
+
+    def forget(self, session_id: str, entry_ids: Sequence[str]) -> None:
+        """Remove entries' text and vectors from the index (purge calls this)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the catalog's connections."""
+
+    def _keyword(self, query: str, f: Filters, limit: int) -> list[Hit]:
+        raise NotImplementedError
+
+    def _keyword_sessions(self, query: str) -> list[str]:
+        raise NotImplementedError
+
+    def _describe(self, found: list[tuple[Key, float]], query: str) -> list[Hit]:
+        raise NotImplementedError
+
+    def _allowed(self, f: Filters) -> set[Key]:
+        raise NotImplementedError
+
+    def _vector_stamp(self, embedder: Embedder) -> Any:
+        raise NotImplementedError
+
+    def _load_vectors(self, embedder: Embedder) -> tuple[list[Key], list[bytes]]:
+        raise NotImplementedError
+
+    def _pending_vectors(self, embedder: Embedder, limit: int) -> list[tuple[Any, str]]:
+        raise NotImplementedError
+
+    def _store_vectors(self, embedder: Embedder, rows: list[tuple[Any, bytes]]) -> None:
+        raise NotImplementedError
+
+    def _all_tags(self) -> dict[str, set[str]]:
+        raise NotImplementedError
+
+    def _tagged(self, tag: str) -> list[str]:
+        raise NotImplementedError
+
+    def _save_token(self, token: str, op: str, args: str, ids: list[str]) -> None:
+        raise NotImplementedError
+
+    def _load_token(self, token: str) -> tuple[str, str, list[str]] | None:
+        raise NotImplementedError
+
+    def _apply(self, op: str, args: dict[str, str], ids: list[str], token: str
+               ) -> tuple[int, int]:
+        """Apply a tag operation to ``ids`` and consume ``token``, in one transaction;
+        returns ``(changed, already_tagged)``."""
+        raise NotImplementedError
+
+
+def _names(sample: list[str], count: int) -> str:
+    return ", ".join(sample) + ("…" if count > len(sample) else "")
+
+
+def _plan_message(op: str, args: dict[str, str], count: int, sample: list[str],
+                  already: int) -> str:
+    if op == "find_and_tag":
+        extra = f" ({already} already have it)" if already else ""
+        return (f"Found {count} sessions matching '{args['query']}'. Sample: "
+                f"{_names(sample, count)}. Would apply tag '{args['tag']}' to all {count}{extra}. "
+                "Shall I proceed?")
+    if op == "delete_tag":
+        return (f"Tag '{args['tag']}' appears on {count} sessions: {_names(sample, count)}. "
+                "Would remove it from all. Shall I proceed?")
+    return (f"Would rename '{args['tag_from']}' → '{args['tag_to']}' on {count} sessions: "
+            f"{_names(sample, count)}. Shall I proceed?")
+
+
+def _result_message(op: str, args: dict[str, str], changed: int, already: int) -> str:
+    if op == "find_and_tag":
+        extra = f" ({already} already had this tag)" if already else ""
+        return f"Tagged {changed} sessions with '{args['tag']}'{extra}."
+    if op == "delete_tag":
+        return f"Removed tag '{args['tag']}' from {changed} sessions."
+    extra = f" ({already} already had '{args['tag_to']}')" if already else ""
+    return f"Renamed tag on {changed} sessions{extra}."
+
+
+# -- the SQLite catalog ----------------------------------------------------------------------
+
+
+class SqliteCatalog(Catalog):
+    """The catalog in a SQLite database: FTS5 for keywords, float32 blobs for vectors."""
+
+    def __init__(self, store: BaseStore, path: str,
+                 embedder: Embedder | None | Literal["default"] = "default") -> None:
+        super().__init__(store, embedder)
+        from threadline.store.sqlite import connect, upgrade
+
+        self.path = path
+        try:
+            self.conn = connect(path)
+            self.conn.execute("PRAGMA secure_delete=ON")  # purged text must not linger in pages
+            upgrade(self.conn, "catalog")
+        except sqlite3.Error as exc:
+            raise StoreError(f"Cannot open the catalog {path}: {exc}; remove it and run "
+                             "'threadline catalog rebuild'") from None
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self.conn.close()
+
+    # -- indexing -----------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        with self._lock:
+            cursors = dict(self.conn.execute("SELECT session_id, cursor FROM cat_sessions"))
+            live = set(self.store._session_ids())
+            gone = [sid for sid in cursors if sid not in live]
+            if gone:
+                with self._tx() as conn:
+                    for sid in gone:
+                        conn.execute("DELETE FROM cat_messages WHERE session_id = ?", (sid,))
+                        conn.execute("DELETE FROM cat_sessions WHERE session_id = ?", (sid,))
+                        conn.execute("DELETE FROM cat_tags WHERE session_id = ?", (sid,))
+            for sid in sorted(live):
+                old = cursors.get(sid, "")
+                try:
+                    reset, slots, cursor = changes_since(self.store, sid, old)
+                except (StoreError, UserError, OSError):
+                    continue  # unreadable now; indexed on a later pass
+                if cursor == old and not reset:
+                    continue
+                rows, purged = indexable(slots)
+                with self._tx() as conn:
+                    if reset:
+                        conn.execute("DELETE FROM cat_messages WHERE session_id = ?", (sid,))
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO cat_messages (session_id, entry_id, role, "
+                        "timestamp, body) VALUES (?, ?, ?, ?, ?)",
+                        [(sid, *row) for row in rows])
+                    conn.executemany("DELETE FROM cat_messages WHERE session_id = ? AND "
+                                     "entry_id = ?", [(sid, e) for e in purged])
+                    conn.execute("INSERT OR REPLACE INTO cat_sessions VALUES (?, ?)",
+                                 (sid, cursor))
+
+    def rebuild(self) -> None:
+        with self._lock, self._tx() as conn:
+            conn.execute("DELETE FROM cat_messages")
+            conn.execute("DELETE FROM cat_vectors")
+            conn.execute("DELETE FROM cat_sessions")
+            conn.execute("INSERT INTO cat_fts (cat_fts) VALUES ('rebuild')")
+        self._vec_cache = None
+        self.sync()
+
+    def forget(self, session_id: str, entry_ids: Sequence[str]) -> None:
+        with self._lock:
+            with self._tx() as conn:
+                conn.executemany("DELETE FROM cat_messages WHERE session_id = ? AND entry_id = ?",
+                                 [(session_id, e) for e in entry_ids])
+            # merge the FTS segments so the deleted terms leave the index files too
+            self.conn.execute("INSERT INTO cat_fts (cat_fts) VALUES ('optimize')")
+            self._vec_cache = None
+
+    # -- search -------------------------------------------------------------------------------
+
+    def _where(self, f: Filters) -> tuple[str, list[Any]]:
+        sql = []
+        params: list[Any] = []
+        if f.role:
+            sql.append("m.role = ?")
+            params.append(f.role)
+        if f.session:
+            sql.append("m.session_id = ?")
+            params.append(f.session)
+        if f.since:
+            sql.append("m.timestamp >= ?")
+            params.append(f.since)
+        if f.until:
+            sql.append("m.timestamp <= ?")
+            params.append(f.until_bound)
+        if f.tag:
+            sql.append("m.session_id IN (SELECT session_id FROM cat_tags WHERE tag = ?)")
+            params.append(f.tag)
+        return "".join(" AND " + s for s in sql), params
+
+    def _keyword(self, query: str, f: Filters, limit: int) -> list[Hit]:
+        terms = fts_terms(query)
+        if not terms:
+            return []
+        match = " OR ".join(f'"{t}"' for t in terms)
+        where, params = self._where(f)
+        rows = self.conn.execute(
+            "SELECT m.session_id, m.entry_id, bm25(cat_fts), "
+            "snippet(cat_fts, 0, '[', ']', '…', 16), m.role, m.timestamp "
+            "FROM cat_fts JOIN cat_messages m ON m.rowid = cat_fts.rowid "
+            f"WHERE cat_fts MATCH ?{where} ORDER BY bm25(cat_fts), m.rowid LIMIT ?",
+            [match, *params, limit]).fetchall()
+        return [Hit(session_id=r[0], entry_id=r[1], score=-float(r[2]), snippet=r[3], role=r[4],
+                    timestamp=r[5]) for r in rows]
+
+    def _keyword_sessions(self, query: str) -> list[str]:
+        terms = fts_terms(query)
+        if not terms:
+            return []
+        match = " AND ".join(f'"{t}"' for t in terms)
+        rows = self.conn.execute(
+            "SELECT DISTINCT m.session_id FROM cat_fts JOIN cat_messages m "
+            "ON m.rowid = cat_fts.rowid WHERE cat_fts MATCH ?", (match,)).fetchall()
+        return [r[0] for r in rows]
+
+    def _describe(self, found: list[tuple[Key, float]], query: str) -> list[Hit]:
+        out = []
+        for (sid, eid), score in found:
+            row = self.conn.execute(
+                "SELECT role, timestamp, body FROM cat_messages WHERE session_id = ? AND "
+                "entry_id = ?", (sid, eid)).fetchone()
+            if row is not None:
+                out.append(Hit(session_id=sid, entry_id=eid, score=score,
+                               snippet=_plain_snippet(row[2], query), role=row[0],
+                               timestamp=row[1]))
+        return out
+
+    def _allowed(self, f: Filters) -> set[Key]:
+        where, params = self._where(f)
+        rows = self.conn.execute(
+            f"SELECT m.session_id, m.entry_id FROM cat_messages m WHERE 1 = 1{where}",
+            params).fetchall()
+        return {(r[0], r[1]) for r in rows}
+
+    def _vector_stamp(self, embedder: Embedder) -> Any:
+        return self.conn.execute("SELECT count(*), coalesce(max(msg_rowid), 0) FROM cat_vectors "
+                                 "WHERE model = ?", (embedder.name,)).fetchone()
+
+    def _load_vectors(self, embedder: Embedder) -> tuple[list[Key], list[bytes]]:
+        rows = self.conn.execute(
+            "SELECT m.session_id, m.entry_id, v.vec FROM cat_vectors v JOIN cat_messages m "
+            "ON m.rowid = v.msg_rowid WHERE v.model = ? ORDER BY v.msg_rowid",
+            (embedder.name,)).fetchall()
+        return [(r[0], r[1]) for r in rows], [r[2] for r in rows]
+
+    def _pending_vectors(self, embedder: Embedder, limit: int) -> list[tuple[Any, str]]:
+        return [(r[0], r[1]) for r in self.conn.execute(
+            "SELECT m.rowid, m.body FROM cat_messages m LEFT JOIN cat_vectors v "
+            "ON v.msg_rowid = m.rowid AND v.model = ? WHERE v.msg_rowid IS NULL "
+            "ORDER BY m.rowid LIMIT ?", (embedder.name, limit))]
+
+    def _store_vectors(self, embedder: Embedder, rows: list[tuple[Any, bytes]]) -> None:
+        with self._tx() as conn:
+            conn.executemany("INSERT OR REPLACE INTO cat_vectors VALUES (?, ?, ?)",
+                             [(ref, embedder.name, blob) for ref, blob in rows])
+
+    # -- tags -------------------------------------------------------------------------------
+
+    def _all_tags(self) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for sid, tag in self.conn.execute("SELECT session_id, tag FROM cat_tags"):
+            out.setdefault(sid, set()).add(tag)
+        return out
+
+    def _tagged(self, tag: str) -> list[str]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT session_id FROM cat_tags WHERE tag = ? ORDER BY session_id", (tag,))]
+
+    def _save_token(self, token: str, op: str, args: str, ids: list[str]) -> None:
+        with self._tx() as conn:
+            conn.execute("INSERT INTO cat_tokens VALUES (?, ?, ?, ?, ?)",
+                         (token, op, args, json.dumps(ids), now()))
+
+    def _load_token(self, token: str) -> tuple[str, str, list[str]] | None:
+        row = self.conn.execute("SELECT operation, args, session_ids FROM cat_tokens "
+                                "WHERE token = ?", (token,)).fetchone()
+        return None if row is None else (row[0], row[1], json.loads(row[2]))
+
+    def _apply(self, op: str, args: dict[str, str], ids: list[str], token: str
+               ) -> tuple[int, int]:
+        changed = already = 0
+        with self._tx() as conn:
+            gone = conn.execute("DELETE FROM cat_tokens WHERE token = ?", (token,)).rowcount
+            if gone != 1:
+                raise UserError("Unknown or already used token; preview again with dry_run=True")
+            for sid in ids:
+                if op == "find_and_tag":
+                    n = conn.execute("INSERT OR IGNORE INTO cat_tags VALUES (?, ?)",
+                                     (sid, args["tag"])).rowcount
+                    changed += n
+                    already += 1 - n
+                elif op == "delete_tag":
+                    changed += conn.execute("DELETE FROM cat_tags WHERE session_id = ? AND "
+                                            "tag = ?", (sid, args["tag"])).rowcount
+                else:
+                    conn.execute("DELETE FROM cat_tags WHERE session_id = ? AND tag = ?",
+                                  (sid, args["tag_from"]))
+                    n = conn.execute("INSERT OR IGNORE INTO cat_tags VALUES (?, ?)",
+                                     (sid, args["tag_to"])).rowcount
+                    changed += 1
+                    already += 1 - n
+        return changed, already
+
+    def add_tags(self, session_id: str, tags: Sequence[str]) -> None:
+        """Tag one session directly (no preview: the caller names the session)."""
+        clean = [validate_tag(t) for t in tags]
+        with self._lock, self._tx() as conn:
+            conn.executemany("INSERT OR IGNORE INTO cat_tags VALUES (?, ?)",
+                             [(session_id, t) for t in clean])
+
+    def remove_tags(self, session_id: str, tags: Sequence[str]) -> None:
+        """Untag one session directly."""
+        with self._lock, self._tx() as conn:
+            conn.executemany("DELETE FROM cat_tags WHERE session_id = ? AND tag = ?",
+                             [(session_id, t) for t in tags])
+
+
+def _plain_snippet(body: str, query: str, width: int = 120) -> str:
+    low = body.lower()
+    pos = -1
+    for term in fts_terms(query):
+        pos = low.find(term)
+        if pos >= 0:
+            break
+    start = max(0, pos - width // 3) if pos >= 0 else 0
+    text = body[start:start + width].replace("\n", " ")
+    return ("…" if start else "") + text + ("…" if start + width < len(body) else "")
+
+
+def changes_since(store: BaseStore, session_id: str, cursor: str) -> tuple[bool, list[Slot], str]:
+    """What ``session_id`` appended since ``cursor``: ``(reset, slots, new_cursor)``. ``reset``
+    means the session was replaced (rewritten, purged) and ``slots`` holds every record."""
+    own = getattr(store, "changes_since", None)
+    if own is not None:
+        return own(session_id, cursor)  # type: ignore[no-any-return]
+    from threadline.store.jsonl import JsonlStore
+    from threadline.store.memory import MemoryStore
+
+    if isinstance(store, JsonlStore):
+        return _jsonl_changes(store, session_id, cursor)
+    if isinstance(store, MemoryStore):
+        data = store._sessions[session_id]
+        ident, _, seen = cursor.partition(":")
+        reset = ident != str(id(data.lines))
+        start = 0 if reset else int(seen or 0)
+        lines = data.lines[start:]
+        buf = b"".join(line + b"\n" for line in lines)
+        slots, _ = parse_lines(buf, 0, len(buf), LoadReport(), 0, {})
+        return reset, slots, f"{id(data.lines)}:{start + len(lines)}"
+    log = store._open_log(session_id)
+    loaded = log.load()
+    return True, list(loaded.slots), f"full:{log.size()}"
+
+
+def _jsonl_changes(store: Any, session_id: str, cursor: str) -> tuple[bool, list[Slot], str]:
+    import os
+
+    path = Path(store.directory) / f"{session_id}.jsonl"
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        st = os.fstat(fd)
+        inode, _, off = cursor.partition(":")
+        reset = inode != str(st.st_ino) or int(off or 0) > st.st_size
+        if not reset and int(off) == st.st_size:
+            return False, [], cursor
+        start = 0 if reset else int(off)
+        data = os.pread(fd, st.st_size - start, start)
+    finally:
+        os.close(fd)
+    if reset:
+        nl = data.find(b"\n")
+        if nl < 0:
+            return True, [], f"{st.st_ino}:0"
+        body_start = nl + 1
+    else:
+        body_start = 0
+    slots, end = parse_lines(data, body_start, len(data), LoadReport(), 0, {})
+    return reset, slots, f"{st.st_ino}:{start + end}"
+
+
+def catalog_for(store: BaseStore) -> Catalog:
+    """The catalog a store gets by default (``store.catalog`` calls this once)."""
+    maker = getattr(store, "_make_catalog", None)
+    if maker is not None:
+        return maker()  # type: ignore[no-any-return]
+    from threadline.store.jsonl import JsonlStore
+    from threadline.store.sqlite import SqliteStore
+
+    if isinstance(store, JsonlStore):
+        return SqliteCatalog(store, str(Path(store.directory) / ".catalog.sqlite"))
+    if isinstance(store, SqliteStore):
+        return SqliteCatalog(store, store.path)
+    return SqliteCatalog(store, ":memory:")

@@ -1,0 +1,382 @@
+"""The SQLite store: every session of a store in one database file (DESIGN §9).
+
+The database runs in WAL mode with ``synchronous=FULL`` (``durability="flush"`` uses NORMAL for
+bulk work). Each record is one row of ``tl_records`` keeping the record's JSON exactly as written
+(so unknown records round-trip) beside indexed columns (seq, id, parent_id, type, timestamp).
+``tl_sessions`` keeps the list columns (name, modified, message count, first message) up to date
+on every append, so listing never reads a session's records.
+
+One writer per session: the first write inserts a ``tl_writers`` row inside ``BEGIN IMMEDIATE``;
+a row held by a live process (same host, pid alive) refuses a second writer with
+:class:`~threadline.errors.SessionLockedError`, a row left by a dead process is taken over.
+Appends and rewrites are single transactions: all or nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from threadline.errors import SessionLockedError, StoreError, UserError
+from threadline.model.entries import (
+    SessionHeader,
+    decode_header,
+    encode,
+    envelope_decoder,
+    now,
+)
+from threadline.store import migrations
+from threadline.store.base import (
+    BaseStore,
+    Durability,
+    Loaded,
+    LoadReport,
+    SessionSummary,
+    Slot,
+    check_session_id,
+    not_found,
+    parse_lines,
+    summarize_records,
+)
+
+_HOST = socket.gethostname()
+
+
+def sqlite_path(url: str) -> str:
+    """``sqlite:///abs/path.db`` -> ``/abs/path.db``; ``sqlite://rel.db`` -> ``rel.db``."""
+    rest = url[len("sqlite:"):]
+    if rest.startswith("//"):
+        rest = rest[2:]
+    if not rest:
+        raise UserError(f"Store URL {url!r} names no database file; use sqlite:///path/to.db")
+    return rest
+
+
+def connect(path: str, durability: Durability = "fsync") -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), WAL, foreign keys on."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'fsync' else 'NORMAL'}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
+def upgrade(conn: sqlite3.Connection, track: str) -> list[int]:
+    """Apply the migrations of ``track`` not applied yet; returns the versions applied."""
+    conn.execute("CREATE TABLE IF NOT EXISTS tl_schema_migrations (track TEXT NOT NULL, "
+                 "version INTEGER NOT NULL, applied TEXT NOT NULL, PRIMARY KEY (track, version))")
+    applied = []
+    for version, _name, sql in migrations.scripts(track):
+        done = conn.execute("SELECT 1 FROM tl_schema_migrations WHERE track = ? AND version = ?",
+                            (track, version)).fetchone()
+        if done:
+            continue
+        # executescript commits first; the script and its bookkeeping row go in one transaction
+        conn.executescript(
+            "BEGIN IMMEDIATE;\n" + sql + "\nINSERT INTO tl_schema_migrations VALUES "
+            f"('{track}', {int(version)}, '{now()}');\nCOMMIT;"
+        )
+        applied.append(version)
+    return applied
+
+
+class Delta:
+    """What a batch of appended lines changes in a session's list row."""
+
+    def __init__(self, header: SessionHeader, lines: Sequence[bytes]) -> None:
+        buf = b"".join(line + b"\n" for line in lines)
+        slots, _ = parse_lines(buf, 0, len(buf), LoadReport(), 0, {})
+        summary = summarize_records(
+            SessionHeader(id=header.id, version=1, timestamp=""), slots)
+        self.name = summary.name
+        self.modified = summary.modified
+        self.message_count = summary.message_count
+        self.first_message = summary.first_message
+
+
+def envelope(line: bytes) -> tuple[str | None, str | None, str, str | None]:
+    """``(id, parent_id, type, timestamp)`` of an encoded record (UserError if not a record)."""
+    try:
+        env = envelope_decoder.decode(line)
+    except Exception as exc:
+        raise UserError(f"Not a record: {exc}") from None
+    return env.id, env.parent_id, env.type, env.timestamp
+
+
+class SqliteLog:
+    """One session's rows."""
+
+    def __init__(self, store: SqliteStore, session_id: str) -> None:
+        self.session_id = session_id
+        self._store = store
+        self._seen = 0  # highest seq read
+        self._owner: str | None = None
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        return self._store.conn
+
+    def load(self) -> Loaded:
+        with self._store.lock:
+            row = self._conn.execute("SELECT header FROM tl_sessions WHERE session_id = ?",
+                                     (self.session_id,)).fetchone()
+            if row is None:
+                raise not_found(self.session_id)
+            rows = self._conn.execute(
+                "SELECT seq, raw FROM tl_records WHERE session_id = ? ORDER BY seq",
+                (self.session_id,)).fetchall()
+        header = decode_header(row[0])
+        report = LoadReport()
+        sizes: dict[str, int] = {}
+        slots = self._parse(rows, report, sizes, 2)
+        self._seen = rows[-1][0] if rows else 0
+        return Loaded(header=header, slots=slots, sizes=sizes, report=report)
+
+    @staticmethod
+    def _parse(rows: list[Any], report: LoadReport, sizes: dict[str, int], first: int
+               ) -> list[Slot]:
+        buf = b"".join(bytes(r[1]) + b"\n" for r in rows)
+        slots, _ = parse_lines(buf, 0, len(buf), report, first, sizes)
+        return slots
+
+    def acquire(self) -> list[Slot]:
+        if self._owner is not None:
+            return []
+        owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex}"
+        with self._store.lock, self._store.transaction() as conn:
+            row = conn.execute("SELECT owner, host, pid FROM tl_writers WHERE session_id = ?",
+                               (self.session_id,)).fetchone()
+            if row is not None and _alive(row[1], row[2]):
+                raise SessionLockedError(self.session_id, row[2])
+            conn.execute("INSERT OR REPLACE INTO tl_writers VALUES (?, ?, ?, ?, ?)",
+                         (self.session_id, owner, _HOST, os.getpid(), now()))
+            rows = conn.execute(
+                "SELECT seq, raw FROM tl_records WHERE session_id = ? AND seq > ? ORDER BY seq",
+                (self.session_id, self._seen)).fetchall()
+        self._owner = owner
+        if rows:
+            self._seen = rows[-1][0]
+        return self._parse(rows, LoadReport(), {}, 0) if rows else []
+
+    def _check_owner(self, conn: sqlite3.Connection) -> None:
+        row = conn.execute("SELECT owner FROM tl_writers WHERE session_id = ?",
+                           (self.session_id,)).fetchone()
+        if self._owner is None or row is None or row[0] != self._owner:
+            raise StoreError(f"Session '{self.session_id}' is not held for writing")
+
+    def append(self, lines: Sequence[bytes]) -> None:
+        if not lines:
+            return
+        rows = [envelope(line) for line in lines]
+        with self._store.lock:
+            try:
+                with self._store.transaction() as conn:
+                    self._check_owner(conn)
+                    got = conn.execute(
+                        "SELECT next_seq, header FROM tl_sessions WHERE session_id = ?",
+                        (self.session_id,)).fetchone()
+                    if got is None:
+                        raise not_found(self.session_id)
+                    seq = got[0]
+                    conn.executemany(
+                        "INSERT INTO tl_records (session_id, seq, id, parent_id, type, timestamp,"
+                        " raw) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [(self.session_id, seq + i, *env, line)
+                         for i, (env, line) in enumerate(zip(rows, lines, strict=True))])
+                    delta = Delta(decode_header(got[1]), lines)
+                    conn.execute(
+                        "UPDATE tl_sessions SET next_seq = ?, modified = max(modified, ?), "
+                        "message_count = message_count + ?, name = coalesce(?, name), "
+                        "first_message = coalesce(first_message, ?) WHERE session_id = ?",
+                        (seq + len(lines), delta.modified, delta.message_count, delta.name,
+                         delta.first_message, self.session_id))
+            except sqlite3.Error as exc:
+                raise StoreError(f"Writing to session '{self.session_id}' failed ({exc}); nothing "
+                                 "was written. Check the database file and retry") from None
+        self._seen = seq + len(lines) - 1
+
+    def raw_lines(self) -> Iterator[bytes]:
+        with self._store.lock:
+            rows = self._conn.execute(
+                "SELECT raw FROM tl_records WHERE session_id = ? ORDER BY seq",
+                (self.session_id,)).fetchall()
+        return iter([bytes(r[0]) for r in rows])
+
+    def rewrite(self, header: bytes, lines: Iterable[bytes]) -> None:
+        data = list(lines)
+        rows = [envelope(line) for line in data]
+        parsed = decode_header(header)
+        with self._store.lock, self._store.transaction() as conn:
+            self._check_owner(conn)
+            conn.execute("DELETE FROM tl_records WHERE session_id = ?", (self.session_id,))
+            conn.executemany(
+                "INSERT INTO tl_records (session_id, seq, id, parent_id, type, timestamp, raw) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(self.session_id, i + 1, *env, line)
+                 for i, (env, line) in enumerate(zip(rows, data, strict=True))])
+            d = Delta(parsed, data)
+            conn.execute(
+                "UPDATE tl_sessions SET header = ?, next_seq = ?, generation = generation + 1, "
+                "modified = max(created, ?), message_count = ?, name = ?, first_message = ? "
+                "WHERE session_id = ?",
+                (header, len(data) + 1, d.modified, d.message_count, d.name, d.first_message,
+                 self.session_id))
+        self._seen = len(data)
+
+    def backup(self, suffix: str) -> str | None:
+        return None  # the database's own backups cover it; purge must leave no copy behind
+
+    def release(self) -> None:
+        if self._owner is None:
+            return
+        with self._store.lock, contextlib.suppress(sqlite3.Error):
+            self._conn.execute("DELETE FROM tl_writers WHERE session_id = ? AND owner = ?",
+                               (self.session_id, self._owner))
+        self._owner = None
+
+    def size(self) -> int:
+        with self._store.lock:
+            row = self._conn.execute(
+                "SELECT coalesce(sum(length(raw) + 1), 0), "
+                "(SELECT length(header) + 1 FROM tl_sessions WHERE session_id = ?) "
+                "FROM tl_records WHERE session_id = ?",
+                (self.session_id, self.session_id)).fetchone()
+        return int(row[0] or 0) + int(row[1] or 0)
+
+
+def _alive(host: str, pid: int) -> bool:
+    if host != _HOST:
+        return True  # another machine's writer: we cannot tell, so it holds the session
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class SqliteStore(BaseStore):
+    """Sessions as rows of one SQLite database (``sqlite:///path.db``)."""
+
+    def __init__(self, url: str, *, durability: Durability = "fsync") -> None:
+        path = sqlite_path(url)
+        if path != ":memory:":
+            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            path = str(Path(path).expanduser())
+        self.path = path
+        self.url = url
+        self.durability: Durability = durability
+        self.lock = threading.RLock()
+        try:
+            self.conn = connect(path, durability)
+            upgrade(self.conn, "sqlite")
+        except sqlite3.Error as exc:
+            raise StoreError(f"Cannot open SQLite store {path}: {exc}") from None
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any error."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def exists(self, session_id: str) -> bool:
+        check_session_id(session_id)
+        with self.lock:
+            return self.conn.execute("SELECT 1 FROM tl_sessions WHERE session_id = ?",
+                                     (session_id,)).fetchone() is not None
+
+    def _open_log(self, session_id: str) -> SqliteLog:
+        return SqliteLog(self, check_session_id(session_id))
+
+    def _create_log(self, header: SessionHeader, lines: list[bytes]) -> SqliteLog:
+        rows = [envelope(line) for line in lines]
+        d = Delta(header, lines)
+        try:
+            with self.lock, self.transaction() as conn:
+                conn.execute(
+                    "INSERT INTO tl_sessions (session_id, header, created, modified, name, "
+                    "message_count, first_message, parent_session, next_seq) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (header.id, encode(header), header.timestamp,
+                     max(header.timestamp, d.modified), d.name, d.message_count, d.first_message,
+                     header.parent_session, len(lines) + 1))
+                conn.executemany(
+                    "INSERT INTO tl_records (session_id, seq, id, parent_id, type, timestamp, "
+                    "raw) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(header.id, i + 1, *env, line)
+                     for i, (env, line) in enumerate(zip(rows, lines, strict=True))])
+        except sqlite3.IntegrityError:
+            raise UserError(f"Session '{header.id}' already exists; choose another id") from None
+        return self._open_log(header.id)
+
+    def _session_ids(self) -> list[str]:
+        with self.lock:
+            return [r[0] for r in self.conn.execute("SELECT session_id FROM tl_sessions")]
+
+    def delete(self, session_id: str) -> None:
+        check_session_id(session_id)
+        with self.lock, self.transaction() as conn:
+            cur = conn.execute("DELETE FROM tl_sessions WHERE session_id = ?", (session_id,))
+            if cur.rowcount == 0:
+                raise not_found(session_id)
+            conn.execute("DELETE FROM tl_writers WHERE session_id = ?", (session_id,))
+
+    _LIST = ("SELECT session_id, name, created, modified, message_count, first_message, "
+             "parent_session FROM tl_sessions")
+
+    def list(self) -> list[SessionSummary]:
+        """Every session, most recently modified first, from the list columns alone."""
+        with self.lock:
+            rows = self.conn.execute(self._LIST + " ORDER BY modified DESC").fetchall()
+        return [_summary_row(r) for r in rows]
+
+    def _summary(self, session_id: str) -> SessionSummary:
+        with self.lock:
+            row = self.conn.execute(self._LIST + " WHERE session_id = ?",
+                                    (session_id,)).fetchone()
+        if row is None:
+            raise not_found(session_id)
+        return _summary_row(row)
+
+    def changes_since(self, session_id: str, cursor: str) -> tuple[bool, list[Slot], str]:
+        """Records appended since ``cursor`` (``"generation:seq"``) for the catalog: returns
+        ``(reset, slots, new_cursor)``; ``reset`` means the session was rewritten and every
+        record is returned."""
+        with self.lock:
+            row = self.conn.execute("SELECT generation FROM tl_sessions WHERE session_id = ?",
+                                    (session_id,)).fetchone()
+            if row is None:
+                return True, [], ""
+            gen, _, seq_s = cursor.partition(":")
+            reset = gen != str(row[0])
+            seq = 0 if reset else int(seq_s or 0)
+            rows = self.conn.execute(
+                "SELECT seq, raw FROM tl_records WHERE session_id = ? AND seq > ? ORDER BY seq",
+                (session_id, seq)).fetchall()
+        last = rows[-1][0] if rows else seq
+        return reset, SqliteLog._parse(rows, LoadReport(), {}, 0), f"{row[0]}:{last}"
+
+    def close(self) -> None:
+        super().close()
+        with self.lock, contextlib.suppress(sqlite3.Error):
+            self.conn.close()
+
+
+def _summary_row(r: Any) -> SessionSummary:
+    return SessionSummary(id=r[0], name=r[1], created=r[2], modified=r[3], message_count=r[4],
+                          first_message=r[5], parent_session=r[6])
