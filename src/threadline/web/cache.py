@@ -48,10 +48,17 @@ class SessionCache:
             if s._log.size() == size and self.store.exists(session_id):
                 return s
             self._open.pop(session_id, None)
-        s: Session = self.store.open(session_id)
+        s = self._load(session_id)
         if len(self._open) >= self.max_open:
             self._open.pop(next(iter(self._open)))
         self._open[session_id] = (s, s._log.size())
+        return s
+
+    def _load(self, session_id: str) -> Session:
+        from threadline.session import Session
+
+        s = self.store.open(session_id)
+        assert isinstance(s, Session)
         return s
 
     def forget(self, session_id: str | None = None) -> None:

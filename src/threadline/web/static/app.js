@@ -136,8 +136,9 @@ function writeFlow(page, title, action, fields, fixedArgs = {}, { danger = false
     modal.open(`${title}: confirm`, body, "Confirm", async () => {
       await api(`/api/sessions/${enc(page.id)}/apply`, { action, args });
       modal.close();
-      status(`${title}: done`);
+      status("Saved; reloading…");
       await page.refresh();
+      status(`${title}: done`);
     }, { danger });
   };
   if (!fields.length) return go().catch((e) => status(e.message, true));
@@ -722,6 +723,7 @@ let currentPage = null;
 
 async function route() {
   modal.close();
+  document.body.dataset.ready = "";
   const hash = location.hash || "#/";
   const m = hash.match(/^#\/s\/([^?]+)/);
   try {

@@ -1,0 +1,236 @@
+"""The viewer end to end in headless Chromium against a real server on 127.0.0.1.
+
+One walk through the main job on the example store: import the shipped examples into an empty
+store, open the branched conversation, switch branches, set a tag, undo to it, digest a range and
+switch the digest off, then check every step against the session file reopened from disk.
+Screenshots of the main pages land in ``tests/artifacts/`` (git-ignored) for a person to look at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+import threadline as tl
+from threadline import examples
+from threadline.model.content import ToolResultBlock, ToolUseBlock
+from threadline.model.entries import MessageEntry, new_id
+from web_support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, serve
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    pg = browser.new_page(viewport={"width": 1440, "height": 900})
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield pg
+    pg.close()
+    assert errors == []
+
+
+def shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def disk(store_dir: Path, sid: str) -> tl.Session:
+    """The session as stored, read by a fresh store object (no shared cache with the server)."""
+    return tl.open_store(store_dir).open(sid, read_only=True)
+
+
+def confirm_write(page: Page, done: str) -> None:
+    """Go through preview → confirm and wait until the page has reloaded the session."""
+    expect(page.get_by_test_id("preview")).to_be_visible()
+    page.locator("#modal-ok").click()
+    expect(page.locator("#status")).to_have_text(f"{done}: done")
+    expect(page.locator("#modal")).to_be_hidden()
+
+
+def assert_page_matches_disk(page: Page, store_dir: Path, sid: str) -> tl.Session:
+    """Context size, visible context rows, leaf and tags on the page equal the file's."""
+    s = disk(store_dir, sid)
+    ctx = s.context()
+    expect(page.get_by_test_id("ctx-total")).to_have_text(f"{len(ctx.messages)} messages")
+    view_ids = ctx.view.ids()
+    rows = page.locator(".ctx-row")
+    shown = rows.evaluate_all("els => els.map(e => [Number(e.dataset.position), e.dataset.viewId])")
+    assert shown == [[i, view_ids[i]] for i in range(len(shown))]
+    assert len(shown) == min(len(view_ids), len(shown))
+    leaf_rows = page.locator(".tree-row.leaf")
+    expect(leaf_rows).to_have_count(1)
+    assert leaf_rows.get_attribute("data-entry") == s.leaf_id
+    return s
+
+
+def open_session(page: Page, base: str, sid: str) -> None:
+    page.goto(f"{base}#/s/{sid}")
+    expect(page.locator("body")).to_have_attribute("data-ready", f"#/s/{sid}")
+    expect(page.get_by_test_id("ctx-total")).to_be_visible()
+
+
+def branched(store: Any) -> str:
+    """The example session whose tree branches (the ChatGPT conversation)."""
+    for row in store.list():
+        s = store.open(row.id, read_only=True)
+        if any(len(s.children(e)) > 1 for e in s.entry_ids()):
+            return str(row.id)
+    raise AssertionError("no example session has a branch")
+
+
+def test_example_store_walkthrough(page: Page, tmp_path: Path) -> None:
+    store_dir = tmp_path / "store"
+    store = tl.open_store(store_dir)
+    with serve(store) as base:
+        # -- an empty store offers the examples; importing asks first ----------------------
+        page.goto(base)
+        expect(page.get_by_test_id("empty-store")).to_be_visible()
+        shot(page, "01-empty-store")
+        page.get_by_test_id("import-examples").click()
+        expect(page.locator("#modal-title")).to_have_text("Import the examples")
+        page.locator("#modal-ok").click()
+        expect(page.get_by_test_id("sessions")).to_be_visible()
+        listed = page.locator("tr[data-session]").evaluate_all(
+            "els => els.map(e => e.dataset.session)")
+        stored = [r.id for r in tl.open_store(store_dir).list()]
+        assert listed == stored
+        assert len(stored) == len(examples.available())
+        shot(page, "02-session-list")
+
+        # -- open the branched conversation ------------------------------------------------
+        sid = branched(tl.open_store(store_dir))
+        page.locator(f'tr[data-session="{sid}"] a').first.click()
+        expect(page.locator("body")).to_have_attribute("data-ready", f"#/s/{sid}")
+        before = assert_page_matches_disk(page, store_dir, sid)
+        shot(page, "03-session")
+
+        # -- switch branches: a leaf of the tree that is off the current path --------------
+        s = before
+        on_path = set(s.path_ids())
+        other = next(e for e in s.entry_ids()
+                     if e not in on_path and not s.children(e) and s.entry(e).type == "message")
+        page.locator(f'.tree-row[data-entry="{other}"]').click()
+        expect(page.get_by_test_id("entry-meta")).to_contain_text(other)
+        page.get_by_test_id("btn-branch").click()
+        expect(page.get_by_test_id("preview")).to_contain_text(f"to {other}")
+        shot(page, "04-branch-preview")
+        confirm_write(page, "Branch here")
+        s = assert_page_matches_disk(page, store_dir, sid)
+        assert s.leaf_id == other
+        n = len(s.context().messages)
+        assert n >= 3
+
+        # -- set a tag after message 1 (position 2) ----------------------------------------
+        page.locator('.ctx-row[data-position="1"]').click()
+        expect(page.get_by_test_id("selection")).to_have_text("selected 1–1")
+        page.get_by_test_id("btn-tag-here").click()
+        page.locator('#modal-body input[name="name"]').fill("checkpoint")
+        page.locator("#modal-ok").click()
+        confirm_write(page, "Set a tag at position 2")
+        s = assert_page_matches_disk(page, store_dir, sid)
+        tags = {t.name: t for t in s.tags().tags}
+        assert (tags["checkpoint"].position, tags["checkpoint"].status) == (2, "valid")
+        expect(page.locator('.ctx-row[data-position="1"] .chip.bookmark')).to_have_text(
+            "⚑ checkpoint")
+
+        # -- undo to it ---------------------------------------------------------------------
+        page.get_by_test_id("tab-tags").click()
+        page.locator('li[data-tag="checkpoint"]').get_by_test_id("undo-to").click()
+        expect(page.get_by_test_id("preview")).to_contain_text(f"Context: {n} → 2 messages.")
+        confirm_write(page, "Undo to tag checkpoint")
+        s = assert_page_matches_disk(page, store_dir, sid)
+        assert len(s.context().messages) == 2
+        assert s.leaf_id == s.context().view[1].entry_id
+
+        # -- digest positions 0-1, then switch the digest off --------------------------------
+        page.locator('.ctx-row[data-position="0"]').click()
+        page.locator('.ctx-row[data-position="1"]').click(modifiers=["Shift"])
+        expect(page.get_by_test_id("selection")).to_have_text("selected 0–1")
+        page.get_by_test_id("btn-digest").click()
+        page.locator('#modal-body textarea[name="summary"]').fill("The user asked; it answered.")
+        page.locator("#modal-ok").click()
+        expect(page.get_by_test_id("preview")).to_contain_text("Context: 2 → 1 messages.")
+        confirm_write(page, "Digest 0–1")
+        s = assert_page_matches_disk(page, store_dir, sid)
+        msgs = list(s.context().messages)
+        assert [(m.role, m.text) for m in msgs] == [("system", "The user asked; it answered.")]
+        (op,) = s.operations()
+        assert (op.kind, op.state) == ("digest", "active")
+
+        page.get_by_test_id("tab-ops").click()
+        expect(page.locator(f'li[data-op="{op.id}"]')).to_have_attribute("data-state", "active")
+        page.locator(f'li[data-op="{op.id}"]').get_by_test_id("op-toggle").click()
+        expect(page.get_by_test_id("preview")).to_contain_text("Context: 1 → 2 messages.")
+        confirm_write(page, "Switch off digest")
+        s = assert_page_matches_disk(page, store_dir, sid)
+        (op,) = s.operations()
+        assert op.state == "inactive"
+        assert len(s.context().messages) == 2
+        page.get_by_test_id("tab-ops").click()
+        expect(page.locator(f'li[data-op="{op.id}"]')).to_have_attribute("data-state",
+                                                                        "inactive")
+        shot(page, "05-operations")
+
+
+def test_ten_thousand_messages_keep_the_dom_bounded(page: Page, tmp_path: Path) -> None:
+    store = tl.open_store(tmp_path / "big", durability="flush")
+    s = store.create()
+    records: list[Any] = []
+    parent = None
+    for i in range(10_000):
+        role = "user" if i % 2 == 0 else "assistant"
+        rec = MessageEntry(id=new_id(), parent_id=parent, timestamp=f"2025-01-01T00:00:{i:05d}Z",
+                           message=tl.Message(role=role, content=[tl.text(f"message number {i}")]))
+        records.append(rec)
+        parent = rec.id
+    s.append_records(records)
+    s.close()
+    with serve(store) as base:
+        open_session(page, base, s.id)
+        expect(page.get_by_test_id("ctx-total")).to_have_text("10000 messages")
+        expect(page.get_by_test_id("tree-total")).to_have_text("10000 rows")
+        assert page.locator(".ctx-row").count() <= 40
+        assert page.locator(".tree-row").count() <= 60
+        shot(page, "06-ten-thousand")
+        # scroll both lists to the end: the last rows are fetched and shown, the DOM stays small
+        page.get_by_test_id("context").evaluate("el => { el.scrollTop = el.scrollHeight; }")
+        page.get_by_test_id("tree").evaluate("el => { el.scrollTop = el.scrollHeight; }")
+        expect(page.locator('.ctx-row[data-position="9999"]')).to_contain_text(
+            "message number 9999")
+        expect(page.locator(f'.tree-row[data-entry="{records[-1].id}"]')).to_contain_text(
+            "message number 9999")
+        assert page.locator(".ctx-row").count() <= 40
+        assert page.locator(".tree-row").count() <= 60
+
+
+def test_tool_pairs_render_in_the_entry_details(page: Page, tmp_path: Path) -> None:
+    store = tl.open_store(tmp_path / "tools")
+    s = store.create()
+    s.append_message("user", "list files")
+    call = s.append_message("assistant", [tl.tool_use("c1", "ls", {"path": "."})])
+    s.append_message("tool", [tl.tool_result("c1", "a.txt\nb.txt")])
+    s.close()
+    with serve(store) as base:
+        open_session(page, base, s.id)
+        page.locator(f'.tree-row[data-entry="{call}"]').click()
+        expect(page.get_by_test_id("message")).to_contain_text('→ ls [c1]')
+        size = disk(tmp_path / "tools", s.id).metadata()
+        expected = next(m.size for m in size if m.id == call)
+        expect(page.get_by_test_id("entry-size")).to_have_text(f"{expected} bytes")
+        msg = disk(tmp_path / "tools", s.id).entry(call).payload
+        assert isinstance(msg.content[0], ToolUseBlock)
+        page.locator('.ctx-row[data-position="2"]').click()
+        expect(page.get_by_test_id("message")).to_contain_text("← result [c1]\na.txt\nb.txt")
+        result = disk(tmp_path / "tools", s.id).context().messages[2].content[0]
+        assert isinstance(result, ToolResultBlock)
