@@ -49,7 +49,10 @@ def conversation_part(name: str, body: dict[str, Any]) -> Any:
         return body["messages"]
     if name == "openai_responses":
         return body["input"]
-    return {k: body[k] for k in keys if k in body}
+    part = {k: body[k] for k in keys if k in body}
+    if name == "bedrock" and part.get("system") == []:
+        del part["system"]  # normalization: dump leaves out an empty system list
+    return part
 
 
 def requests() -> list[tuple[str, int, str, Any]]:
