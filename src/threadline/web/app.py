@@ -185,36 +185,28 @@ class Viewer:
         return out
 
     def list_sessions(self, request: Request, body: Any) -> dict[str, Any]:
+        """Sessions newest first (with their catalog tags), or the sessions a search finds."""
         q = request.query_params.get("q", "").strip()
-        tag = request.query_params.get("tag", "").strip()
-        summaries = self.store.list()
-        by_id = {r.id: r for r in summaries}
+        tag = request.query_params.get("tag", "").strip() or None
         catalog = self._catalog()
+        if catalog is None:
+            if q or tag:
+                raise UserError("Search and tag filters need the catalog, which this "
+                                "installation lacks")
+            return {"sessions": [{**msgspec.to_builtins(r), "tags": [], "hit": None}
+                                 for r in self.store.list()], "tags": {}, "query": ""}
+        rows = catalog.sessions(tag=tag)
+        by_id = {r.id: r for r in rows}
         hits: dict[str, Any] = {}
         if q:
-            if catalog is None:
-                raise UserError("Search needs the catalog, which this installation lacks")
-            found = catalog.search(q)
-            order = []
-            for hit in found:
-                sid = getattr(hit, "session_id", None)
-                if isinstance(sid, str) and sid in by_id and sid not in hits:
-                    hits[sid] = msgspec.to_builtins(hit)
-                    order.append(by_id[sid])
-            summaries = order
-        session_tags: dict[str, list[str]] = {}
-        all_tags: list[str] = []
-        if catalog is not None and hasattr(catalog, "session_tags"):
-            session_tags = {sid: list(tags) for sid, tags in catalog.session_tags().items()}
-            all_tags = sorted({t for tags in session_tags.values() for t in tags})
-        if tag:
-            summaries = [r for r in summaries if tag in session_tags.get(r.id, [])]
-        return {
-            "sessions": [{**msgspec.to_builtins(r), "tags": session_tags.get(r.id, []),
-                          "hit": hits.get(r.id)} for r in summaries],
-            "tags": all_tags,
-            "query": q,
-        }
+            ordered = []
+            for hit in catalog.search(q, k=50, tag=tag):
+                if hit.session_id in by_id and hit.session_id not in hits:
+                    hits[hit.session_id] = msgspec.to_builtins(hit)
+                    ordered.append(by_id[hit.session_id])
+            rows = ordered
+        return {"sessions": [{**msgspec.to_builtins(r), "hit": hits.get(r.id)} for r in rows],
+                "tags": catalog.tags(), "query": q}
 
     def examples(self, request: Request, body: Any) -> dict[str, Any]:
         from threadline import examples
@@ -229,10 +221,30 @@ class Viewer:
         return {"created": created}
 
     def manage_tags(self, request: Request, body: Any) -> Any:
+        """find_and_tag / delete_tag / merge_tags: a preview returns the catalog's token, and
+        confirming sends it back, so exactly the previewed set of sessions changes."""
         catalog = self._catalog()
-        if catalog is None or not hasattr(catalog, "find_and_tag"):
+        if catalog is None:
             raise UserError("manage_tags needs the catalog, which this installation lacks")
-        raise UserError("manage_tags is not wired in this version of the viewer")
+        op = body.get("op")
+        confirm = body.get("confirm") is True
+        token = body.get("token") if confirm else None
+
+        def text(key: str) -> str | None:
+            value = body.get(key)
+            return value.strip() or None if isinstance(value, str) else None
+
+        kwargs: dict[str, Any] = {"dry_run": not confirm, "token": token}
+        if op == "find_and_tag":
+            result = catalog.find_and_tag(text("query"), text("tag"), **kwargs)
+        elif op == "delete_tag":
+            result = catalog.delete_tag(text("tag"), **kwargs)
+        elif op == "merge_tags":
+            result = catalog.merge_tags(text("tag_from"), text("tag"), **kwargs)
+        else:
+            raise UserError(f"Unknown manage_tags operation {op!r}; use find_and_tag, "
+                            "delete_tag or merge_tags")
+        return {"executed": confirm, **msgspec.to_builtins(result)}
 
     # -- one session -------------------------------------------------------------------------
 
@@ -362,7 +374,31 @@ class Viewer:
             return {"executed": True, "plan": actions.to_json(done)}
 
     def compact(self, request: Request, body: Any) -> Any:
-        raise UserError("Compaction is not wired in this version of the viewer")
+        """Compaction with the extractive summarizer: a preview shows the plan and the very
+        summary that would be written; confirming re-plans and refuses if the leaf moved."""
+        compaction = self._compactor()
+        if compaction is None:
+            raise UserError("Compaction is not available in this installation")
+        keep = body.get("keep_recent_tokens")
+        keep_recent = (compaction.DEFAULT_KEEP_RECENT_TOKENS if keep in (None, "")
+                       else actions._int(body, "keep_recent_tokens"))
+        confirm = body.get("confirm") is True
+        with self.cache.session(request.path_params["sid"], write=confirm) as s:
+            plan = compaction.prepare_compaction(s, keep_recent_tokens=keep_recent)
+            if not confirm:
+                summary = compaction.build_summary(compaction.ExtractiveSummarizer(), plan)
+                return {"executed": False, "leaf_id": plan.leaf_id,
+                        "first_kept_entry_id": plan.first_kept_entry_id,
+                        "summarized_messages": len(plan.summarize_ids) + len(plan.turn_prefix_ids),
+                        "kept_entries": len(plan.kept_ids), "tokens_before": plan.tokens_before,
+                        "kept_tokens": plan.kept_tokens, "split_turn": plan.is_split_turn,
+                        "summary": summary, "keep_recent_tokens": keep_recent}
+            if body.get("leaf_id") != plan.leaf_id:
+                raise UserError(f"Session '{s.id}' moved on since the compaction preview; "
+                                "preview again")
+            done = compaction.compact(s, keep_recent_tokens=keep_recent, plan=plan)
+            return {"executed": True, "entry_id": done.entry_id,
+                    "context_messages": len(s.context().messages)}
 
 
 def create_app(store: Any) -> Starlette:

@@ -249,11 +249,12 @@ async function showList() {
     page.append(h("p", { class: "error-box" }, e.message));
     return;
   }
-  if (data.tags.length) {
+  const allTags = Object.entries(data.tags);
+  if (allTags.length) {
     const chips = h("div", { class: "list-tools", "data-testid": "tag-filters" }, h("span", { class: "muted" }, "Tags:"));
-    for (const t of data.tags) {
-      chips.append(h("a", { class: `chip tag${t === tag ? " active" : ""}`,
-                            href: t === tag ? "#/" : `#/?tag=${enc(t)}` }, t));
+    for (const [t, count] of allTags) {
+      chips.append(h("a", { class: `chip tag${t === tag ? " active" : ""}`, "data-tag": t,
+                            href: t === tag ? "#/" : `#/?tag=${enc(t)}${q ? `&q=${enc(q)}` : ""}` }, `${t} (${count})`));
     }
     page.append(chips);
   }
@@ -307,22 +308,22 @@ function manageTagsPanel() {
   const form = h("div", {},
     h("div", { class: "form-row" }, h("label", {}, "Operation"),
       h("select", { name: "op", "data-testid": "mt-op" },
-        h("option", { value: "find_and_tag" }, "find_and_tag: tag the sessions a search finds"),
-        h("option", { value: "delete_tag" }, "delete_tag: remove a tag everywhere"),
-        h("option", { value: "merge_tags" }, "merge_tags: fold tags into one"))),
-    field("Query", "query"), field("Tag", "tag"), field("Tags to merge", "sources"));
+        h("option", { value: "find_and_tag" }, "find_and_tag: tag every session a search finds"),
+        h("option", { value: "delete_tag" }, "delete_tag: remove a tag from every session"),
+        h("option", { value: "merge_tags" }, "merge_tags: rename a tag on every session"))),
+    field("Search words", "query"), field("Tag (merge: into)", "tag"), field("Merge from tag", "tag_from"));
   const panel = h("div", { class: "panel", "data-testid": "manage-tags" }, h("h3", {}, "Manage session tags"), form,
     h("button", { "data-testid": "mt-preview", onclick: async () => {
       const args = formValues(form);
       try {
         const p = await api("/api/catalog/manage_tags", { ...args, confirm: false });
-        const body = h("div", {}, h("p", {}, p.summary || "This will change:"),
-          h("pre", { "data-testid": "mt-preview-body" }, JSON.stringify(p.preview, null, 2)));
+        const body = h("div", {}, h("p", { "data-testid": "mt-preview-body" }, p.message),
+          h("ul", {}, p.sample.map((n) => h("li", {}, n))));
         modal.open("Manage tags: confirm", body, "Confirm", async () => {
           const r = await api("/api/catalog/manage_tags", { ...args, confirm: true, token: p.token });
           modal.close();
-          status(r.summary || "Tags updated");
-          showList();
+          await showList();
+          status(r.message);
         });
       } catch (e) { status(e.message, true); }
     } }, "Preview"));
@@ -681,16 +682,20 @@ class SessionPage {
   }
 
   async compact() {
-    const form = h("div", {}, field("Keep recent tokens", "keep_recent_tokens", "", "number"));
+    const form = h("div", {}, field("Keep recent tokens (empty: default)", "keep_recent_tokens", "", "number"));
     modal.open("Compact", form, "Preview", async () => {
       const args = formValues(form);
       const p = await api(`/api/sessions/${enc(this.id)}/compact`, { ...args, confirm: false });
-      modal.open("Compact: confirm", h("div", {}, h("p", {}, "The compaction would be:"),
-        h("pre", { "data-testid": "compact-preview" }, JSON.stringify(p.preview, null, 2))), "Compact", async () => {
-        await api(`/api/sessions/${enc(this.id)}/compact`, { ...args, confirm: true });
+      const body = h("div", { "data-testid": "compact-preview" },
+        h("p", {}, `${p.summarized_messages} message(s) are summarized; ${p.kept_entries} entries from ${p.first_kept_entry_id} are kept verbatim` +
+          `${p.split_turn ? " (the cut splits a turn)" : ""}. Tokens before: ${p.tokens_before}; kept: ${p.kept_tokens}.`),
+        h("p", {}, h("b", {}, "Summary that will be written (extractive summarizer):")),
+        h("pre", {}, p.summary));
+      modal.open("Compact: confirm", body, "Compact", async () => {
+        await api(`/api/sessions/${enc(this.id)}/compact`, { ...args, confirm: true, leaf_id: p.leaf_id });
         modal.close();
-        status("Compacted");
         await this.refresh();
+        status("Compact: done");
       });
     });
   }

@@ -1,0 +1,216 @@
+"""The viewer's JSON API, in process: paging, details, previews that change nothing, writes that
+go through the library, the write guards, and the CLI command's refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from starlette.testclient import TestClient
+
+import threadline as tl
+from threadline.cli.main import cli
+from threadline.web import create_app
+
+WRITE = {"X-Threadline": "1"}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    return tl.open_store(tmp_path / "store")
+
+
+@pytest.fixture
+def client(store: Any) -> TestClient:
+    return TestClient(create_app(store), base_url="http://127.0.0.1")
+
+
+def branched(store: Any) -> tuple[tl.Session, dict[str, str]]:
+    s = store.create()
+    ids = {}
+    ids["u1"] = s.append_message("user", "first question")
+    ids["a1"] = s.append_message("assistant", "first answer")
+    ids["u2"] = s.append_message("user", "second question")
+    ids["a2"] = s.append_message("assistant", "second answer")
+    s.branch(ids["a1"])
+    ids["u2b"] = s.append_message("user", "other question")
+    ids["a2b"] = s.append_message("assistant", "other answer")
+    s.close()
+    return s, ids
+
+
+def test_tree_rows_indent_only_where_the_conversation_branches(store: Any, client: TestClient
+                                                               ) -> None:
+    s, ids = branched(store)
+    body = client.get(f"/api/sessions/{s.id}/tree").json()
+    got = [(r["id"], r["indent"], r["depth"], r["on_path"], r["leaf"]) for r in body["rows"]]
+    assert got == [
+        (ids["u1"], 0, 0, True, False),
+        (ids["a1"], 0, 1, True, False),
+        (ids["u2"], 1, 2, False, False),
+        (ids["a2"], 1, 3, False, False),
+        (ids["u2b"], 1, 2, True, False),
+        (ids["a2b"], 1, 3, True, True),
+    ]
+    assert body["total"] == 6
+
+
+def test_outline_keeps_branch_points_labels_and_the_leaf(store: Any, client: TestClient) -> None:
+    s, ids = branched(store)
+    s = store.open(s.id)
+    s.set_label(ids["u1"], "start")
+    s.close()
+    body = client.get(f"/api/sessions/{s.id}/tree?outline=1").json()
+    assert [r["id"] for r in body["rows"]] == [ids["u1"], ids["a1"], ids["a2"],
+                                               store.open(s.id).leaf_id]
+
+
+def test_context_pages_carry_positions_and_view_ids(store: Any, client: TestClient) -> None:
+    s, ids = branched(store)
+    body = client.get(f"/api/sessions/{s.id}/context?offset=1&limit=2").json()
+    assert body["total"] == 4
+    assert [(r["position"], r["view_id"], r["role"], r["preview"]) for r in body["rows"]] == [
+        (1, ids["a1"], "assistant", "first answer"),
+        (2, ids["u2b"], "user", "other question"),
+    ]
+
+
+def test_entry_details_give_size_place_and_record(store: Any, client: TestClient) -> None:
+    s, ids = branched(store)
+    d = client.get(f"/api/sessions/{s.id}/entries/{ids['u2']}").json()
+    meta = {m.id: m for m in store.open(s.id).metadata()}
+    assert (d["parent_id"], d["children"], d["on_path"], d["positions"], d["size"]) == (
+        ids["a1"], [ids["a2"]], False, [], meta[ids["u2"]].size)
+    assert d["record"]["message"] == {"role": "user",
+                                      "content": [{"type": "text",
+                                                   "text": {"content": "second question"}}]}
+
+
+def test_unknown_entry_is_a_404_naming_it(store: Any, client: TestClient) -> None:
+    s, _ = branched(store)
+    r = client.get(f"/api/sessions/{s.id}/entries/nope")
+    assert r.status_code == 404
+    assert r.json()["error"].startswith(f"Entry 'nope' not found in session '{s.id}'")
+
+
+def test_preview_changes_nothing_and_apply_does_what_it_showed(store: Any, client: TestClient
+                                                               ) -> None:
+    s, ids = branched(store)
+    before = (tmp := store._path(s.id)).read_bytes()
+    p = client.post(f"/api/sessions/{s.id}/preview", headers=WRITE,
+                    json={"action": "branch", "args": {"entry_id": ids["a2"]}}).json()
+    assert tmp.read_bytes() == before
+    assert (p["leaf_before"], p["leaf_after"], p["context_before"], p["context_after"]) == (
+        ids["a2b"], ids["a2"], 4, 4)
+    assert (p["diff"]["at"], p["diff"]["removed"], p["diff"]["added"]) == (2, 2, 2)
+    assert [r["preview"] for r in p["diff"]["added_rows"]] == ["second question",
+                                                               "second answer"]
+    r = client.post(f"/api/sessions/{s.id}/apply", headers=WRITE,
+                    json={"action": "branch", "args": {"entry_id": ids["a2"]}}).json()
+    assert (r["leaf_id"], r["context_messages"]) == (ids["a2"], 4)
+    assert store.open(s.id).leaf_id == ids["a2"]
+
+
+def test_digest_preview_shows_the_summary_replacing_the_range(store: Any, client: TestClient
+                                                              ) -> None:
+    s, _ = branched(store)
+    p = client.post(f"/api/sessions/{s.id}/preview", headers=WRITE, json={
+        "action": "digest", "args": {"start": "0", "end": "1", "summary": "intro"}}).json()
+    assert (p["context_before"], p["context_after"]) == (4, 3)
+    assert p["diff"]["added_rows"] == [{"view_id": f"{p['result']}:0", "role": "system",
+                                        "preview": "intro"}]
+    assert store.open(s.id).operations() == []
+
+
+def test_undo_through_the_api_moves_the_leaf_on_disk(store: Any, client: TestClient) -> None:
+    s, ids = branched(store)
+    r = client.post(f"/api/sessions/{s.id}/apply", headers=WRITE,
+                    json={"action": "undo", "args": {"n": 1}}).json()
+    assert r["result"]["user_messages_removed"] == 1
+    assert store.open(s.id).leaf_id == ids["a1"]
+
+
+def test_a_refused_operation_comes_back_as_a_400_with_the_library_message(
+        store: Any, client: TestClient) -> None:
+    s, _ = branched(store)
+    r = client.post(f"/api/sessions/{s.id}/preview", headers=WRITE,
+                    json={"action": "snip", "args": {"start": 2, "end": 9}})
+    assert r.status_code == 400
+    assert "9" in r.json()["error"]
+
+
+def test_writes_need_the_header_and_a_loopback_host(store: Any, client: TestClient) -> None:
+    s, ids = branched(store)
+    body = {"action": "branch", "args": {"entry_id": ids["a1"]}}
+    r = client.post(f"/api/sessions/{s.id}/apply", json=body)
+    assert (r.status_code, r.json()) == (403, {"error": "Writes need the X-Threadline header"})
+    other = TestClient(create_app(store), base_url="http://evil.example")
+    r = other.post(f"/api/sessions/{s.id}/apply", json=body, headers=WRITE)
+    assert (r.status_code, r.json()) == (403, {"error": "Refusing a write for host "
+                                                        "'evil.example'"})
+    assert store.open(s.id).leaf_id == ids["a2b"]
+
+
+def test_another_process_appending_is_seen_on_the_next_request(store: Any, client: TestClient
+                                                                ) -> None:
+    s, _ = branched(store)
+    assert client.get(f"/api/sessions/{s.id}/context").json()["total"] == 4
+    with tl.open_store(store.url).open(s.id) as other:
+        other.append_message("user", "from elsewhere")
+    assert client.get(f"/api/sessions/{s.id}/context").json()["total"] == 5
+
+
+def test_the_viewer_releases_the_writer_lock_after_each_write(store: Any, client: TestClient
+                                                               ) -> None:
+    s, ids = branched(store)
+    client.post(f"/api/sessions/{s.id}/apply", headers=WRITE,
+                json={"action": "label", "args": {"target_id": ids["u1"], "label": "start"}})
+    with tl.open_store(store.url).open(s.id) as other:
+        other.append_message("user", "the CLI can still write")
+        assert other.get_label(ids["u1"]) == "start"
+
+
+def test_purge_preview_then_confirm_with_its_fingerprint(store: Any, client: TestClient) -> None:
+    s, ids = branched(store)
+    url = f"/api/sessions/{s.id}/purge"
+    p = client.post(url, headers=WRITE, json={"entry_ids": [ids["a2"]]}).json()
+    assert (p["executed"], p["plan"]["entry_ids"]) == (False, [ids["a2"]])
+    assert ids["a2"] not in store.open(s.id)._purged
+    stale = client.post(url, headers=WRITE, json={"entry_ids": [ids["a2"]], "confirm": True,
+                                                  "fingerprint": "other"})
+    assert stale.status_code == 400
+    done = client.post(url, headers=WRITE, json={"entry_ids": [ids["a2"]], "confirm": True,
+                                                 "fingerprint": p["plan"]["fingerprint"]}).json()
+    assert done["executed"] is True
+    assert ids["a2"] in store.open(s.id)._purged
+
+
+def test_search_and_tag_filter_list_the_matching_sessions(store: Any, client: TestClient) -> None:
+    a = store.create()
+    a.append_message("user", "the walrus sings")
+    a.close()
+    b = store.create()
+    b.append_message("user", "nothing here")
+    b.close()
+    store.catalog.embedder = None  # keyword search only: no model in the test
+    found = client.get("/api/sessions?q=walrus").json()
+    assert [r["id"] for r in found["sessions"]] == [a.id]
+    assert found["sessions"][0]["hit"]["entry_id"] == a.leaf_id
+    plan = client.post("/api/catalog/manage_tags", headers=WRITE,
+                       json={"op": "find_and_tag", "query": "walrus", "tag": "zoo"}).json()
+    assert (plan["executed"], plan["count"]) == (False, 1)
+    assert client.get("/api/sessions?tag=zoo").json()["sessions"] == []
+    done = client.post("/api/catalog/manage_tags", headers=WRITE, json={
+        "op": "find_and_tag", "query": "walrus", "tag": "zoo", "confirm": True,
+        "token": plan["token"]}).json()
+    assert (done["executed"], done["changed"]) == (True, 1)
+    listed = client.get("/api/sessions?tag=zoo").json()
+    assert ([r["id"] for r in listed["sessions"]], listed["tags"]) == ([a.id], {"zoo": 1})
+
+
+def test_web_command_refuses_a_port_out_of_range(tmp_path: Path) -> None:
+    r = CliRunner().invoke(cli, ["web", "--store", str(tmp_path), "--port", "70000",
+                                 "--no-browser"])
+    assert (r.exit_code, r.output) == (2, "Error: Port 70000 is out of range; use 0-65535\n")
