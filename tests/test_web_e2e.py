@@ -182,6 +182,42 @@ def test_example_store_walkthrough(page: Page, tmp_path: Path) -> None:
                                                                         "inactive")
         shot(page, "05-operations")
 
+        # -- search across sessions: the page lists what the catalog's hybrid search finds --
+        page.get_by_role("link", name="← sessions").click()
+        page.get_by_test_id("search").fill("atoms")
+        page.get_by_test_id("search").press("Enter")
+        expect(page.locator("body")).to_have_attribute("data-ready", "#/?q=atoms")
+        hits = tl.open_store(store_dir).catalog.search("atoms", k=50)
+        found = list(dict.fromkeys(h.session_id for h in hits))
+        assert sid in found
+        listed = page.locator("tr[data-session]").evaluate_all(
+            "els => els.map(e => e.dataset.session)")
+        assert listed == found
+        shot(page, "06-search")
+
+        # -- manage_tags: preview, then confirm exactly the previewed set ------------------
+        panel = page.get_by_test_id("manage-tags")
+        panel.locator('input[name="query"]').fill("atoms")
+        panel.locator('input[name="tag"]').fill("science")
+        page.get_by_test_id("mt-preview").click()
+        expect(page.get_by_test_id("mt-preview-body")).to_contain_text("science")
+        assert tl.open_store(store_dir).catalog.session_tags(sid) == []
+        shot(page, "07-manage-tags-preview")
+        page.locator("#modal-ok").click()
+        expect(page.locator("#modal")).to_be_hidden()
+        catalog = tl.open_store(store_dir).catalog
+        tagged = [r.id for r in catalog.sessions(tag="science")]
+        assert set(tagged) == set(found)
+        expect(page.locator('a.chip[data-tag="science"]')).to_have_text(
+            f"science ({len(tagged)})")
+        page.get_by_role("link", name="clear search").click()
+        expect(page.locator("body")).to_have_attribute("data-ready", "#/")
+        page.locator('a.chip[data-tag="science"]').click()
+        expect(page.locator("body")).to_have_attribute("data-ready", "#/?tag=science")
+        listed = page.locator("tr[data-session]").evaluate_all(
+            "els => els.map(e => e.dataset.session)")
+        assert listed == tagged
+
 
 def test_ten_thousand_messages_keep_the_dom_bounded(page: Page, tmp_path: Path) -> None:
     store = tl.open_store(tmp_path / "big", durability="flush")
@@ -202,7 +238,7 @@ def test_ten_thousand_messages_keep_the_dom_bounded(page: Page, tmp_path: Path) 
         expect(page.get_by_test_id("tree-total")).to_have_text("10000 rows")
         assert page.locator(".ctx-row").count() <= 40
         assert page.locator(".tree-row").count() <= 60
-        shot(page, "06-ten-thousand")
+        shot(page, "08-ten-thousand")
         # scroll both lists to the end: the last rows are fetched and shown, the DOM stays small
         page.get_by_test_id("context").evaluate("el => { el.scrollTop = el.scrollHeight; }")
         page.get_by_test_id("tree").evaluate("el => { el.scrollTop = el.scrollHeight; }")
