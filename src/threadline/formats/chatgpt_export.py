@@ -1,0 +1,274 @@
+"""ChatGPT data exports (``conversations.json``): one session per conversation.
+
+A conversation is a ``mapping`` of nodes ``{id, parent, children, message}``; editing a prompt or
+regenerating an answer adds a sibling, so the mapping is a tree and ``current_node`` is the leaf
+the user last saw. The importer keeps the tree: one entry per node, with the node id as entry id,
+its parent, and the message's ``create_time`` as timestamp; ``current_node`` becomes the leaf.
+
+- ``user`` / ``assistant`` / ``system`` messages → messages of those roles (``text`` and
+  ``multimodal_text`` parts; image parts → image blocks whose URL is the export's
+  ``asset_pointer``; ``thoughts`` → thinking blocks; ``model_slug`` → ``model``).
+- An assistant message addressed to a tool (``recipient`` other than ``all``, e.g. ``browser``
+  or ``python``) → an assistant message with one ``tool_use`` (id = the node id, name = the
+  recipient, input ``{"code": …}``). The ``tool`` message that answers it → a ``tool`` message with
+  its ``tool_result`` (browsing results, quotes, execution output as text). A call answered by
+  several tool messages (``mclick`` quoting three pages) pairs with the first; the others become
+  ``custom`` messages holding their text, so every dump keeps one result per call.
+- Nodes without a message (the root), and hidden or system nodes with no text (the empty system
+  message ChatGPT puts first) → ``custom`` entries (``chatgpt_export:node``) holding the node.
+- Everything else of a message (author, status, weight, metadata, citations…) is kept in
+  ``provider_details["chatgpt_export"]``; the conversation's fields (title, create_time,
+  default_model_slug…) in the session metadata; the title also names the session.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from datetime import UTC, datetime
+from typing import Any
+
+from threadline.importing import (
+    Draft,
+    ImportReport,
+    Source,
+    bad,
+    messages_of,
+    read_json,
+    source_name,
+    write,
+)
+from threadline.model.content import (
+    Block,
+    Message,
+    image_url,
+    text,
+    thinking,
+    tool_result,
+    tool_use,
+)
+from threadline.model.entries import (
+    Custom,
+    CustomEntry,
+    MessageEntry,
+    SessionInfo,
+    SessionInfoEntry,
+)
+
+NAME = "chatgpt_export"
+
+
+def parse(source: Source, *, name: str | None = None) -> list[Draft]:
+    """One draft per conversation of an export (a list of conversations or a single one)."""
+    label = source_name(source, name)
+    doc = read_json(source, label)
+    convs = doc if isinstance(doc, list) else [doc]
+    drafts = []
+    for k, conv in enumerate(convs):
+        where = f"conversation {k}" if isinstance(doc, list) else "the conversation"
+        if not isinstance(conv, dict) or not isinstance(conv.get("mapping"), dict):
+            raise bad(label, None, f'{where} has no "mapping" object; this is not a ChatGPT '
+                      "conversations.json export")
+        drafts.append(_build(conv, label, where))
+    return drafts
+
+
+def _iso(t: Any) -> str | None:
+    if isinstance(t, (int, float)) and not isinstance(t, bool):
+        return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace(
+            "+00:00", "Z")
+    return None
+
+
+def _build(conv: dict[str, Any], label: str, where: str) -> Draft:
+    mapping: dict[str, Any] = conv["mapping"]
+    cid = conv.get("conversation_id") or conv.get("id")
+    report = ImportReport(format=NAME, source=label, source_id=cid if isinstance(cid, str)
+                          else None)
+    meta = {k: v for k, v in conv.items() if k != "mapping"}
+    created = _iso(conv.get("create_time"))
+    draft = Draft(report, source_id=report.source_id, metadata={"source": {"format": NAME,
+                                                                           **meta}},
+                  created=created)
+    fallback = created or ""
+    for key, node in mapping.items():
+        if not isinstance(node, dict):
+            raise bad(label, None, f"{where}: mapping[{key!r}] is not an object")
+    # parents before children, siblings in their stored order
+    roots = [k for k, n in mapping.items() if n.get("parent") not in mapping]
+    order: list[str] = []
+    seen: set[str] = set()
+    queue = deque(roots)
+    while queue:
+        key = queue.popleft()
+        if key in seen:
+            continue
+        seen.add(key)
+        order.append(key)
+        queue.extend(c for c in mapping[key].get("children") or [] if c in mapping)
+    for key in mapping:  # nodes in a parent cycle: kept, the tree index reports the cycle
+        if key not in seen:
+            order.append(key)
+    calls: dict[str, str] = {}  # node id of a tool call -> its tool_use id
+    answered: set[str] = set()
+    last_ts = fallback
+    for key in order:
+        node = mapping[key]
+        parent = node.get("parent") if node.get("parent") in mapping else None
+        if node.get("parent") is not None and parent is None:
+            report.warn(f"{where}: node {key!r} names an unknown parent; it becomes a root")
+        msg = node.get("message")
+        ts = (_iso(msg.get("create_time")) if isinstance(msg, dict) else None) or last_ts
+        last_ts = ts
+        eid = draft.unique_id(str(node.get("id") or key))
+        env: dict[str, Any] = {"id": eid, "parent_id": parent, "timestamp": ts}
+        if not isinstance(msg, dict) or _hidden_empty(msg):
+            data = {k: v for k, v in node.items() if k not in ("id", "parent", "children")}
+            draft.add(CustomEntry(**env, custom=Custom(custom_type=f"{NAME}:node", data=data)))
+            continue
+        draft.add(MessageEntry(**env, message=_message(msg, key, parent, mapping, calls,
+                                                       answered, label, where)))
+    title = conv.get("title")
+    if isinstance(title, str) and title:
+        draft.add(SessionInfoEntry(id=draft.unique_id(None), parent_id=None, timestamp=fallback,
+                                   session_info=SessionInfo(name=title)))
+    current = conv.get("current_node")
+    if isinstance(current, str) and current in mapping:
+        draft.leaf = current
+    else:
+        report.warn(f"{where}: current_node {current!r} is not a node; the leaf is the last node")
+        draft.leaf = order[-1] if order else None
+    return draft
+
+
+def _hidden_empty(msg: dict[str, Any]) -> bool:
+    """A hidden node with no text, or an empty system message: nothing the model reads."""
+    meta = msg.get("metadata") or {}
+    role = (msg.get("author") or {}).get("role")
+    if not meta.get("is_visually_hidden_from_conversation") and role != "system":
+        return False
+    content = msg.get("content") or {}
+    parts = content.get("parts") if isinstance(content, dict) else None
+    return not parts or all(p == "" for p in parts)
+
+
+def _message(msg: dict[str, Any], key: str, parent: str | None, mapping: dict[str, Any],
+             calls: dict[str, str], answered: set[str], label: str, where: str) -> Message:
+    author = msg.get("author") or {}
+    role = author.get("role")
+    content = msg.get("content")
+    if not isinstance(content, dict):
+        raise bad(label, None, f"{where}: message {key!r} has no content object")
+    ctype = content.get("content_type")
+    recipient = msg.get("recipient") or "all"
+    meta = msg.get("metadata") or {}
+    details = {k: v for k, v in msg.items() if k not in ("id", "content")}
+    model = meta.get("model_slug") if isinstance(meta.get("model_slug"), str) else None
+    finish = meta.get("finish_details")
+    stop = finish.get("type") if isinstance(finish, dict) else None
+    body = _content_text(content)
+    extra_content = {k: v for k, v in content.items() if k not in ("content_type", "parts",
+                                                                    "text", "result")}
+    details["content_type"] = ctype
+    if extra_content:
+        details["content"] = extra_content
+    pd = {NAME: details}
+    if role == "assistant" and recipient != "all":
+        calls[key] = key
+        block = tool_use(key, str(recipient), {"code": body} if ctype == "code"
+                         else {"text": body})
+        return Message(role="assistant", content=[block], model=model, stop_reason=stop,
+                       provider_details=pd)
+    if role == "tool":
+        call = _find_call(parent, mapping, calls)
+        if call is not None and call not in answered:
+            answered.add(call)
+            return Message(role="tool", content=[tool_result(call, body)], provider_details=pd)
+        return Message(role="custom", content=[text(body)], provider_details=pd)
+    blocks: list[Block] = []
+    if ctype == "thoughts":
+        for th in content.get("thoughts") or []:
+            if isinstance(th, dict):
+                blocks.append(thinking(str(th.get("content", "")), None))
+    else:
+        blocks = _parts(content)
+    if role not in ("user", "assistant", "system"):
+        details["role"] = role
+        role = "custom"
+    return Message(role=str(role), content=blocks, model=model if role == "assistant" else None,
+                   stop_reason=stop if role == "assistant" else None, provider_details=pd)
+
+
+def _find_call(parent: str | None, mapping: dict[str, Any], calls: dict[str, str]
+               ) -> str | None:
+    """The tool call a tool message answers: the nearest call among its ancestors, stopping at
+    a user or plain assistant message."""
+    cur = parent
+    while cur is not None:
+        if cur in calls:
+            return calls[cur]
+        msg = mapping[cur].get("message")
+        if isinstance(msg, dict) and (msg.get("author") or {}).get("role") in ("user",
+                                                                              "assistant"):
+            return None
+        nxt = mapping[cur].get("parent")
+        cur = nxt if nxt in mapping else None
+    return None
+
+
+def _parts(content: dict[str, Any]) -> list[Block]:
+    parts = content.get("parts")
+    if not isinstance(parts, list):
+        return [text(_content_text(content))]
+    blocks: list[Block] = []
+    for p in parts:
+        if isinstance(p, str):
+            blocks.append(text(p))
+        elif isinstance(p, dict) and p.get("content_type") == "image_asset_pointer":
+            img = image_url(str(p.get("asset_pointer", "")))
+            rest = {k: v for k, v in p.items() if k != "asset_pointer"}
+            img.provider_details = {NAME: rest}
+            blocks.append(img)
+        else:  # audio, files and parts threadline has no type for: kept, shown as empty text
+            blk = text("")
+            blk.provider_details = {NAME: {"part": p}}
+            blocks.append(blk)
+    return blocks
+
+
+def _content_text(content: dict[str, Any]) -> str:
+    ctype = content.get("content_type")
+    if ctype == "tether_quote":
+        head = " ".join(str(content.get(k, "")) for k in ("title", "url") if content.get(k))
+        return f"{head}\n{content.get('text', '')}".strip() if head else str(
+            content.get("text", ""))
+    for key in ("text", "result"):
+        if isinstance(content.get(key), str):
+            return str(content[key])
+    parts = content.get("parts")
+    if isinstance(parts, list):
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def load(data: Source) -> list[Message]:
+    """The messages of the first conversation at its ``current_node``."""
+    drafts = parse(data)
+    return messages_of(drafts[0])
+
+
+def import_session(store: Any, source: Source, *, session_id: str | None = None) -> Any:
+    """Import an export holding one conversation (use :func:`import_sessions` for many)."""
+    drafts = parse(source)
+    if len(drafts) != 1:
+        raise bad(source_name(source), None, f"holds {len(drafts)} conversations; use "
+                  "import_sessions() to import them all")
+    (session,) = write(store, drafts, [session_id])
+    return session
+
+
+def import_sessions(store: Any, source: Source) -> list[Any]:
+    """Import every conversation of an export, one session each (all or nothing)."""
+    return write(store, parse(source))
+
+
+__all__ = ["import_session", "import_sessions", "load", "parse"]

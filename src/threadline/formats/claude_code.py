@@ -1,0 +1,299 @@
+"""Claude Code transcripts (``~/.claude/projects/<project>/<session>.jsonl``).
+
+Each line is a record. Records with a ``uuid`` form a tree through ``parentUuid``; a file often
+has several roots (a resumed or cleared conversation, a compaction, subagent sidechains). The
+importer keeps that tree: one threadline entry per record, with the record's ``uuid`` as the
+entry id, its parent and its timestamp.
+
+- ``user`` / ``assistant`` records → ``user`` / ``assistant`` messages (content blocks read as
+  Anthropic blocks: text, images, ``tool_use``, ``tool_result`` with text or image content,
+  ``thinking`` with its signature, ``redacted_thinking``). Claude Code writes one record per
+  content block of a streamed reply, so one reply is several consecutive assistant entries; the
+  provider formats merge them back into one turn. The Messages API fields of the reply (``id``,
+  ``usage`` beyond the token counts, ``stop_sequence``…) and the record's own fields
+  (``sessionId``, ``cwd``, ``gitBranch``, ``toolUseResult``, ``isMeta``…) are kept in
+  ``provider_details["claude_code"]``; blocks threadline has no type for are kept there too, under
+  ``"blocks"`` as ``[index, block]`` pairs.
+- A ``compact_boundary`` system record → a ``compaction`` entry placed under the record it
+  continues (``logicalParentUuid``). Its summary is the text of the ``isCompactSummary`` user
+  record that follows it, which becomes a ``custom`` entry (``claude_code:compact_summary``) so the
+  summary is not shown twice.
+- Sidechains (``isSidechain``: a subagent's conversation) are kept apart in the same session: a
+  sidechain record whose parent is on the main conversation becomes a root of its own (the
+  original parent is kept in ``provider_details["claude_code"]["parentUuid"]``), so a sidechain is
+  never on the main path. Parallel tool calls fork Claude Code's tree (each result's parent is
+  its own call's record); a result whose parent already has a continuation is attached to the end
+  of that continuation instead (the original parent is kept in ``provider_details``), so the main
+  path holds every call and every result, as Claude Code itself restores them. The leaf is the
+  last main-conversation message of the file (the last message when the file holds only a
+  sidechain, as ``subagents/agent-*.jsonl`` files do).
+- Every other record (``progress``, ``attachment``, other ``system`` subtypes, and records
+  without ``uuid`` such as ``summary``, ``file-history-snapshot``, ``queue-operation``) → a
+  ``custom`` entry of type ``claude_code:<type>`` holding the whole record, so nothing is lost;
+  records without ``uuid`` become roots. The session name comes from ``custom-title``, else a
+  ``summary`` whose ``leafUuid`` is in the file, else ``ai-title`` (a ``session_info`` entry).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from threadline.formats import anthropic
+from threadline.importing import (
+    Draft,
+    ImportReport,
+    Source,
+    bad,
+    decode_line,
+    iter_lines,
+    messages_of,
+    source_name,
+    write,
+)
+from threadline.model.content import Block, Message, Usage, text
+from threadline.model.entries import (
+    Compaction,
+    CompactionEntry,
+    Custom,
+    CustomEntry,
+    KnownRecord,
+    MessageEntry,
+    SessionInfo,
+    SessionInfoEntry,
+)
+
+NAME = "claude_code"
+_ENVELOPE = frozenset({"uuid", "parentUuid", "timestamp", "type"})
+
+
+def parse(source: Source, *, name: str | None = None) -> list[Draft]:
+    """The conversation tree in a Claude Code ``.jsonl`` transcript as one draft."""
+    label = source_name(source, name)
+    report = ImportReport(format=NAME, source=label)
+    rows: list[tuple[int, Any, str | None]] = []
+    for n, line in _numbered(source, label):
+        obj, problem = decode_line(line) if isinstance(line, bytes) else (line, None)
+        if problem is None and not isinstance(obj, dict):
+            problem = "a Claude Code record must be a JSON object"
+        rows.append((n, obj if problem is None else line, problem))
+    good = [(n, o) for n, o, p in rows if p is None]
+    if not good:
+        raise bad(label, None, "no Claude Code records in it")
+    if not any(isinstance(o.get("type"), str) and ("uuid" in o or o.get("type") == "summary")
+               for _, o in good):
+        n0 = good[0][0]
+        raise bad(label, n0, 'not a Claude Code transcript: no record has a "uuid" and a '
+                  '"type"')
+    return [_build(rows, report, label)]
+
+
+def _numbered(source: Source, label: str) -> Any:
+    if isinstance(source, (list, tuple)):
+        return enumerate(source, 1)
+    return iter_lines(source, label)
+
+
+def _build(rows: list[tuple[int, Any, str | None]], report: ImportReport, label: str) -> Draft:
+    good = [(n, o) for n, o, p in rows if p is None]
+    uuids = {o["uuid"] for _, o in good if isinstance(o.get("uuid"), str)}
+    side = {o["uuid"] for _, o in good if isinstance(o.get("uuid"), str) and o.get("isSidechain")}
+    summary_of: dict[str, str] = {}  # compact boundary uuid -> its summary record's uuid
+    for _, o in good:
+        if o.get("isCompactSummary") and isinstance(o.get("parentUuid"), str):
+            summary_of.setdefault(o["parentUuid"], o.get("uuid", ""))
+    compact_summaries = set(summary_of.values())
+    texts = {o["uuid"]: _message_text(o) for _, o in good if o.get("uuid") in compact_summaries}
+
+    first: dict[str, Any] = next((o for _, o in good if isinstance(o.get("sessionId"), str)), {})
+    stamps = [o["timestamp"] for _, o in good if isinstance(o.get("timestamp"), str)]
+    draft = Draft(report, source_id=first.get("sessionId"), cwd=first.get("cwd"),
+                  metadata={"source": {"format": NAME}}, created=min(stamps) if stamps else None)
+    report.source_id = draft.source_id
+    fallback_ts = draft.created or ""
+    main_leaf: str | None = None
+    any_leaf: str | None = None
+    names: dict[str, str] = {}
+    last_child: dict[str, str] = {}
+    for n, obj, problem in rows:
+        if problem is not None:
+            draft.add_corrupt_line(n, obj, problem, None, fallback_ts)
+            continue
+        kind = obj.get("type")
+        if not isinstance(kind, str):
+            raise bad(label, n, 'a Claude Code record needs a string "type"')
+        ts = obj.get("timestamp")
+        ts = ts if isinstance(ts, str) else fallback_ts
+        uid = obj.get("uuid")
+        if kind == "summary" and isinstance(obj.get("summary"), str) \
+                and obj.get("leafUuid") in uuids:
+            names.setdefault("summary", obj["summary"])
+        elif kind == "custom-title" and isinstance(obj.get("customTitle"), str):
+            names["custom"] = obj["customTitle"]
+        elif kind == "ai-title" and isinstance(obj.get("aiTitle"), str):
+            names["ai"] = obj["aiTitle"]
+        if not isinstance(uid, str) or not uid:
+            eid = draft.unique_id(None)
+            draft.add(CustomEntry(id=eid, parent_id=None, timestamp=ts, custom=Custom(
+                custom_type=f"{NAME}:{kind}", data=obj)))
+            continue
+        eid = draft.unique_id(uid, n)
+        parent = obj.get("parentUuid")
+        moved: dict[str, Any] = {}
+        if kind == "system" and obj.get("subtype") == "compact_boundary" and parent is None:
+            logical = obj.get("logicalParentUuid")
+            if isinstance(logical, str) and logical in uuids:
+                parent = logical
+        if not isinstance(parent, str) or not parent:
+            parent = None
+        elif parent not in uuids:
+            report.warn(f"line {n}: parent {parent!r} of {uid!r} is not in the file; the entry "
+                        "becomes a root")
+            moved["parentUuid"] = parent
+            parent = None
+        elif uid in side and parent not in side:
+            moved["parentUuid"] = parent  # a sidechain starts its own subtree
+            parent = None
+        elif parent in last_child and _is_tool_result(obj):
+            # Parallel tool calls: each result names its own call's record as parent, which
+            # forks the tree at every call. The conversation goes on after the last of them,
+            # so a result joins the end of what already follows its parent.
+            tip = _tip(last_child, parent)
+            if tip != parent:
+                moved["parentUuid"] = parent
+                parent = tip
+        if parent is not None:
+            last_child[parent] = eid
+        record = _record(obj, kind, eid, parent, ts, label, n, moved, summary_of, texts,
+                         compact_summaries)
+        draft.add(record)
+        if record.type == "message":
+            any_leaf = eid
+            if uid not in side:
+                main_leaf = eid
+    name = names.get("custom") or names.get("summary") or names.get("ai")
+    if name:
+        draft.add(SessionInfoEntry(id=draft.unique_id(None), parent_id=None,
+                                   timestamp=fallback_ts, session_info=SessionInfo(name=name)))
+    draft.leaf = main_leaf or any_leaf
+    return draft
+
+
+def _is_tool_result(obj: dict[str, Any]) -> bool:
+    msg = obj.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    return obj.get("type") == "user" and isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+
+
+def _tip(last_child: dict[str, str], start: str, limit: int = 1000) -> str:
+    """The latest record reached by following last children from ``start``."""
+    cur = start
+    for _ in range(limit):
+        nxt = last_child.get(cur)
+        if nxt is None:
+            return cur
+        cur = nxt
+    return start  # a long continuation: not a parallel-call fork, leave the parent alone
+
+
+def _message_text(obj: dict[str, Any]) -> str:
+    msg = obj.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") for b in content
+                         if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def _record(obj: dict[str, Any], kind: str, eid: str, parent: str | None, ts: str, label: str,
+            n: int, moved: dict[str, Any], summary_of: dict[str, str], texts: dict[str, str],
+            compact_summaries: set[str]) -> KnownRecord:
+    env: dict[str, Any] = {"id": eid, "parent_id": parent, "timestamp": ts}
+    uid = obj.get("uuid")
+    if kind in ("user", "assistant") and uid not in compact_summaries:
+        msg = obj.get("message")
+        if not isinstance(msg, dict):
+            raise bad(label, n, f'a Claude Code {kind} record needs a "message" object')
+        extras = {k: v for k, v in obj.items() if k not in _ENVELOPE and k != "message"}
+        extras.update(moved)
+        return MessageEntry(**env, message=message_from_record(msg, kind, extras, label, n))
+    if kind == "system" and obj.get("subtype") == "compact_boundary":
+        meta = obj.get("compactMetadata")
+        tokens = meta.get("preTokens", 0) if isinstance(meta, dict) else 0
+        summary_id = summary_of.get(str(uid))
+        summary = texts.get(summary_id, "") if summary_id else ""
+        if not summary:
+            content = obj.get("content")
+            summary = content if isinstance(content, str) else ""
+        return CompactionEntry(**env, compaction=Compaction(
+            summary=summary, first_kept_entry_id=None,
+            tokens_before=tokens if isinstance(tokens, int) else 0,
+            details={NAME: {**{k: v for k, v in obj.items() if k not in _ENVELOPE}, **moved}}))
+    data = {k: v for k, v in obj.items() if k not in ("uuid", "parentUuid")}
+    data.update(moved)
+    custom_type = (f"{NAME}:compact_summary" if uid in compact_summaries
+                   else f"{NAME}:system:{obj.get('subtype')}" if kind == "system"
+                   else f"{NAME}:{kind}")
+    return CustomEntry(**env, custom=Custom(custom_type=custom_type, data=data))
+
+
+def message_from_record(msg: dict[str, Any], role: str, extras: dict[str, Any],
+                        label: str = "<data>", n: int | None = None) -> Message:
+    """The ``message`` of a user or assistant record as a threadline :class:`Message`."""
+    content = msg.get("content", "")
+    blocks: list[Block] = []
+    foreign: list[list[Any]] = []
+    if isinstance(content, str):
+        blocks.append(text(content))
+    elif isinstance(content, list):
+        for k, b in enumerate(content):
+            if not isinstance(b, dict):
+                raise bad(label, n, f"content block {k} is not an object")
+            loaded = anthropic.load_block(b, f"line {n} content[{k}]")
+            if loaded is None:
+                foreign.append([k, b])
+            else:
+                blocks.append(loaded)
+    else:
+        raise bad(label, n, "message content must be a string or a list of blocks")
+    api = {k: v for k, v in msg.items()
+           if k not in ("role", "content", "model", "stop_reason", "usage")}
+    usage = msg.get("usage")
+    u: Usage | None = None
+    if isinstance(usage, dict):
+        u = Usage(input=_int(usage.get("input_tokens")), output=_int(usage.get("output_tokens")),
+                  cache_read=_int(usage.get("cache_read_input_tokens")),
+                  cache_write=_int(usage.get("cache_creation_input_tokens")))
+        u.total = u.input + u.output + u.cache_read + u.cache_write
+        api["usage"] = usage
+    details = dict(extras)
+    if api:
+        details["message"] = api
+    if foreign:
+        details["blocks"] = foreign
+    model, stop = msg.get("model"), msg.get("stop_reason")
+    return Message(role=role, content=blocks, model=model if isinstance(model, str) else None,
+                   usage=u, stop_reason=stop if isinstance(stop, str) else None,
+                   provider_details={NAME: details} if details else None)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def load(data: Source) -> list[Message]:
+    """The messages of the transcript's main conversation at its last message."""
+    (draft,) = parse(data)
+    return messages_of(draft)
+
+
+def import_session(store: Any, source: Source, *, session_id: str | None = None) -> Any:
+    """Import a Claude Code transcript as a new threadline session (one atomic write)."""
+    (draft,) = parse(source)
+    (session,) = write(store, [draft], [session_id])
+    return session
+
+
+__all__ = ["import_session", "load", "message_from_record", "parse"]
