@@ -13,7 +13,7 @@ the view with them (a tool call or result whose partner is purged). Executing it
 3. removes the purged content from the store's other files: backups (``<id>.jsonl.*.bak``), torn
    tails (``<id>.jsonl.torn``), stale temp files and the listing cache of the JSONL store;
 4. tells the search index to forget the entries: ``store.catalog.forget(session_id, entry_ids)``
-   when the store has a catalog, and every hook registered with :func:`on_purge`.
+   when the store's catalog is in use, and every hook registered with :func:`on_purge`.
 
 A crash at any point leaves either the old file or the new one, never a mixture: the rename is the
 only step that replaces the session file.
@@ -142,13 +142,18 @@ def _companion_files(session: Session) -> list[Path]:
     return sorted(found)
 
 
+def _is_purged(session: Session, entry_id: str) -> bool:
+    # a purged message line loads as a lazy slot; decoding it tells
+    return isinstance(session._record(entry_id), PurgedEntry)
+
+
 def _plan(session: Session, entry_ids: Sequence[str] | None, all: bool) -> PurgePlan:
     targets = _targets(session, entry_ids, all)
     slots = session._slots
     items = [PurgeItem(id=e, type=slots[e].type, bytes=session._sizes.get(e, 0),
-                       already_purged=isinstance(slots[e], PurgedEntry)) for e in targets]
+                       already_purged=_is_purged(session, e)) for e in targets]
     pending = [e for e in session._purged
-               if e in slots and not isinstance(slots[e], PurgedEntry) and e not in targets]
+               if e in slots and not _is_purged(session, e) and e not in targets]
     doomed = [i.id for i in items if not i.already_purged] + pending
     before = session.context().view.ids()
     gone = set(doomed)
@@ -295,10 +300,23 @@ def _reload(session: Session) -> None:
     session._writer = writer
 
 
+def _catalog(store: Any) -> Any:
+    """The store's catalog if it has one in use; a JSONL store without its index file has
+    nothing to forget, and opening the catalog would create one."""
+    if store is None:
+        return None
+    opened = vars(store).get("_catalog")
+    if opened is not None:
+        return opened
+    directory = getattr(store, "directory", None)
+    if directory is not None and not (Path(directory) / ".catalog.sqlite").exists():
+        return None
+    return getattr(store, "catalog", None)
+
+
 def _notify(session: Session, ids: list[str]) -> None:
     failures = []
-    catalog = getattr(session._store, "catalog", None)
-    forget = getattr(catalog, "forget", None)
+    forget = getattr(_catalog(session._store), "forget", None)
     hooks: list[PurgeHook] = list(_hooks)
     if callable(forget):
         def catalog_forget(_store: Any, sid: str, eids: list[str]) -> None:
