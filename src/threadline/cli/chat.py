@@ -1,0 +1,49 @@
+"""``threadline chat``: the prompt_toolkit REPL (see :mod:`threadline.repl`)."""
+
+from __future__ import annotations
+
+import click
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(chat)
+
+
+@click.command()
+@click.argument("session_id", required=False)
+@click.option("--model", "-m", envvar="THREADLINE_MODEL", default="test", show_default=True,
+              help="Model name ($THREADLINE_MODEL); 'test' is the offline echo model.")
+@click.option("--base-url", default=None,
+              help="OpenAI-compatible or Anthropic endpoint (default: the provider's own).")
+@click.option("--provider", type=click.Choice(["openai", "anthropic", "test"]), default=None,
+              help="Provider API (default: 'anthropic' for claude* models, else 'openai').")
+@click.option("--system", default=None, help="A system prompt sent with every request.")
+@click.option("--no-tools", is_flag=True, help="Do not offer the built-in tools to the model.")
+@click.option("--continue", "-c", "resume_recent", is_flag=True,
+              help="Continue the most recently modified session.")
+@click.pass_context
+def chat(ctx: click.Context, session_id: str | None, model: str, base_url: str | None,
+         provider: str | None, system: str | None, no_tools: bool, resume_recent: bool) -> None:
+    """Chat with a model in SESSION (default: a new session); /help lists the commands.
+
+    Keys come from the environment ($OPENAI_API_KEY, $ANTHROPIC_API_KEY). Every message, reply
+    and tool call is recorded in the session as it happens.
+    """
+    from threadline.cli.main import get_store
+    from threadline.errors import UserError
+    from threadline.providers import get_provider
+    from threadline.repl import Chat, provider_kind
+
+    if session_id and resume_recent:
+        raise UserError("Give either SESSION or --continue, not both")
+    store = get_store(ctx)
+    llm = get_provider(model, base_url=base_url, provider=provider)
+    if session_id:
+        session = store.open(session_id)
+    elif resume_recent:
+        session = store.continue_recent()
+    else:
+        session = store.create()
+    repl = Chat(store, session, llm, provider_name=provider_kind(model, provider),
+                tools={} if no_tools else None, system=system)
+    repl.run()

@@ -1,0 +1,409 @@
+"""The chat REPL (issue 4): turns recorded as entries, slash commands, completion, errors, and the
+whole program driven in a real terminal (tmux) against a local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
+
+import threadline as tl
+import threadline.cli.main  # cli.sessions must be imported through cli.main
+from threadline.cli.bookmarks import clock
+from threadline.providers import get_provider
+from threadline.repl import COMMANDS, Chat, SlashCompleter
+from threadline.testing import FakeOpenAIServer, HTTPFailure, TestProvider, tool_call
+
+
+class Screen:
+    """A Chat whose console writes to a buffer; ``take()`` returns the new output lines."""
+
+    def __init__(self, store: tl.store.BaseStore, provider: object,
+                 session: tl.Session | None = None) -> None:
+        self.buf = io.StringIO()
+        self.chat = Chat(store, session or store.create(), provider,  # type: ignore[arg-type]
+                         console=Console(file=self.buf, width=200, color_system=None))
+
+    def run(self, line: str) -> list[str]:
+        assert self.chat.handle(line) is True
+        return self.take()
+
+    def take(self) -> list[str]:
+        out = self.buf.getvalue().splitlines()
+        self.buf.seek(0)
+        self.buf.truncate()
+        return out
+
+
+def roles_and_text(s: tl.Session) -> list[tuple[str, str]]:
+    from threadline.cli.sessions import message_text
+
+    return [(m.role, message_text(m)) for m in s.context().messages]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer([
+        tool_call("echo", {"text": "pong"}, id="call_1", text_before="Calling echo."),
+        "Echo said pong.",
+    ]) as srv:
+        yield srv
+
+
+# -- chatting ------------------------------------------------------------------------------------
+
+
+def test_a_chat_with_a_tool_call_records_every_step_as_entries(server):
+    store = tl.open_store("memory://")
+    screen = Screen(store, get_provider("m", base_url=server.base_url))
+    assert screen.run("ping the echo tool") == [
+        "Calling echo.", '→ echo({"text": "pong"})', "← echo: pong", "Echo said pong."]
+    s = screen.chat.session
+    assert roles_and_text(s) == [
+        ("user", "ping the echo tool"),
+        ("assistant", 'Calling echo.\n→ echo({"text": "pong"}) [call_1]'),
+        ("user", "← result [call_1]: pong"),
+        ("assistant", "Echo said pong."),
+    ]
+    model = s.context().model
+    assert (model.provider, model.model_id) == ("openai", "m")
+    sent = server.requests[1].body
+    assert sent["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "pong"}
+    assert [t["function"]["name"] for t in sent["tools"]] == ["get_time", "echo"]
+
+
+def test_a_tool_result_turn_does_not_count_as_user_input_for_undo(server):
+    store = tl.open_store("memory://")
+    screen = Screen(store, get_provider("m", base_url=server.base_url))
+    screen.run("ping the echo tool")
+    screen.run("and now?")
+    assert screen.run("/undo 2") == ["Removed last 2 user messages (6 total messages)"]
+
+
+def test_markup_in_messages_is_printed_as_it_is():
+    store = tl.open_store("memory://")
+    screen = Screen(store, TestProvider())
+    assert screen.run("[bold]not bold[/bold] [x]") == ["echo: [bold]not bold[/bold] [x]"]
+
+
+def test_an_http_failure_is_one_line_and_records_nothing():
+    store = tl.open_store("memory://")
+    with FakeOpenAIServer([HTTPFailure(500)]) as srv:
+        screen = Screen(store, get_provider("m", base_url=srv.base_url))
+        assert screen.run("hello") == [
+            f"Error: POST {srv.base_url}/chat/completions failed with HTTP 500: injected "
+            "failure; the server failed; retry later"]
+        assert screen.chat.session.entry_ids() == []
+        assert screen.run("hello again") == ["echo: hello again"]
+        assert roles_and_text(screen.chat.session) == [
+            ("user", "hello again"), ("assistant", "echo: hello again")]
+
+
+def test_an_unreachable_endpoint_is_one_line_and_the_session_stays_intact():
+    store = tl.open_store("memory://")
+    s = store.create()
+    s.append_message("user", "earlier")
+    s.append_message("assistant", "reply")
+    screen = Screen(store, get_provider("m", base_url="http://127.0.0.1:9/v1"), session=s)
+    out = screen.run("hello")
+    assert len(out) == 1
+    assert out[0].startswith("Error: Cannot connect to http://127.0.0.1:9/v1/chat/completions (")
+    assert out[0].endswith("); check that the server is running and the base URL is right")
+    assert roles_and_text(s) == [("user", "earlier"), ("assistant", "reply")]
+
+
+def test_a_missing_api_key_is_one_line(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    store = tl.open_store("memory://")
+    screen = Screen(store, get_provider("gpt-4o-mini"))
+    assert screen.run("hello") == [
+        "Error: No API key for https://api.openai.com/v1/chat/completions; set $OPENAI_API_KEY "
+        "or pass api_key=, or point --base-url at a local server"]
+    assert screen.chat.session.entry_ids() == []
+
+
+# -- slash commands ------------------------------------------------------------------------------
+
+
+def test_tag_undo_and_tags_print_the_documented_lines():
+    store = tl.open_store("memory://")
+    screen = Screen(store, TestProvider())
+    for q in ("one", "two"):
+        screen.run(q)
+    assert screen.run("/tag baseline 0") == ["Tag 'baseline' created at position 0"]
+    assert screen.run("/tag experiment") == ["Tag 'experiment' created at position 4"]
+    assert screen.run("/tag") == ["Tag 'tag_1' created at position 4"]
+    for q in ("three", "four", "five"):
+        screen.run(q)
+    assert screen.run("/undo 2") == ["Removed last 2 user messages (4 total messages)"]
+    s = screen.chat.session
+    times = {n: clock(t) for n, t in s._bookmark_times.items()}
+    assert screen.run("/tags") == [
+        "Current tags:",
+        f"  [SPECIAL] __session_start__ → position    0 ({clock(s.header.timestamp)})",
+        f"  baseline                    → position    0 ({times['baseline']})",
+        f"  experiment                  → position    4 ({times['experiment']})",
+        f"  tag_1                       → position    4 ({times['tag_1']})",
+    ]
+    assert screen.run("/undo experiment") == ["Restored to tag 'experiment' (removed 2 messages)"]
+    assert screen.run("/undo baseline") == ["Restored to tag 'baseline' (removed 4 messages)",
+                                            "Tags left behind: experiment, tag_1"]
+    assert screen.run("/undo nope") == [
+        f"Error: Tag 'nope' not found in session '{s.id}'; run 'threadline tags {s.id}' to list "
+        "the tags"]
+    assert screen.run("/undo 0") == [
+        "Error: Undo count must be a whole number of at least 1 (got 0)"]
+
+
+def test_undo_to_an_invalid_tag_prints_the_error_and_removes_it():
+    store = tl.open_store("memory://")
+    s = store.create()
+    ids = [s.append_message("user", "q0"), s.append_message("assistant", "a0"),
+           s.append_message("user", "q1"), s.append_message("assistant", "a1")]
+    s.tag("experiment", 1)
+    s.append_compaction("summary", ids[2])
+    screen = Screen(store, TestProvider(), session=s)
+    assert screen.run("/undo experiment") == [
+        "Error: Tag 'experiment' is no longer valid (hash mismatch). Tag removed."]
+    assert "experiment" not in s._bookmarks
+
+
+def test_clear_tree_branch_and_label():
+    store = tl.open_store("memory://")
+    screen = Screen(store, TestProvider())
+    screen.run("one")
+    s = screen.chat.session
+    model_id, q1, a1 = s.entry_ids()
+    assert screen.run("/tree") == [
+        f"• {model_id} [model] test/test",
+        f"• {q1} user: one",
+        f"* {a1} assistant: echo: one",
+    ]
+    assert screen.run(f"/label {q1[:8]} first question") == [f"Label on {q1}: first question"]
+    assert screen.run("/clear") == [
+        "Conversation cleared (removed 2 messages); the old messages stay in the tree"]
+    assert screen.run("/context") == ["(the context is empty)"]
+    assert screen.run("/branch first question") == [f"Leaf moved to {q1} (1 messages in context)"]
+    assert screen.run("/branch zzz") == [
+        f"Error: No entry 'zzz' in session '{s.id}'; /tree shows the entry ids"]
+    assert screen.run("/context") == ["[0] user: one"]
+
+
+def test_fork_sessions_and_resume_switch_the_session():
+    store = tl.open_store("memory://")
+    screen = Screen(store, TestProvider())
+    screen.run("one")
+    first = screen.chat.session.id
+    out = screen.run("/fork")
+    second = screen.chat.session.id
+    assert out == [f"Forked session {first} into {second} (now active)"]
+    assert roles_and_text(screen.chat.session) == [("user", "one"), ("assistant", "echo: one")]
+    listing = screen.run("/sessions")
+    assert sorted(line[:2] + line[2:38] for line in listing) == sorted(
+        [f"* {second}", f"  {first}"])
+    assert screen.run(f"/resume {first}") == [f"Resumed session {first} (2 messages)"]
+    assert screen.run("/resume nope") == ["Error: No session 'nope' in this store; /sessions "
+                                          "lists them"]
+
+
+def test_help_and_unknown_commands():
+    store = tl.open_store("memory://")
+    screen = Screen(store, TestProvider())
+    assert screen.run("/help") == ["Type a message to chat, or a command:"] + [
+        f"  {cmd} {usage}" for cmd, usage in COMMANDS.items()]
+    assert screen.run("/nope") == ["Error: Unknown command /nope; type /help for the list"]
+    assert screen.chat.handle("/quit") is False
+
+
+# -- completion ----------------------------------------------------------------------------------
+
+
+def complete(chat: Chat, line: str) -> list[str]:
+    doc = Document(line, len(line))
+    return [c.text for c in SlashCompleter(chat).get_completions(doc, CompleteEvent())]
+
+
+def test_completion_of_commands_after_the_slash():
+    store = tl.open_store("memory://")
+    chat = Screen(store, TestProvider()).chat
+    assert complete(chat, "/ta") == ["/tag", "/tags"]
+    assert complete(chat, "/") == list(COMMANDS)
+    assert complete(chat, "hello /ta") == []
+
+
+def test_completion_of_tag_names_and_session_ids():
+    store = tl.open_store("memory://")
+    screen = Screen(store, TestProvider())
+    screen.run("one")
+    screen.run("/tag step1")
+    screen.run("/tag step2")
+    screen.run("/tag other")
+    chat = screen.chat
+    assert complete(chat, "/undo st") == ["step1", "step2"]
+    assert complete(chat, "/undo __") == ["__session_start__"]
+    assert complete(chat, "/tag o") == ["other"]
+    assert complete(chat, "/undo step1 x") == []
+    assert complete(chat, f"/resume {chat.session.id[:6]}") == [chat.session.id]
+
+
+def test_the_prompt_loop_reads_lines_until_quit():
+    store = tl.open_store("memory://")
+    screen = Screen(store, TestProvider())
+    with create_pipe_input() as pipe:
+        pipe.send_text("hello\r/tag baseline 0\r/undo baseline\r/tree\r/quit\r")
+        screen.chat.run(input=pipe, output=DummyOutput())
+    s = screen.chat.session
+    out = screen.take()
+    assert out[1:4] == ["echo: hello", "Tag 'baseline' created at position 0",
+                        "Restored to tag 'baseline' (removed 2 messages)"]
+    assert out[4:] == [line for line in out[4:] if line[:2] in ("  ", "• ")]
+    assert len(out[4:]) == 3
+    assert s.leaf_id is None
+
+
+# -- a real terminal -----------------------------------------------------------------------------
+
+
+class Tmux:
+    """One program in a detached tmux session on a private server socket."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.socket = f"threadline-test-{uuid.uuid4().hex[:8]}"
+        self.name = "chat"
+        line = " ".join(["env", *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
+                         *map(shlex.quote, command)])
+        self._tmux("new-session", "-d", "-s", self.name, "-x", "200", "-y", "50", line)
+        self._tmux("set-option", "-t", self.name, "remain-on-exit", "on")
+
+    def _tmux(self, *args: str) -> str:
+        res = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
+                             text=True, check=True)
+        return res.stdout
+
+    def send(self, text: str, enter: bool = True) -> None:
+        self._tmux("send-keys", "-t", self.name, "-l", text)
+        if enter:
+            self._tmux("send-keys", "-t", self.name, "Enter")
+
+    def tab(self) -> None:
+        self._tmux("send-keys", "-t", self.name, "Tab")
+
+    def screen(self) -> str:
+        return self._tmux("capture-pane", "-p", "-J", "-t", self.name, "-S", "-500")
+
+    def wait_for(self, text: str, wait: float = 30.0) -> str:
+        """Poll the screen until ``text`` shows (a wait, not a timing assertion)."""
+        deadline = time.monotonic() + wait
+        while True:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} never appeared; the screen was:\n{screen}")
+            time.sleep(0.05)
+
+    def wait_exit(self, wait: float = 30.0) -> int:
+        """Poll until the program has exited; its exit status."""
+        deadline = time.monotonic() + wait
+        while True:
+            state = self._tmux("display-message", "-p", "-t", self.name,
+                               "#{pane_dead} #{pane_dead_status}").split()
+            if state and state[0] == "1":
+                return int(state[1])
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the program did not exit; the screen was:\n"
+                                     f"{self.screen()}")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+
+
+def chat_in_terminal(store_dir: Path, base_url: str, *args: str) -> Tmux:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"),
+           "TERM": "xterm-256color", "NO_COLOR": "1"}
+    program = str(Path(sys.executable).parent / "threadline")
+    return Tmux([program, "--store", str(store_dir), "chat",
+                 "--model", "m", "--base-url", base_url, *args], env)
+
+
+def test_the_repl_in_a_real_terminal_chats_tags_undoes_and_resumes(tmp_path, server):
+    assert shutil.which("tmux"), "this test drives a real terminal: apt-get install tmux"
+    store_dir = tmp_path / "sessions"
+    term = chat_in_terminal(store_dir, server.base_url)
+    try:
+        banner = term.wait_for("Ctrl-D to quit.")
+        match = re.search(r"threadline chat: session ([0-9a-f-]{36}) \(0 messages\)", banner)
+        assert match, banner
+        sid = match.group(1)
+        term.send("ping the echo tool")
+        term.wait_for("Echo said pong.")
+        term.send("/tag first")
+        term.wait_for("Tag 'first' created at position 4")
+        term.send("second question")
+        term.wait_for("echo: second question")
+        term.send("/tags")
+        screen = term.wait_for("first                       → position    4 (")
+        assert "[SPECIAL] __session_start__ → position    0 (" in screen
+        term.send("/undo")
+        term.wait_for("Removed last 1 user message (2 total messages)")
+        term.send("/tr", enter=False)
+        term.tab()
+        term.wait_for("> /tree")  # completion is asynchronous: Enter must come after it
+        term.send("")
+        screen = term.wait_for("user: second question")
+        assert re.search(r"^\* [0-9a-f-]{36} assistant: Echo said pong\.$", screen, re.M), screen
+        term.send("/undo fi", enter=False)
+        term.tab()
+        term.wait_for("> /undo first")
+        term.send("")
+        term.wait_for("Already at tag 'first' (position 4)")
+        term.send("/quit")
+        assert term.wait_exit() == 0
+    finally:
+        term.close()
+
+    term = chat_in_terminal(store_dir, server.base_url)
+    try:
+        term.wait_for("Ctrl-D to quit.")
+        term.send(f"/resume {sid[:8]}")
+        term.wait_for(f"Resumed session {sid} (4 messages)")
+        term.send("/context")
+        screen = term.wait_for("[3] assistant: Echo said pong.")
+        assert "[0] user: ping the echo tool" in screen
+        assert "[2] user: ← result [call_1]: pong" in screen
+        term.send("/quit")
+        assert term.wait_exit() == 0
+    finally:
+        term.close()
+
+    s = tl.open_store(store_dir).open(sid, read_only=True)
+    assert roles_and_text(s) == [
+        ("user", "ping the echo tool"),
+        ("assistant", 'Calling echo.\n→ echo({"text": "pong"}) [call_1]'),
+        ("user", "← result [call_1]: pong"),
+        ("assistant", "Echo said pong."),
+    ]
+    assert [(t.name, t.position, t.status) for t in s.tags()] == [
+        ("__session_start__", 0, "valid"), ("first", 4, "valid")]
+    abandoned = [e for e in s.entries() if e.type == "message"
+                 and e.payload.text == "second question"]
+    assert len(abandoned) == 1
+    assert msgspec.to_builtins(s.tags()[1])["status"] == "valid"
