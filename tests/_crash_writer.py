@@ -125,6 +125,20 @@ def _fail(seed: int, what: str) -> AssertionError:
     return AssertionError(f"crash trial seed={seed}: {what}")
 
 
+def spawn_writer(store_dir: Path, sid: str, seed: int) -> subprocess.Popen[bytes]:
+    """Start the child writer and wait until it has the session open."""
+    env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    # unbuffered: readline() must not swallow lines that communicate() (raw reads) never sees
+    proc = subprocess.Popen([sys.executable, str(HERE), str(store_dir), sid, str(seed)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, bufsize=0)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    if first != b"ready\n":
+        proc.kill()
+        raise _fail(seed, f"child did not start: {first!r} {proc.stderr.read()!r}")
+    return proc
+
+
 def run_trial(directory: Path, seed: int) -> TrialResult:
     """One crash trial in ``directory``; raises AssertionError on any lost or corrupt entry."""
     import threadline as tl
@@ -137,14 +151,7 @@ def run_trial(directory: Path, seed: int) -> TrialResult:
     if not creates_itself(seed):
         with store.create(session_id=sid) as s:
             seed_id = s.append_message("user", body(seed, -1))
-    env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, str(HERE), str(store_dir), sid, str(seed)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    assert proc.stdout is not None
-    first = proc.stdout.readline()
-    if first != b"ready\n":
-        proc.kill()
-        raise _fail(seed, f"child did not start: {first!r} {proc.stderr.read()!r}")  # type: ignore[union-attr]
+    proc = spawn_writer(store_dir, sid, seed)
     if not self_kills(seed):
         time.sleep(rng.uniform(0, 0.03))
         proc.send_signal(signal.SIGKILL)
@@ -203,8 +210,9 @@ def verify(store: Any, sid: str, seed: int, seed_id: str | None, out: bytes) -> 
             raise _fail(seed, f"acknowledged {kind} {eid} was lost")
         rec = s.entry(eid)
         if rec.type != kind or rec.parent_id != parent:
+            chain = [(e.id[:8], (e.parent_id or "-")[:8], e.type) for e in s.entries()]
             raise _fail(seed, f"{eid}: expected {kind} under {parent}, got {rec.type} under "
-                              f"{rec.parent_id}")
+                              f"{rec.parent_id}; file: {chain}; child said: {lines}")
         got = rec.message.text if kind == "message" else rec.label.target_id
         if got != value:
             raise _fail(seed, f"{eid}: content changed: {got!r} != {value!r}")
@@ -225,7 +233,9 @@ def verify(store: Any, sid: str, seed: int, seed_id: str | None, out: bytes) -> 
         allowed_leaves.add(x.id)
         result.extra_entry = True
     if s.leaf_id not in allowed_leaves:
-        raise _fail(seed, f"leaf {s.leaf_id} not in {allowed_leaves}")
+        chain = [(e.id[:8], (e.parent_id or "-")[:8], e.type) for e in s.entries()]
+        raise _fail(seed, f"leaf {s.leaf_id} not in {allowed_leaves}; file: {chain}; "
+                          f"child said: {lines}")
 
     # appending after the crash: the torn tail moves aside, the new entry survives a reopen
     path = Path(store.url) / f"{sid}.jsonl"

@@ -15,6 +15,7 @@ import errno
 import fcntl
 import mmap
 import os
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,32 @@ def _write_all(fd: int, data: bytes) -> None:
         if n <= 0:
             raise OSError(errno.EIO, "write returned 0")
         view = view[n:]
+
+
+def _holder_pid(lfd: int) -> int | None:
+    """The pid in a held lock file. The holder writes it just after taking the lock and clears it
+    before letting go, so for a moment the file can be empty, or name a holder that died without
+    clearing it: poll briefly for a live pid rather than name the wrong process."""
+    pid: int | None = None
+    for _ in range(100):
+        try:
+            pid = int(os.pread(lfd, 32, 0).split()[0])
+        except (ValueError, IndexError, OSError):
+            pid = None
+        if pid is not None and _alive(pid):
+            return pid
+        time.sleep(0.001)
+    return pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def fsync_dir(path: Path) -> None:
@@ -165,10 +192,7 @@ class JsonlLog:
         try:
             fcntl.flock(lfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            try:
-                pid = int(os.pread(lfd, 32, 0).split()[0])
-            except (ValueError, IndexError, OSError):
-                pid = None
+            pid = _holder_pid(lfd)
             os.close(lfd)
             raise SessionLockedError(self.session_id, pid) from None
         os.ftruncate(lfd, 0)
@@ -266,6 +290,8 @@ class JsonlLog:
                 os.close(self._fd)
             self._fd = None
         if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._lock_fd, 0)  # the next loser must not name us as holder
             with contextlib.suppress(OSError):
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             with contextlib.suppress(OSError):
