@@ -14,15 +14,51 @@ REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
 if not REALDATA.exists():  # CI clones main with shared/ beside it
     REALDATA = Path(os.environ.get("THREADLINE_REALDATA", "../shared/realdata")).resolve()
 
-BACKENDS = ["memory", "jsonl"]
+BACKENDS = ["memory", "jsonl", "sqlite", "postgres"]
+
+# The machine's PostgreSQL (trust auth); every store gets a schema of its own, dropped at the end.
+PG_URL = os.environ.get("THREADLINE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+PG_SCHEMAS: list[str] = []
 
 
-def make_store(kind: str, tmp_path: Path) -> tl.store.BaseStore:
+def pg_schema() -> str:
+    """A fresh, migrated schema in the test database."""
+    import uuid
+
+    from threadline.store.postgres import upgrade
+
+    schema = f"t_{os.getpid()}_{uuid.uuid4().hex[:10]}"
+    upgrade(PG_URL, schema)
+    PG_SCHEMAS.append(schema)
+    return schema
+
+
+def make_store(kind: str, tmp_path: Path, **options: object) -> tl.store.BaseStore:
     if kind == "memory":
         return tl.open_store("memory://")
     if kind == "jsonl":
         return tl.open_store(tmp_path / "sessions")
+    if kind == "sqlite":
+        return tl.open_store(f"sqlite:///{tmp_path}/store.db")
+    if kind == "postgres":
+        options.setdefault("tenant", "test")
+        options.setdefault("schema", pg_schema())
+        return tl.open_store(PG_URL, min_size=1, max_size=4, **options)
     raise ValueError(kind)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_pg_schemas() -> Iterator[None]:
+    yield
+    if not PG_SCHEMAS:
+        return
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        for schema in PG_SCHEMAS:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                sql.Identifier(schema)))
 
 
 @pytest.fixture(params=BACKENDS)

@@ -1,0 +1,652 @@
+"""The PostgreSQL store: multi-tenant, row-level secured, pooled (DESIGN §9).
+
+``open_store("postgresql://…", tenant="acme")``. Every table carries ``tenant_id`` first in every
+key; FORCEd row-level security policies compare it with ``current_setting('threadline.tenant',
+true)``, which the store sets at the start of every transaction with ``set_config(…, true)`` (so a
+pooled connection never carries a tenant from one transaction to the next). The store works as
+the role ``threadline_app`` (neither owner nor BYPASSRLS): it connects as that role, or switches
+to it with ``SET ROLE`` when the URL names another login. SQL is never built from user text:
+values are bound parameters; the only composed identifier is the schema, checked against
+``^[a-z_][a-z0-9_]{0,62}$``.
+
+Writers: the first write takes a session-scoped advisory lock keyed by tenant and session on a
+connection of its own, held until ``Session.close()``; a second writer gets
+:class:`~threadline.errors.SessionLockedError`. Appends are one transaction each (all or nothing)
+that also maintains the session's list columns and the message search text (``tsvector``).
+
+Schema changes are versioned migrations (``threadline db upgrade URL`` / :func:`upgrade`), run as
+the owner, never by the application role.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Literal
+
+from threadline.catalog import Catalog, Filters, Hit, Key, fts_terms, message_text
+from threadline.embedding import Embedder
+from threadline.errors import SessionLockedError, StoreError, UserError
+from threadline.model.entries import SessionHeader, decode_header, decode_record, encode, now
+from threadline.store import migrations
+from threadline.store.base import (
+    BaseStore,
+    Loaded,
+    LoadReport,
+    SessionSummary,
+    Slot,
+    check_session_id,
+    not_found,
+    parse_lines,
+)
+from threadline.store.sqlite import Delta, envelope
+
+try:
+    import psycopg
+    from psycopg import sql
+    from psycopg_pool import ConnectionPool
+except ImportError as _exc:  # pragma: no cover - the extra is missing
+    raise ImportError(f"{_exc}; run: pip install 'threadline[postgres]'") from None
+
+APP_ROLE = "threadline_app"
+SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+TABLES = ("tl_sessions", "tl_records", "tl_vectors", "tl_session_tags", "tl_tag_tokens")
+
+
+def _schema(name: str) -> str:
+    if not SCHEMA_RE.match(name):
+        raise UserError(f"Invalid schema name {name!r}: use lowercase letters, digits and '_'")
+    return name
+
+
+def upgrade(url: str, schema: str = "public") -> list[int]:
+    """Create the schema if needed and apply the migrations not applied yet (idempotent; safe
+    to run concurrently: an advisory lock serializes upgrades). Returns the versions applied.
+    Run as the owner of the schema (not as ``threadline_app``)."""
+    schema = _schema(schema)
+    applied = []
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('threadline-upgrade',"
+                             " 0))")
+                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                    sql.Identifier(schema)))
+                conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(
+                    sql.Identifier(schema)))
+                conn.execute("CREATE TABLE IF NOT EXISTS tl_schema_migrations (version integer "
+                             "PRIMARY KEY, name text NOT NULL, applied text NOT NULL)")
+                done = {r[0] for r in conn.execute("SELECT version FROM tl_schema_migrations")}
+                for version, name, script in migrations.scripts("postgres"):
+                    if version in done:
+                        continue
+                    conn.execute(script.encode())
+                    conn.execute("INSERT INTO tl_schema_migrations VALUES (%s, %s, %s)",
+                                 (version, name, now()))
+                    applied.append(version)
+                conn.execute(sql.SQL("GRANT SELECT ON tl_schema_migrations TO {}").format(
+                    sql.Identifier(APP_ROLE)))
+    except psycopg.Error as exc:
+        raise StoreError(f"Upgrading the database failed: {exc}".strip()) from None
+    return applied
+
+
+def audit_rls(conn: Any, schema: str = "public", app_role: str = APP_ROLE) -> list[str]:
+    """Problems that would let one tenant see another's rows; ``[]`` when the setup is sound.
+
+    Checks that every threadline table exists with ``tenant_id`` as the first column of every
+    primary, unique and foreign key; has row-level security enabled AND forced; has a policy
+    with both USING and WITH CHECK on ``threadline.tenant``; and that the application role is
+    neither its owner, nor a superuser, nor BYPASSRLS."""
+    problems = []
+    role = conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s",
+                        (app_role,)).fetchone()
+    if role is None:
+        problems.append(f"role {app_role} does not exist")
+    elif role[0] or role[1]:
+        problems.append(f"role {app_role} is a superuser or BYPASSRLS")
+    for table in TABLES:
+        row = conn.execute(
+            "SELECT c.oid, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.relowner) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s", (schema, table)).fetchone()
+        if row is None:
+            problems.append(f"{table}: missing")
+            continue
+        oid, enabled, forced, owner = row
+        if not enabled:
+            problems.append(f"{table}: row level security not enabled")
+        if not forced:
+            problems.append(f"{table}: row level security not forced (the owner bypasses it)")
+        if owner == app_role:
+            problems.append(f"{table}: owned by the application role {app_role}")
+        policies = conn.execute(
+            "SELECT polname, pg_get_expr(polqual, polrelid), pg_get_expr(polwithcheck, polrelid),"
+            " polcmd FROM pg_policy WHERE polrelid = %s", (oid,)).fetchall()
+        if not any(q and c and "threadline.tenant" in q and "threadline.tenant" in c
+                   and cmd == "*" for _n, q, c, cmd in policies):
+            problems.append(f"{table}: no FOR ALL policy with USING and WITH CHECK on "
+                            "threadline.tenant")
+        keys = conn.execute(
+            "SELECT conname, contype, conkey[1] FROM pg_constraint WHERE conrelid = %s "
+            "AND contype IN ('p', 'u', 'f')", (oid,)).fetchall()
+        first = conn.execute("SELECT attnum FROM pg_attribute WHERE attrelid = %s AND "
+                             "attname = 'tenant_id'", (oid,)).fetchone()
+        for name, _kind, col in keys:
+            if first is None or col != first[0]:
+                problems.append(f"{table}: key {name} does not start with tenant_id")
+    return problems
+
+
+class PostgresLog:
+    """One session's rows of one tenant."""
+
+    def __init__(self, store: PostgresStore, session_id: str) -> None:
+        self.session_id = session_id
+        self._store = store
+        self._seen = 0
+        self._conn: Any = None  # the writer's own connection, holding the advisory lock
+
+    def load(self) -> Loaded:
+        with self._store.tx() as conn:
+            row = conn.execute("SELECT header FROM tl_sessions WHERE tenant_id = %s AND "
+                               "session_id = %s", (self._store.tenant, self.session_id)
+                               ).fetchone()
+            if row is None:
+                raise not_found(self.session_id)
+            rows = conn.execute("SELECT seq, raw FROM tl_records WHERE tenant_id = %s AND "
+                                "session_id = %s ORDER BY seq",
+                                (self._store.tenant, self.session_id)).fetchall()
+        report = LoadReport()
+        sizes: dict[str, int] = {}
+        slots = _parse(rows, report, sizes, 2)
+        self._seen = rows[-1][0] if rows else 0
+        return Loaded(header=decode_header(bytes(row[0])), slots=slots, sizes=sizes,
+                      report=report)
+
+    def acquire(self) -> list[Slot]:
+        if self._conn is not None:
+            return []
+        st = self._store
+        conn = st.connect()
+        try:
+            got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))",
+                               (f"{st.tenant}\x1f{self.session_id}",)).fetchone()
+            if not got[0]:
+                raise SessionLockedError(self.session_id, self._holder(conn))
+            with conn.transaction():
+                st.set_tenant(conn)
+                rows = conn.execute("SELECT seq, raw FROM tl_records WHERE tenant_id = %s AND "
+                                    "session_id = %s AND seq > %s ORDER BY seq",
+                                    (st.tenant, self.session_id, self._seen)).fetchall()
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        if rows:
+            self._seen = rows[-1][0]
+        return _parse(rows, LoadReport(), {}, 0) if rows else []
+
+    def _holder(self, conn: Any) -> int | None:
+        """The client pid of the writer holding the lock (writers name it in
+        application_name), or None when it cannot be seen."""
+        row = conn.execute(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND "
+            "((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(%s, 0)",
+            (f"{self._store.tenant}\x1f{self.session_id}",)).fetchone()
+        name = row[0] if row else ""
+        return int(name.rsplit(":", 1)[1]) if name and name.startswith("threadline:") else None
+
+    def _writer(self) -> Any:
+        if self._conn is None:
+            raise StoreError(f"Session '{self.session_id}' is not held for writing")
+        return self._conn
+
+    def append(self, lines: Sequence[bytes]) -> None:
+        if not lines:
+            return
+        conn = self._writer()
+        st = self._store
+        rows = [_row(line) for line in lines]
+        try:
+            with conn.transaction():
+                st.set_tenant(conn)
+                got = conn.execute("SELECT next_seq, header FROM tl_sessions WHERE tenant_id = %s"
+                                   " AND session_id = %s FOR UPDATE",
+                                   (st.tenant, self.session_id)).fetchone()
+                if got is None:
+                    raise not_found(self.session_id)
+                seq = got[0]
+                _insert_records(conn, st.tenant, self.session_id, seq, rows, lines)
+                d = Delta(decode_header(bytes(got[1])), lines)
+                conn.execute(
+                    "UPDATE tl_sessions SET next_seq = %s, modified = greatest(modified, %s), "
+                    "message_count = message_count + %s, name = coalesce(%s, name), "
+                    "first_message = coalesce(first_message, %s) WHERE tenant_id = %s AND "
+                    "session_id = %s",
+                    (seq + len(lines), d.modified, d.message_count, d.name, d.first_message,
+                     st.tenant, self.session_id))
+        except psycopg.Error as exc:
+            raise StoreError(f"Writing to session '{self.session_id}' failed ({exc}); nothing "
+                             "was written. Check the database and retry") from None
+        self._seen = seq + len(lines) - 1
+
+    def raw_lines(self) -> Iterator[bytes]:
+        with self._store.tx() as conn:
+            rows = conn.execute("SELECT raw FROM tl_records WHERE tenant_id = %s AND "
+                                "session_id = %s ORDER BY seq",
+                                (self._store.tenant, self.session_id)).fetchall()
+        return iter([bytes(r[0]) for r in rows])
+
+    def rewrite(self, header: bytes, lines: Iterable[bytes]) -> None:
+        conn = self._writer()
+        st = self._store
+        data = list(lines)
+        rows = [_row(line) for line in data]
+        d = Delta(decode_header(header), data)
+        with conn.transaction():
+            st.set_tenant(conn)
+            conn.execute("DELETE FROM tl_records WHERE tenant_id = %s AND session_id = %s",
+                         (st.tenant, self.session_id))
+            _insert_records(conn, st.tenant, self.session_id, 1, rows, data)
+            conn.execute(
+                "UPDATE tl_sessions SET header = %s, next_seq = %s, generation = generation + 1,"
+                " modified = greatest(created, %s), message_count = %s, name = %s, "
+                "first_message = %s WHERE tenant_id = %s AND session_id = %s",
+                (header, len(data) + 1, d.modified, d.message_count, d.name, d.first_message,
+                 st.tenant, self.session_id))
+        self._seen = len(data)
+
+    def backup(self, suffix: str) -> str | None:
+        return None  # the database's own backups cover it; purge must leave no copy behind
+
+    def release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()  # closing the connection drops its advisory lock
+
+    def size(self) -> int:
+        with self._store.tx() as conn:
+            row = conn.execute(
+                "SELECT coalesce(sum(length(raw) + 1), 0) FROM tl_records WHERE tenant_id = %s "
+                "AND session_id = %s", (self._store.tenant, self.session_id)).fetchone()
+            head = conn.execute("SELECT length(header) + 1 FROM tl_sessions WHERE tenant_id = %s"
+                                " AND session_id = %s",
+                                (self._store.tenant, self.session_id)).fetchone()
+        return int(row[0]) + (int(head[0]) if head else 0)
+
+
+def _parse(rows: list[Any], report: LoadReport, sizes: dict[str, int], first: int
+           ) -> list[Slot]:
+    buf = b"".join(bytes(r[1]) + b"\n" for r in rows)
+    slots, _ = parse_lines(buf, 0, len(buf), report, first, sizes)
+    return slots
+
+
+def _row(line: bytes) -> tuple[Any, ...]:
+    """Indexed columns of one record: id, parent_id, type, timestamp, role, body."""
+    eid, parent, kind, stamp = envelope(line)
+    role = body = None
+    if kind == "message":
+        try:
+            rec = decode_record(line)
+        except Exception:  # stored as it is; an unreadable message is simply not searchable
+            rec = None
+        msg = getattr(rec, "message", None)
+        if msg is not None:
+            role = msg.role
+            body = message_text(msg) or None
+    return eid, parent, kind, stamp, role, body
+
+
+def _insert_records(conn: Any, tenant: str, session_id: str, first_seq: int,
+                    rows: list[tuple[Any, ...]], lines: Sequence[bytes]) -> None:
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO tl_records (tenant_id, session_id, seq, id, parent_id, type, timestamp, "
+            "role, body, raw) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [(tenant, session_id, first_seq + i, r[0], r[1], r[2], r[3], r[4], r[5], line)
+             for i, (r, line) in enumerate(zip(rows, lines, strict=True))])
+
+
+class PostgresStore(BaseStore):
+    """Sessions of one tenant in PostgreSQL (``postgresql://…``, ``tenant=``)."""
+
+    def __init__(self, url: str, *, tenant: str = "default", schema: str = "public",
+                 app_role: str = APP_ROLE, min_size: int = 1, max_size: int = 16,
+                 durability: str = "fsync") -> None:
+        if not isinstance(tenant, str) or not tenant or len(tenant) > 128 or "\x00" in tenant:
+            raise UserError(f"Invalid tenant {tenant!r}: use 1-128 characters")
+        self.url = url
+        self.tenant = tenant
+        self.schema = _schema(schema)
+        self.app_role = app_role
+        # durability: PostgreSQL commits are durable with synchronous_commit on (the default);
+        # "flush" turns it off per transaction for bulk imports.
+        self._sync_commit = durability != "flush"
+        try:
+            self.pool = ConnectionPool(url, min_size=min_size, max_size=max_size,
+                                       configure=self._configure, open=True, timeout=30)
+            self.pool.wait(timeout=30)
+        except Exception as exc:
+            raise StoreError(f"Cannot connect to PostgreSQL ({exc}); check the URL and that "
+                             "the server runs") from None
+        with self.tx() as conn:
+            row = conn.execute("SELECT to_regclass('tl_schema_migrations') IS NOT NULL").fetchone()
+            version = conn.execute("SELECT max(version) FROM tl_schema_migrations"
+                                   ).fetchone()[0] if row[0] else 0
+        if (version or 0) < migrations.latest("postgres"):
+            self.pool.close()
+            raise StoreError(f"The database schema is at version {version or 0}, threadline "
+                             f"needs {migrations.latest('postgres')}; run: threadline db upgrade "
+                             "URL")
+        self._lock = threading.Lock()
+
+    def _configure(self, conn: Any) -> None:
+        conn.autocommit = True
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        user = conn.execute("SELECT current_user").fetchone()[0]
+        if user != self.app_role:
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(self.app_role)))
+        row = conn.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = "
+                           "current_user").fetchone()
+        if row is None or row[0]:
+            raise StoreError(f"The role {self.app_role} bypasses row-level security; threadline "
+                             "refuses to run as it")
+        if not self._sync_commit:
+            conn.execute("SET synchronous_commit TO off")
+
+    def connect(self) -> Any:
+        """A new connection of its own (not from the pool), configured like the pool's."""
+        conn = psycopg.connect(self.url, autocommit=True,
+                               application_name=f"threadline:{os.getpid()}")
+        try:
+            self._configure(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def set_tenant(self, conn: Any) -> None:
+        conn.execute("SELECT set_config('threadline.tenant', %s, true)", (self.tenant,))
+
+    @contextlib.contextmanager
+    def tx(self) -> Iterator[Any]:
+        """A pooled connection inside a transaction scoped to this store's tenant."""
+        with self.pool.connection() as conn, conn.transaction():
+            self.set_tenant(conn)
+            yield conn
+
+    def exists(self, session_id: str) -> bool:
+        check_session_id(session_id)
+        with self.tx() as conn:
+            return conn.execute("SELECT 1 FROM tl_sessions WHERE tenant_id = %s AND "
+                                "session_id = %s", (self.tenant, session_id)).fetchone() is not None
+
+    def _open_log(self, session_id: str) -> PostgresLog:
+        return PostgresLog(self, check_session_id(session_id))
+
+    def _create_log(self, header: SessionHeader, lines: list[bytes]) -> PostgresLog:
+        rows = [_row(line) for line in lines]
+        d = Delta(header, lines)
+        try:
+            with self.tx() as conn:
+                conn.execute(
+                    "INSERT INTO tl_sessions (tenant_id, session_id, header, created, modified, "
+                    "name, message_count, first_message, parent_session, next_seq) VALUES "
+                    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    (self.tenant, header.id, encode(header), header.timestamp,
+                     max(header.timestamp, d.modified), d.name, d.message_count, d.first_message,
+                     header.parent_session, len(lines) + 1))
+                _insert_records(conn, self.tenant, header.id, 1, rows, lines)
+        except psycopg.errors.UniqueViolation:
+            raise UserError(f"Session '{header.id}' already exists; choose another id") from None
+        return self._open_log(header.id)
+
+    def _session_ids(self) -> list[str]:
+        with self.tx() as conn:
+            return [r[0] for r in conn.execute("SELECT session_id FROM tl_sessions WHERE "
+                                               "tenant_id = %s", (self.tenant,))]
+
+    def delete(self, session_id: str) -> None:
+        check_session_id(session_id)
+        with self.tx() as conn:
+            cur = conn.execute("DELETE FROM tl_sessions WHERE tenant_id = %s AND session_id = %s",
+                               (self.tenant, session_id))
+            if cur.rowcount == 0:
+                raise not_found(session_id)
+
+    _LIST = ("SELECT session_id, name, created, modified, message_count, first_message, "
+             "parent_session FROM tl_sessions WHERE tenant_id = %s")
+
+    def list(self) -> list[SessionSummary]:
+        """Every session of the tenant, most recently modified first (list columns only)."""
+        with self.tx() as conn:
+            rows = conn.execute(self._LIST + " ORDER BY modified DESC", (self.tenant,)).fetchall()
+        return [SessionSummary(id=r[0], name=r[1], created=r[2], modified=r[3],
+                               message_count=r[4], first_message=r[5], parent_session=r[6])
+                for r in rows]
+
+    def _summary(self, session_id: str) -> SessionSummary:
+        with self.tx() as conn:
+            r = conn.execute(self._LIST + " AND session_id = %s", (self.tenant, session_id)
+                             ).fetchone()
+        if r is None:
+            raise not_found(session_id)
+        return SessionSummary(id=r[0], name=r[1], created=r[2], modified=r[3],
+                              message_count=r[4], first_message=r[5], parent_session=r[6])
+
+    def _make_catalog(self) -> PostgresCatalog:
+        return PostgresCatalog(self)
+
+    def close(self) -> None:
+        super().close()
+        self.pool.close()
+
+
+class PostgresCatalog(Catalog):
+    """The catalog over the store's own tables: ``tsvector`` + GIN for keywords (kept by the
+    append transaction itself), ``tl_vectors`` for embeddings, ``tl_session_tags``."""
+
+    store: PostgresStore
+
+    def __init__(self, store: PostgresStore,
+                 embedder: Embedder | None | Literal["default"] = "default") -> None:
+        super().__init__(store, embedder)
+
+    def _where(self, f: Filters) -> tuple[str, list[Any]]:
+        parts = []
+        params: list[Any] = []
+        if f.role:
+            parts.append("r.role = %s")
+            params.append(f.role)
+        if f.session:
+            parts.append("r.session_id = %s")
+            params.append(f.session)
+        if f.since:
+            parts.append("r.timestamp >= %s")
+            params.append(f.since)
+        if f.until:
+            parts.append("r.timestamp <= %s")
+            params.append(f.until_bound)
+        if f.tag:
+            parts.append("r.session_id IN (SELECT session_id FROM tl_session_tags WHERE "
+                         "tenant_id = %s AND tag = %s)")
+            params.extend([self.store.tenant, f.tag])
+        return "".join(" AND " + p for p in parts), params
+
+    # the tsquery is built by PostgreSQL from the bound text: the words OR-ed for ranking,
+    # AND-ed (plainto_tsquery) for find_and_tag's matching set
+    _OR_QUERY = "replace(plainto_tsquery('english', %s)::text, '&', '|')::tsquery"
+
+    def _keyword(self, query: str, f: Filters, limit: int) -> list[Hit]:
+        if not fts_terms(query):
+            return []
+        where, params = self._where(f)
+        with self.store.tx() as conn:
+            rows = conn.execute(
+                f"SELECT r.session_id, r.id, ts_rank_cd(r.tsv, q), "
+                f"ts_headline('english', r.body, q, 'StartSel=[, StopSel=], MaxWords=20, "
+                f"MinWords=8'), r.role, r.timestamp FROM tl_records r, {self._OR_QUERY} q "
+                f"WHERE r.tenant_id = %s AND r.body IS NOT NULL AND r.tsv @@ q{where} "
+                "ORDER BY 3 DESC, r.session_id, r.seq LIMIT %s",
+                [query, self.store.tenant, *params, limit]).fetchall()
+        return [Hit(session_id=r[0], entry_id=r[1], score=float(r[2]), snippet=r[3], role=r[4],
+                    timestamp=r[5]) for r in rows]
+
+    def _keyword_sessions(self, query: str) -> list[str]:
+        if not fts_terms(query):
+            return []
+        with self.store.tx() as conn:
+            return [r[0] for r in conn.execute(
+                "SELECT DISTINCT session_id FROM tl_records WHERE tenant_id = %s AND "
+                "body IS NOT NULL AND tsv @@ plainto_tsquery('english', %s)",
+                (self.store.tenant, query))]
+
+    def _describe(self, found: list[tuple[Key, float]], query: str) -> list[Hit]:
+        from threadline.catalog import _plain_snippet
+
+        out = []
+        with self.store.tx() as conn:
+            for (sid, eid), score in found:
+                row = conn.execute("SELECT role, timestamp, body FROM tl_records WHERE "
+                                   "tenant_id = %s AND session_id = %s AND id = %s AND body IS "
+                                   "NOT NULL LIMIT 1", (self.store.tenant, sid, eid)).fetchone()
+                if row is not None:
+                    out.append(Hit(session_id=sid, entry_id=eid, score=score,
+                                   snippet=_plain_snippet(row[2], query), role=row[0],
+                                   timestamp=row[1]))
+        return out
+
+    def _allowed(self, f: Filters) -> set[Key]:
+        where, params = self._where(f)
+        with self.store.tx() as conn:
+            rows = conn.execute(f"SELECT r.session_id, r.id FROM tl_records r WHERE "
+                                f"r.tenant_id = %s AND r.body IS NOT NULL{where}",
+                                [self.store.tenant, *params]).fetchall()
+        return {(r[0], r[1]) for r in rows}
+
+    def _vector_stamp(self, embedder: Embedder) -> Any:
+        with self.store.tx() as conn:
+            return tuple(conn.execute("SELECT count(*), coalesce(sum(seq), 0) FROM tl_vectors "
+                                      "WHERE tenant_id = %s AND model = %s",
+                                      (self.store.tenant, embedder.name)).fetchone())
+
+    def _load_vectors(self, embedder: Embedder) -> tuple[list[Key], list[bytes]]:
+        with self.store.tx() as conn:
+            rows = conn.execute(
+                "SELECT r.session_id, r.id, v.vec FROM tl_vectors v JOIN tl_records r ON "
+                "r.tenant_id = v.tenant_id AND r.session_id = v.session_id AND r.seq = v.seq "
+                "WHERE v.tenant_id = %s AND v.model = %s ORDER BY v.session_id, v.seq",
+                (self.store.tenant, embedder.name)).fetchall()
+        return [(r[0], r[1]) for r in rows], [bytes(r[2]) for r in rows]
+
+    def _pending_vectors(self, embedder: Embedder, limit: int) -> list[tuple[Any, str]]:
+        with self.store.tx() as conn:
+            rows = conn.execute(
+                "SELECT r.session_id, r.seq, r.body FROM tl_records r WHERE r.tenant_id = %s "
+                "AND r.body IS NOT NULL AND NOT EXISTS (SELECT 1 FROM tl_vectors v WHERE "
+                "v.tenant_id = r.tenant_id AND v.session_id = r.session_id AND v.seq = r.seq "
+                "AND v.model = %s) LIMIT %s", (self.store.tenant, embedder.name, limit)
+            ).fetchall()
+        return [((r[0], r[1]), r[2]) for r in rows]
+
+    def _store_vectors(self, embedder: Embedder, rows: list[tuple[Any, bytes]]) -> None:
+        with self.store.tx() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO tl_vectors (tenant_id, session_id, seq, model, vec) VALUES "
+                "(%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, session_id, seq) DO UPDATE SET "
+                "model = excluded.model, vec = excluded.vec",
+                [(self.store.tenant, ref[0], ref[1], embedder.name, blob) for ref, blob in rows])
+
+    def rebuild(self) -> None:
+        """Drop the tenant's vectors (they are recomputed on the next semantic search); the
+        keyword index is a generated column and never goes stale."""
+        with self.store.tx() as conn:
+            conn.execute("DELETE FROM tl_vectors WHERE tenant_id = %s", (self.store.tenant,))
+        self._vec_cache = None
+
+    def forget(self, session_id: str, entry_ids: Sequence[str]) -> None:
+        with self.store.tx() as conn:
+            conn.execute("DELETE FROM tl_vectors v USING tl_records r WHERE v.tenant_id = %s "
+                         "AND r.tenant_id = v.tenant_id AND r.session_id = v.session_id AND "
+                         "r.seq = v.seq AND r.session_id = %s AND r.id = ANY(%s)",
+                         (self.store.tenant, session_id, list(entry_ids)))
+            conn.execute("UPDATE tl_records SET body = NULL, role = NULL WHERE tenant_id = %s "
+                         "AND session_id = %s AND id = ANY(%s)",
+                         (self.store.tenant, session_id, list(entry_ids)))
+        self._vec_cache = None
+
+    def _all_tags(self) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        with self.store.tx() as conn:
+            for sid, tag in conn.execute("SELECT session_id, tag FROM tl_session_tags WHERE "
+                                         "tenant_id = %s", (self.store.tenant,)):
+                out.setdefault(sid, set()).add(tag)
+        return out
+
+    def _tagged(self, tag: str) -> list[str]:
+        with self.store.tx() as conn:
+            return [r[0] for r in conn.execute(
+                "SELECT session_id FROM tl_session_tags WHERE tenant_id = %s AND tag = %s "
+                "ORDER BY session_id", (self.store.tenant, tag))]
+
+    def _save_token(self, token: str, op: str, args: str, ids: list[str]) -> None:
+        with self.store.tx() as conn:
+            conn.execute("INSERT INTO tl_tag_tokens VALUES (%s, %s, %s, %s, %s, %s)",
+                         (self.store.tenant, token, op, args, json.dumps(ids), now()))
+
+    def _load_token(self, token: str) -> tuple[str, str, list[str]] | None:
+        with self.store.tx() as conn:
+            row = conn.execute("SELECT operation, args, session_ids FROM tl_tag_tokens WHERE "
+                               "tenant_id = %s AND token = %s", (self.store.tenant, token)
+                               ).fetchone()
+        return None if row is None else (row[0], row[1], json.loads(row[2]))
+
+    def _apply(self, op: str, args: dict[str, str], ids: list[str], token: str
+               ) -> tuple[int, int]:
+        t = self.store.tenant
+        with self.store.tx() as conn:
+            gone = conn.execute("DELETE FROM tl_tag_tokens WHERE tenant_id = %s AND token = %s",
+                                (t, token)).rowcount
+            if gone != 1:
+                raise UserError("Unknown or already used token; preview again with dry_run=True")
+            if op == "find_and_tag":
+                changed = conn.execute(
+                    "INSERT INTO tl_session_tags (tenant_id, session_id, tag) SELECT %s, s, %s "
+                    "FROM unnest(%s::text[]) AS s ON CONFLICT DO NOTHING",
+                    (t, args["tag"], ids)).rowcount
+                return changed, len(ids) - changed
+            if op == "delete_tag":
+                changed = conn.execute(
+                    "DELETE FROM tl_session_tags WHERE tenant_id = %s AND tag = %s AND "
+                    "session_id = ANY(%s)", (t, args["tag"], ids)).rowcount
+                return changed, 0
+            conn.execute("DELETE FROM tl_session_tags WHERE tenant_id = %s AND tag = %s AND "
+                         "session_id = ANY(%s)", (t, args["tag_from"], ids))
+            added = conn.execute(
+                "INSERT INTO tl_session_tags (tenant_id, session_id, tag) SELECT %s, s, %s "
+                "FROM unnest(%s::text[]) AS s ON CONFLICT DO NOTHING",
+                (t, args["tag_to"], ids)).rowcount
+            return len(ids), len(ids) - added
+
+    def add_tags(self, session_id: str, tags: Sequence[str]) -> None:
+        """Tag one session directly (no preview: the caller names the session)."""
+        from threadline.catalog import validate_tag
+
+        clean = [validate_tag(t) for t in tags]
+        with self.store.tx() as conn, conn.cursor() as cur:
+            cur.executemany("INSERT INTO tl_session_tags VALUES (%s, %s, %s) ON CONFLICT DO "
+                            "NOTHING", [(self.store.tenant, session_id, t) for t in clean])
+
+    def remove_tags(self, session_id: str, tags: Sequence[str]) -> None:
+        """Untag one session directly."""
+        with self.store.tx() as conn:
+            conn.execute("DELETE FROM tl_session_tags WHERE tenant_id = %s AND session_id = %s "
+                         "AND tag = ANY(%s)", (self.store.tenant, session_id, list(tags)))
