@@ -94,8 +94,14 @@ def is_sidechain(session: Session, entry_id: str) -> bool:
     if session._types.get(entry_id) != "message":
         return False
     payload: Any = session._record(entry_id).payload
-    details = getattr(payload, "provider_details", None)
-    return bool(details and (details.get("isSidechain") or details.get("is_sidechain")))
+    details = getattr(payload, "provider_details", None) or {}
+    # importers keep a tool's own fields under the tool's name (provider_details["claude_code"])
+    return _sidechain_flag(details) or any(
+        isinstance(v, dict) and _sidechain_flag(v) for v in details.values())
+
+
+def _sidechain_flag(details: dict[str, Any]) -> bool:
+    return bool(details.get("isSidechain") or details.get("is_sidechain"))
 
 
 class TreeRows:
