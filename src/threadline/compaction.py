@@ -45,7 +45,13 @@ from threadline.model.content import (
     ToolUseBlock,
     text,
 )
-from threadline.tokens import context_tokens, estimate_entry, estimate_message, estimate_text
+from threadline.tokens import (
+    ContextTokens,
+    context_tokens,
+    estimate_entry,
+    estimate_message,
+    estimate_text,
+)
 
 if TYPE_CHECKING:
     from threadline.providers.base import Provider
@@ -129,6 +135,26 @@ def find_cut_point(entries: Sequence[Any], keep_recent_tokens: int,
         return CutPoint(first_kept_index=cut, turn_start_index=-1, is_split_turn=False)
     start = next((j for j in range(cut - 1, -1, -1) if _starts_turn(entries[j])), -1)
     return CutPoint(first_kept_index=cut, turn_start_index=start, is_split_turn=start >= 0)
+
+
+def session_tokens(session: Session, leaf_id: str | None = None) -> ContextTokens:
+    """Tokens of a session's context at ``leaf_id`` (default: the leaf).
+
+    Usage reported by assistant messages that a compaction kept was measured before that
+    compaction (on the longer context), so only usage recorded after the latest compaction on
+    the path is trusted; everything else is estimated.
+    """
+    ctx = session.context(leaf_id)
+    messages = list(ctx.messages)
+    path = session.path_ids(leaf_id) if leaf_id is not None else session.path_ids()
+    types = session._types
+    last_comp = max((i for i, e in enumerate(path) if types[e] == "compaction"), default=-1)
+    if last_comp < 0:
+        return context_tokens(messages)
+    after = set(path[last_comp + 1:])
+    ids = ctx.view.ids()
+    usage_from = next((i for i, vid in enumerate(ids) if vid in after), len(ids))
+    return context_tokens(messages, usage_from=usage_from)
 
 
 # -- files read and modified -----------------------------------------------------------------
@@ -262,14 +288,13 @@ def prepare_compaction(session: Session, *, keep_recent_tokens: int = DEFAULT_KE
     summarize = [_as_message(session, e) for e in summarize_ids]
     prefix = [_as_message(session, e) for e in prefix_ids]
     kept_ids = region_ids[cut.first_kept_index:]
-    ctx = session.context()
     estimate = estimate_tokens or estimate_entry
     return CompactionPlan(
         session_id=sid, leaf_id=session.leaf_id, cut=cut,
         first_kept_entry_id=region_ids[cut.first_kept_index],
         summarize_ids=summarize_ids, messages_to_summarize=summarize,
         turn_prefix_ids=prefix_ids, turn_prefix=prefix, kept_ids=kept_ids,
-        tokens_before=context_tokens(list(ctx.messages)).tokens,
+        tokens_before=session_tokens(session).tokens,
         kept_tokens=sum(estimate(e) for e in region[cut.first_kept_index:]),
         previous_summary=previous_summary, previous_compaction_id=previous_id,
         files=file_ops([*summarize, *prefix], previous_files))
@@ -375,15 +400,13 @@ def _request_text(m: Message) -> str:
 
 
 def _section(summary: str, name: str) -> list[str]:
-    """The bullet lines of section ``## name`` in a summary (without the ``- ``)."""
+    """The bullet lines of every section titled ``name`` in a summary (without the ``- ``):
+    ``## name`` and the ``### name`` of a nested turn-in-progress summary, in order."""
     out: list[str] = []
     inside = False
     for line in summary.splitlines():
-        if line.startswith("## "):
-            inside = line[3:].strip() == name
-            continue
         if line.startswith("#"):
-            inside = False
+            inside = line.lstrip("#").strip() == name and line.startswith(("## ", "### "))
             continue
         if inside and line.startswith("- "):
             out.append(line[2:])
@@ -682,6 +705,7 @@ __all__ = [
     "prepare_branch_summary",
     "prepare_compaction",
     "render_transcript",
+    "session_tokens",
     "should_compact",
     "summarize_branch",
 ]

@@ -60,7 +60,7 @@ class Malformed:
     body: str = "data: {not json\n\n"
 
 
-Reply = str | Message | list[Block] | HTTPFailure | Hang | Malformed | Exception
+Reply = str | Message | list[Block] | HTTPFailure | Hang | Malformed | BaseException
 
 _call_counter = iter(range(1, 1 << 62))
 
@@ -101,7 +101,8 @@ class TestProvider:
     """A deterministic, offline :class:`~threadline.providers.Provider`.
 
     Replies come from ``replies`` in order (a string, an assistant :class:`Message` such as
-    :func:`tool_call` builds, a list of blocks, or an exception to raise); once they run out it
+    :func:`tool_call` builds, a list of blocks, or an exception to raise, such as
+    ``KeyboardInterrupt()`` to simulate an abort); once they run out it
     echoes the last user text. Streams text in chunks of ``chunk_size`` characters and reports
     usage (JSON characters / 4). Every call is recorded in ``calls``.
     """
@@ -136,7 +137,7 @@ class TestProvider:
         self.calls.append({"messages": msgs, "system": system, "tools": list(tools),
                            "max_tokens": max_tokens})
         scripted = self.replies.pop(0) if self.replies else echo_reply(msgs)
-        if isinstance(scripted, Exception):
+        if isinstance(scripted, BaseException):
             raise scripted
         if isinstance(scripted, (HTTPFailure, Hang, Malformed)):
             raise ProviderError(f"TestProvider: scripted {type(scripted).__name__}; "
@@ -279,7 +280,7 @@ class _FakeServer:
         if isinstance(reply, Malformed):
             self._send_raw(h, 200, "text/event-stream", reply.body.encode())
             return
-        if isinstance(reply, Exception):
+        if isinstance(reply, BaseException):
             self._send_json(h, 500, {"error": {"message": str(reply), "type": "server_error"}})
             return
         message = _as_message(reply if reply is not None else self._echo(body))

@@ -96,16 +96,17 @@ class ContextTokens(msgspec.Struct, frozen=True, kw_only=True):
     usage_index: int
 
 
-def context_tokens(messages: Sequence[Message]) -> ContextTokens:
+def context_tokens(messages: Sequence[Message], *, usage_from: int = 0) -> ContextTokens:
     """Tokens of a context: the last assistant message's reported usage plus an estimate of
     every message after it.
 
     Usage reported before a compaction or branch summary in the context measured a different
-    (longer) context, so only usage after the last summary message counts; aborted or failed
-    replies (no usage, or zero) are skipped.
+    (longer) context, so only usage after the last summary message counts, and none before
+    position ``usage_from`` (messages kept by a compaction but recorded before it); aborted or
+    failed replies (no usage, or zero) are skipped.
     """
     n = len(messages)
-    for i in range(n - 1, -1, -1):
+    for i in range(n - 1, max(usage_from, 0) - 1, -1):
         m = messages[i]
         if m.role in _SUMMARY_ROLES:
             break
