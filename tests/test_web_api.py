@@ -214,3 +214,83 @@ def test_web_command_refuses_a_port_out_of_range(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["web", "--store", str(tmp_path), "--port", "70000",
                                  "--no-browser"])
     assert (r.exit_code, r.output) == (2, "Error: Port 70000 is out of range; use 0-65535\n")
+
+
+def test_provider_payload_is_the_formats_dump_of_the_context(store: Any, client: TestClient
+                                                             ) -> None:
+    from threadline import formats
+
+    s, _ = branched(store)
+    body = client.get(f"/api/sessions/{s.id}/payload?format=anthropic").json()
+    expected = formats.dump_context("anthropic", list(store.open(s.id).context().messages))
+    assert body == {"format": "anthropic", "payload": expected}
+    bad = client.get(f"/api/sessions/{s.id}/payload?format=telex")
+    assert (bad.status_code, bad.json()["error"]) == (
+        400, "Unknown provider format 'telex'; choose one of: openai_chat, openai_responses, "
+             "anthropic, gemini, bedrock")
+
+
+def test_compaction_preview_writes_nothing_and_confirm_writes_its_summary(
+        store: Any, client: TestClient) -> None:
+    s = store.create()
+    for i in range(6):
+        s.append_message("user", f"question {i} " + "words " * 200)
+        s.append_message("assistant", f"answer {i} " + "words " * 200)
+    s.close()
+    url = f"/api/sessions/{s.id}/compact"
+    p = client.post(url, headers=WRITE, json={"keep_recent_tokens": 300}).json()
+    assert p["executed"] is False
+    assert store.open(s.id).leaf_id == p["leaf_id"]
+    assert p["summarized_messages"] + p["kept_entries"] == 12
+    done = client.post(url, headers=WRITE, json={"keep_recent_tokens": 300, "confirm": True,
+                                                 "leaf_id": p["leaf_id"]}).json()
+    after = store.open(s.id)
+    rec = after.entry(done["entry_id"])
+    assert (rec.type, rec.payload.summary, rec.payload.first_kept_entry_id) == (
+        "compaction", p["summary"], p["first_kept_entry_id"])
+    assert done["context_messages"] == 1 + p["kept_entries"]
+
+
+def test_compaction_confirm_is_refused_when_the_leaf_moved(store: Any, client: TestClient
+                                                           ) -> None:
+    s = store.create()
+    for i in range(6):
+        s.append_message("user", f"question {i} " + "words " * 200)
+        s.append_message("assistant", f"answer {i} " + "words " * 200)
+    s.close()
+    url = f"/api/sessions/{s.id}/compact"
+    r = client.post(url, headers=WRITE, json={"keep_recent_tokens": 300, "confirm": True,
+                                              "leaf_id": "elsewhere"})
+    assert (r.status_code, r.json()["error"]) == (
+        400, f"Session '{s.id}' moved on since the compaction preview; preview again")
+    assert [e.type for e in store.open(s.id).entries()] == ["message"] * 12
+
+
+def test_threadline_web_serves_on_loopback_and_announces_the_url(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from threadline.cli.main import main; main()", "web",
+         "--store", str(tmp_path / "s"), "--port", "0", "--no-browser"],
+        stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith(f"threadline web: {tmp_path / 's'} at http://127.0.0.1:")
+        url = line.split(" at ", 1)[1].split(" ", 1)[0]
+        for _ in range(200):
+            try:
+                info = httpx.get(url + "api/info").json()
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        assert info["store"] == str(tmp_path / "s")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        if proc.stderr is not None:
+            proc.stderr.close()
