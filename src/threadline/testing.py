@@ -189,6 +189,7 @@ class _FakeServer:
         self._state = _State(replies=list(replies))
         self.chunk_size = chunk_size
         self._server: ThreadingHTTPServer | None = None
+        self._port: int | None = None  # kept after close, so messages naming the URL can be checked
         self._thread: threading.Thread | None = None
 
     # lifecycle
@@ -207,6 +208,7 @@ class _FakeServer:
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
         self._server = server
+        self._port = int(server.server_address[1])
         self._thread = threading.Thread(target=server.serve_forever, daemon=True,
                                         name=type(self).__name__)
         self._thread.start()
@@ -232,9 +234,9 @@ class _FakeServer:
     @property
     def base_url(self) -> str:
         """The URL to pass as ``base_url`` to the matching provider."""
-        if self._server is None:
+        if self._port is None:
             raise RuntimeError("Server not started; use it as a context manager or call start()")
-        return f"http://127.0.0.1:{self._server.server_address[1]}{self._prefix}"
+        return f"http://127.0.0.1:{self._port}{self._prefix}"
 
     @property
     def requests(self) -> list[RecordedRequest]:
