@@ -490,6 +490,10 @@ class Catalog:
         raise NotImplementedError
 
 
+def _sessions(n: int) -> str:
+    return f"{n} session" if n == 1 else f"{n} sessions"
+
+
 def _names(sample: list[str], count: int) -> str:
     return ", ".join(sample) + ("…" if count > len(sample) else "")
 
@@ -498,24 +502,24 @@ def _plan_message(op: str, args: dict[str, str], count: int, sample: list[str],
                   already: int) -> str:
     if op == "find_and_tag":
         extra = f" ({already} already have it)" if already else ""
-        return (f"Found {count} sessions matching '{args['query']}'. Sample: "
+        return (f"Found {_sessions(count)} matching '{args['query']}'. Sample: "
                 f"{_names(sample, count)}. Would apply tag '{args['tag']}' to all {count}{extra}. "
                 "Shall I proceed?")
     if op == "delete_tag":
-        return (f"Tag '{args['tag']}' appears on {count} sessions: {_names(sample, count)}. "
+        return (f"Tag '{args['tag']}' appears on {_sessions(count)}: {_names(sample, count)}. "
                 "Would remove it from all. Shall I proceed?")
-    return (f"Would rename '{args['tag_from']}' → '{args['tag_to']}' on {count} sessions: "
+    return (f"Would rename '{args['tag_from']}' → '{args['tag_to']}' on {_sessions(count)}: "
             f"{_names(sample, count)}. Shall I proceed?")
 
 
 def _result_message(op: str, args: dict[str, str], changed: int, already: int) -> str:
     if op == "find_and_tag":
         extra = f" ({already} already had this tag)" if already else ""
-        return f"Tagged {changed} sessions with '{args['tag']}'{extra}."
+        return f"Tagged {_sessions(changed)} with '{args['tag']}'{extra}."
     if op == "delete_tag":
-        return f"Removed tag '{args['tag']}' from {changed} sessions."
+        return f"Removed tag '{args['tag']}' from {_sessions(changed)}."
     extra = f" ({already} already had '{args['tag_to']}')" if already else ""
-    return f"Renamed tag on {changed} sessions{extra}."
+    return f"Renamed tag on {_sessions(changed)}{extra}."
 
 
 # -- the SQLite catalog ----------------------------------------------------------------------
@@ -830,3 +834,11 @@ def catalog_for(store: BaseStore) -> Catalog:
     if isinstance(store, SqliteStore):
         return SqliteCatalog(store, store.path)
     return SqliteCatalog(store, ":memory:")
+
+
+def register_catalog_tools(server: Any, store: BaseStore) -> None:
+    """Add the MCP tools ``search_history`` and ``manage_tags`` (see
+    :mod:`threadline.mcp_catalog`) to ``server``; ``threadline.mcp_server`` calls this."""
+    from threadline.mcp_catalog import register_catalog_tools as register
+
+    register(server, store)

@@ -1,0 +1,243 @@
+"""Catalog commands: search, manage-tags, catalog (sessions, tags, tag, untag, rebuild), db upgrade.
+
+``threadline tags SESSION`` lists a session's bookmarks (cli/bookmarks.py), so session tags live
+under ``threadline catalog tags`` / ``catalog tag`` / ``catalog untag``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from threadline.catalog import TagPlan, TagResult
+from threadline.cli.main import get_store
+from threadline.errors import UserError
+
+
+def register(cli: click.Group) -> None:
+    for cmd in (search, manage_tags, catalog, db):
+        cli.add_command(cmd)
+
+
+def _echo_json(value: object) -> None:
+    from threadline.cli.sessions import echo_json
+
+    echo_json(value)
+
+
+def _one_line(text: str, width: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+@click.command()
+@click.argument("query")
+@click.option("-k", "k", default=10, show_default=True, help="How many hits.")
+@click.option("--mode", type=click.Choice(["hybrid", "keyword", "semantic"]), default="hybrid",
+              show_default=True)
+@click.option("--role", default=None, help="Only messages of this role (user, assistant, …).")
+@click.option("--session", default=None, help="Only this session.")
+@click.option("--tag", default=None, help="Only sessions with this tag.")
+@click.option("--since", default=None, help="Only messages at or after this date/time.")
+@click.option("--until", default=None, help="Only messages at or before this date/time.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def search(ctx: click.Context, query: str, k: int, mode: str, role: str | None,
+           session: str | None, tag: str | None, since: str | None, until: str | None,
+           as_json: bool) -> None:
+    """Search every session's messages for QUERY (keyword + semantic, fused by rank)."""
+    hits = get_store(ctx).catalog.search(query, k=k, mode=mode, role=role,  # type: ignore[arg-type]
+                                         session=session, tag=tag, since=since, until=until)
+    if as_json:
+        _echo_json(hits)
+        return
+    if not hits:
+        click.echo(f"No messages match '{query}'.")
+        return
+    for h in hits:
+        click.echo(f"{h.score:.4g}  {h.session_id}  {h.entry_id}  {h.role}  {h.timestamp}")
+        click.echo(f"        {_one_line(h.snippet)}")
+
+
+def _report(out: TagPlan | TagResult, yes: bool, as_json: bool) -> None:
+    if as_json:
+        _echo_json(out)
+        return
+    click.echo(out.message)
+    if isinstance(out, TagPlan) and not yes:
+        click.echo(f"To apply it, run the same command with --execute --token {out.token}")
+
+
+def _run(ctx: click.Context, op: str, args: tuple[str, ...], execute: bool, token: str | None,
+         yes: bool, as_json: bool) -> None:
+    cat = get_store(ctx).catalog
+    fn = {"find_and_tag": cat.find_and_tag, "delete_tag": cat.delete_tag,
+          "merge_tags": cat.merge_tags}[op]
+    if execute and not token:
+        raise UserError("--execute needs the --token a preview printed (or use --yes)")
+    if yes:
+        plan = fn(*args)
+        assert isinstance(plan, TagPlan)
+        if not as_json:
+            click.echo(plan.message)
+        _report(fn(*args, dry_run=False, token=plan.token), True, as_json)
+        return
+    _report(fn(*args, dry_run=not execute, token=token), False, as_json)
+
+
+_execute = click.option("--execute", is_flag=True, help="Apply the previewed change (with --token).")
+_token = click.option("--token", default=None, help="The token the preview printed.")
+_yes = click.option("--yes", is_flag=True, help="Preview and apply in one go.")
+_json = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+@click.group(name="manage-tags")
+def manage_tags() -> None:
+    """Tag many sessions at once: preview first, then apply exactly the previewed set."""
+
+
+@manage_tags.command(name="find-and-tag")
+@click.argument("query")
+@click.argument("tag")
+@_execute
+@_token
+@_yes
+@_json
+@click.pass_context
+def find_and_tag(ctx: click.Context, query: str, tag: str, execute: bool, token: str | None,
+                 yes: bool, as_json: bool) -> None:
+    """Tag every session with a message matching QUERY with TAG."""
+    _run(ctx, "find_and_tag", (query, tag), execute, token, yes, as_json)
+
+
+@manage_tags.command(name="delete-tag")
+@click.argument("tag")
+@_execute
+@_token
+@_yes
+@_json
+@click.pass_context
+def delete_tag(ctx: click.Context, tag: str, execute: bool, token: str | None, yes: bool,
+               as_json: bool) -> None:
+    """Remove TAG from every session."""
+    _run(ctx, "delete_tag", (tag,), execute, token, yes, as_json)
+
+
+@manage_tags.command(name="merge-tags")
+@click.argument("tag_from")
+@click.argument("tag_to")
+@_execute
+@_token
+@_yes
+@_json
+@click.pass_context
+def merge_tags(ctx: click.Context, tag_from: str, tag_to: str, execute: bool, token: str | None,
+               yes: bool, as_json: bool) -> None:
+    """Rename TAG_FROM to TAG_TO on every session."""
+    _run(ctx, "merge_tags", (tag_from, tag_to), execute, token, yes, as_json)
+
+
+@click.group()
+def catalog() -> None:
+    """The cross-session index: sessions with tags, tag counts, rebuild."""
+
+
+@catalog.command(name="sessions")
+@click.option("--tag", default=None, help="Only sessions with this tag.")
+@_json
+@click.pass_context
+def catalog_sessions(ctx: click.Context, tag: str | None, as_json: bool) -> None:
+    """Every session with its name, message count and tags, newest first."""
+    rows = get_store(ctx).catalog.sessions(tag=tag)
+    if as_json:
+        _echo_json(rows)
+        return
+    for r in rows:
+        tags = f"  [{', '.join(r.tags)}]" if r.tags else ""
+        title = r.name or _one_line(r.first_message or "", 60)
+        click.echo(f"{r.id}  {r.modified}  {r.message_count:>5}  {title}{tags}")
+
+
+@catalog.command(name="tags")
+@_json
+@click.pass_context
+def catalog_tags(ctx: click.Context, as_json: bool) -> None:
+    """Every session tag with how many sessions carry it."""
+    counts = get_store(ctx).catalog.tags()
+    if as_json:
+        _echo_json(counts)
+        return
+    if not counts:
+        click.echo("No session tags yet.")
+    for tag, n in counts.items():
+        click.echo(f"{n:>6}  {tag}")
+
+
+@catalog.command(name="tag")
+@click.argument("session_id")
+@click.argument("tags", nargs=-1, required=True)
+@click.pass_context
+def catalog_tag(ctx: click.Context, session_id: str, tags: tuple[str, ...]) -> None:
+    """Add TAGS to one session."""
+    store = get_store(ctx)
+    if not store.exists(session_id):
+        from threadline.store.base import not_found
+
+        raise not_found(session_id)
+    store.catalog.add_tags(session_id, list(tags))
+    click.echo(f"{session_id}: {', '.join(store.catalog.session_tags(session_id))}")
+
+
+@catalog.command(name="untag")
+@click.argument("session_id")
+@click.argument("tags", nargs=-1, required=True)
+@click.pass_context
+def catalog_untag(ctx: click.Context, session_id: str, tags: tuple[str, ...]) -> None:
+    """Remove TAGS from one session."""
+    store = get_store(ctx)
+    store.catalog.remove_tags(session_id, list(tags))
+    left = store.catalog.session_tags(session_id)
+    click.echo(f"{session_id}: {', '.join(left) if left else '(no tags)'}")
+
+
+@catalog.command(name="rebuild")
+@click.pass_context
+def catalog_rebuild(ctx: click.Context) -> None:
+    """Re-index every session from the store (session tags are kept)."""
+    cat = get_store(ctx).catalog
+    cat.rebuild()
+    click.echo("Catalog rebuilt.")
+
+
+@click.group()
+def db() -> None:
+    """Database stores: schema migrations."""
+
+
+@db.command(name="upgrade")
+@click.argument("url")
+@click.option("--schema", default="public", show_default=True,
+              help="PostgreSQL schema to create or upgrade.")
+def db_upgrade(url: str, schema: str) -> None:
+    """Apply the schema migrations a database store (sqlite:///… or postgresql://…) lacks.
+    Safe to run again: it applies nothing when the schema is current."""
+    if url.startswith(("postgresql:", "postgres:")):
+        try:
+            from threadline.store.postgres import upgrade
+        except ImportError as exc:
+            raise UserError(str(exc)) from None
+        applied = upgrade(url, schema)
+    elif url.startswith("sqlite:"):
+        from threadline.store.sqlite import connect, sqlite_path
+        from threadline.store.sqlite import upgrade as sqlite_upgrade
+
+        conn = connect(sqlite_path(url))
+        try:
+            applied = sqlite_upgrade(conn, "sqlite") + sqlite_upgrade(conn, "catalog")
+        finally:
+            conn.close()
+    else:
+        raise UserError(f"db upgrade takes a sqlite:/// or postgresql:// URL, not {url!r}")
+    if applied:
+        click.echo(f"Applied migrations: {', '.join(str(v) for v in applied)}")
+    else:
+        click.echo("The schema is up to date; nothing to apply.")
