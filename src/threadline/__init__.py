@@ -7,10 +7,12 @@
     s.context().messages               # what the provider receives
 """
 
+from threadline.agent import AgentSession
 from threadline.context import Context, ViewItem
 from threadline.errors import (
     LimitError,
     NotFoundError,
+    ProviderError,
     SessionLockedError,
     StoreError,
     ThreadlineError,
@@ -33,12 +35,14 @@ from threadline.store.base import SessionSummary
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentSession",
     "Context",
     "EntryMeta",
     "FlatNode",
     "LimitError",
     "Message",
     "NotFoundError",
+    "ProviderError",
     "Session",
     "SessionLockedError",
     "SessionSummary",
