@@ -197,3 +197,53 @@ def test_usage_from_the_openai_usage_chunk() -> None:
         msg = get_provider("m", base_url=srv.base_url).complete(HELLO)
     assert isinstance(msg.usage, Usage)
     assert msg.usage.total == msg.usage.input + msg.usage.output
+
+
+def _chunk(delta: dict[str, object], finish: str | None = None) -> str:
+    import json
+
+    body = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return f"data: {json.dumps(body)}\n\n"
+
+
+@pytest.mark.parametrize(("stream", "pattern"), [
+    ('data: {"error": {"message": "quota exceeded"}}\n\n',
+     r"reported an error mid-stream: quota exceeded; retry later"),
+    (_chunk({"content": "partial"}),
+     r"Malformed stream from .*: the stream ended before a finish_reason or \[DONE\]"),
+    (_chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "read",
+                                                                 "arguments": "{bad"}}]},
+            "tool_calls") + "data: [DONE]\n\n",
+     r"the arguments of tool call 'read' are not JSON"),
+    ("event: x\nbogus line\n\n", r"unexpected line 'bogus line'"),
+])
+def test_openai_stream_problems_are_provider_errors(stream: str, pattern: str) -> None:
+    with FakeOpenAIServer([Malformed(stream)]) as srv, \
+            pytest.raises(ProviderError, match=pattern):
+        get_provider("m", base_url=srv.base_url).complete(HELLO)
+
+
+def test_openai_reasoning_deltas_become_a_thinking_block() -> None:
+    stream = (_chunk({"reasoning_content": "think "}) + _chunk({"reasoning_content": "hard"})
+              + _chunk({"content": "answer"}, "stop") + "data: [DONE]\n\n")
+    with FakeOpenAIServer([Malformed(stream)]) as srv:
+        events = list(get_provider("m", base_url=srv.base_url).stream(HELLO))
+    assert [(e.kind, e.text) for e in events[:-1]] == [
+        ("thinking", "think "), ("thinking", "hard"), ("text", "answer")]
+    msg = events[-1].message
+    assert msg is not None
+    assert [type(b).__name__ for b in msg.content] == ["ThinkingBlock", "TextBlock"]
+    assert msg.content[0].thinking.content == "think hard"  # type: ignore[union-attr]
+    assert msg.usage is None and msg.stop_reason == "end_turn"
+
+
+def test_anthropic_error_event_and_truncated_stream() -> None:
+    err = 'event: error\ndata: {"type": "error", "error": {"message": "overloaded"}}\n\n'
+    cut = ('event: message_start\ndata: {"type": "message_start", "message": {"usage": '
+           '{"input_tokens": 3}}}\n\n')
+    with FakeAnthropicServer([Malformed(err), Malformed(cut)]) as srv:
+        p = get_provider("claude-x", base_url=srv.base_url, api_key="k")
+        with pytest.raises(ProviderError, match="error mid-stream: overloaded"):
+            p.complete(HELLO)
+        with pytest.raises(ProviderError, match="the stream ended before message_stop"):
+            p.complete(HELLO)
