@@ -79,11 +79,15 @@ def export(ctx: click.Context, session_id: str, fmt: str, output: str | None, le
            no_validate: bool) -> None:
     """Write a session's context (what the model sees) in another format."""
     s = get_store(ctx).open(session_id, read_only=True)
-    messages = list(s.context(leaf).messages)
+    context = s.context(leaf)
+    messages = list(context.messages)
     if fmt == "chat_history":
         from threadline.formats import chat_history
 
-        payload: Any = chat_history.dump(messages)
+        # entry ids and timestamps carry over, so an imported history exports as it came
+        ids = context.view.ids()
+        stamps = [s.entry(i).timestamp if s.has_entry(i) else "" for i in ids]
+        payload: Any = chat_history.dump(messages, ids=ids, timestamps=stamps)
     else:
         from threadline import formats
 
