@@ -232,7 +232,7 @@ def tools(store: tl.store.BaseStore) -> tl.Session:
 
 def test_a_range_that_splits_a_tool_pair_is_refused(tools: tl.Session) -> None:
     with pytest.raises(UserError, match=r"Refused: digest of positions 0-1 would leave the "
-                       r"tool_result for call 'c1' \(position 1\) without its tool_use"):
+                       r"tool_result for call 'c1' \(position 2\) without its tool_use"):
         tools.digest(0, 1, "x")
     with pytest.raises(UserError, match=r"snip of positions 2-3 would leave the tool_use 'c1' "
                        r"\(position 1\) without its tool_result"):
@@ -247,7 +247,7 @@ def test_a_range_holding_the_whole_pair_is_accepted(tools: tl.Session) -> None:
 
 def test_an_insert_between_a_call_and_its_result_is_refused(tools: tl.Session) -> None:
     with pytest.raises(UserError, match=r"would separate the tool_use 'c1' \(position 1\) from "
-                       r"its tool_result \(position 3\)"):
+                       r"its tool_result \(position 2\)"):
         tools.insert(1, [{"role": "user", "content": "wedge"}])
 
 
@@ -257,7 +257,7 @@ def test_a_resequence_that_puts_the_result_first_is_refused(tools: tl.Session) -
 
 
 def test_a_revise_may_not_introduce_an_orphan_result(tools: tl.Session) -> None:
-    with pytest.raises(UserError, match="tool_result for call 'zz'"):
+    with pytest.raises(UserError, match=r"tool_result for call 'zz' \(new message 0\)"):
         tools.revise(4, 4, [{"role": "tool", "content": [
             {"type": "tool_result", "tool_result": {"tool_use_id": "zz", "content": "?"}}]}])
 

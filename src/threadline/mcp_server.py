@@ -469,6 +469,11 @@ def create_server(store: BaseStore, *, name: str = "threadline",
                     active_tags: list[str] | None = None) -> ContextResult:
         """What the model sees: format=threadline gives the view with positions, ids and tags;
         a provider format (openai_chat, anthropic, …) gives that provider's payload."""
+        from threadline import formats
+
+        if format != "threadline" and format not in formats.PROVIDER_FORMATS:
+            raise UserError(f"Unknown format {format!r}; use threadline (the view with positions) "
+                            f"or a provider format: {', '.join(formats.PROVIDER_FORMATS)}")
         s = store.open(session_id, read_only=True)
         ctx, msgs = _context_messages(s, active_tags)
         model = f"{ctx.model.provider}/{ctx.model.model_id}" if ctx.model else None
@@ -481,8 +486,6 @@ def create_server(store: BaseStore, *, name: str = "threadline",
                                            tags=list(item.tags), text=_text(m),
                                            content=_builtins(m.content)))
             return ContextResult(**base, messages=rows)
-        from threadline import formats
-
         return ContextResult(**base, payload=_builtins(formats.dump_context(format, msgs)))
 
     @server.tool(annotations=_READ)

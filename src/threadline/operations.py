@@ -211,13 +211,15 @@ def _is_result_message(msg: Message) -> bool:
     return bool(msg.tool_results)
 
 
-def _pair_problems(msgs: Sequence[Message]) -> dict[tuple[str, str], str]:
+def _pair_problems(msgs: Sequence[Message], where: Sequence[str] | None = None
+                   ) -> dict[tuple[str, str], str]:
     """Tool pairing problems of a message list, keyed by (kind, tool call id).
 
     ``orphan``: a result with no earlier call; ``separated``: a result whose call is earlier but
     with a message between them that is not itself a tool result; ``unanswered``: a call without a
     result (a call in the last message is pending, not a problem).
     """
+    at = where if where is not None else [f"position {i}" for i in range(len(msgs))]
     problems: dict[tuple[str, str], str] = {}
     calls: dict[str, int] = {}
     answered: set[str] = set()
@@ -228,11 +230,10 @@ def _pair_problems(msgs: Sequence[Message]) -> dict[tuple[str, str], str]:
             j = calls.get(cid)
             if j is None:
                 problems[("orphan", cid)] = (
-                    f"leave the tool_result for call '{cid}' (position {i}) without its tool_use")
+                    f"leave the tool_result for call '{cid}' ({at[i]}) without its tool_use")
             elif non_results[i] - non_results[j + 1] > 0:
                 problems[("separated", cid)] = (
-                    f"separate the tool_use '{cid}' (position {j}) from its tool_result "
-                    f"(position {i})")
+                    f"separate the tool_use '{cid}' ({at[j]}) from its tool_result ({at[i]})")
             answered.add(cid)
         for u in m.tool_uses:
             calls[u.id] = i
@@ -241,7 +242,7 @@ def _pair_problems(msgs: Sequence[Message]) -> dict[tuple[str, str], str]:
     for cid, j in calls.items():
         if cid not in answered and j != last:
             problems[("unanswered", cid)] = (
-                f"leave the tool_use '{cid}' (position {j}) without its tool_result")
+                f"leave the tool_use '{cid}' ({at[j]}) without its tool_result")
     return problems
 
 
@@ -324,7 +325,11 @@ def _create(session: Session, op: ContextOp, ids: list[str], what: str) -> str:
         return synthetic[vid] if vid in synthetic else session._message_for_view_id(vid)
 
     before = _pair_problems([resolve(v) for v in ids])
-    after = _pair_problems([resolve(v) for v in new])
+    # name the messages by their position in the view the caller sees
+    old = {vid: i for i, vid in enumerate(ids)}
+    where = [f"position {old[v]}" if v in old else f"new message {v.rpartition(':')[2]}"
+             for v in new]
+    after = _pair_problems([resolve(v) for v in new], where)
     fresh = [msg for key, msg in after.items() if key not in before]
     if fresh:
         raise UserError(f"Refused: {what} would {fresh[0]}; choose positions that keep each tool "
