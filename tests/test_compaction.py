@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import threadline as tl
 from threadline import formats
@@ -229,3 +231,62 @@ def test_extractive_summary_folds_old_requests_to_fit_a_budget() -> None:
     assert lines[1] == f"- … {folded} earlier requests"
     assert lines[2] == f"- request number {folded}"
     assert lines[-2] == "- request number 99"
+
+
+# -- properties over random conversations ----------------------------------------------------
+
+# a turn: user text, then some tool rounds (assistant call + result), then maybe a final reply
+TURN = st.tuples(st.integers(1, 300), st.lists(st.integers(1, 400), max_size=3), st.booleans())
+
+
+def _build(turns: list[tuple[int, list[int], bool]], s: tl.Session | None = None) -> tl.Session:
+    s = s or tl.open_store("memory://").create()
+    base = len(s.entries())
+    for t, (user_len, rounds, final) in enumerate(turns):
+        s.append_message("user", f"req {base}-{t} " + "u" * user_len)
+        for r, size in enumerate(rounds):
+            cid = f"c{base}-{t}-{r}"
+            s.append_message("assistant", [tool_use(cid, "read", {"path": f"p{r}.py"})])
+            s.append_message("tool", [tool_result(cid, "r" * size)])
+        if final or not rounds:
+            s.append_message("assistant", "ok " * (user_len // 10 + 1))
+    return s
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(TURN, min_size=1, max_size=8), st.integers(0, 3000))
+def test_cut_points_are_always_safe(turns: list[Any], keep: int) -> None:
+    entries = _build(turns).path()
+    cut = find_cut_point(entries, keep)
+    c = cut.first_kept_index
+    assert c == 0 or is_cut_point(entries[c])
+    kept_calls = {u.id for e in entries[c:] for u in e.message.tool_uses}
+    kept_results = {r.tool_use_id for e in entries[c:] for r in e.message.tool_results}
+    assert kept_results <= kept_calls  # no kept tool result lost its call
+    if cut.is_split_turn:
+        assert entries[cut.turn_start_index].message.is_user_input
+        assert not entries[c].message.is_user_input
+        assert all(not e.message.is_user_input for e in entries[cut.turn_start_index + 1:c])
+    else:
+        assert cut.turn_start_index == -1
+        assert c == 0 or entries[c].message.is_user_input
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(TURN, min_size=1, max_size=5), min_size=2, max_size=4),
+       st.integers(50, 800))
+def test_chained_compactions_cover_every_message(batches: list[Any], keep: int) -> None:
+    s = tl.open_store("memory://").create()
+    covered: set[str] = set()
+    for batch in batches:
+        _build(batch, s)
+        try:
+            result = compact(s, keep_recent_tokens=keep)
+        except UserError:
+            continue  # nothing to compact yet
+        covered |= set(result.plan.summarize_ids) | set(result.plan.turn_prefix_ids)
+        ctx = list(s.context().messages)
+        formats.dump_context("anthropic", ctx)
+    in_context = set(s.context().view.ids())
+    messages = [e for e in s.path_ids() if s._types[e] == "message"]
+    assert [e for e in messages if e not in covered and e not in in_context] == []
