@@ -11,6 +11,7 @@ valid for Gemini, so it never becomes a threadline thinking signature). See ``do
 from __future__ import annotations
 
 import json
+import mimetypes
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -275,7 +276,8 @@ def _dump_part(b: Block, names: dict[str, str]) -> list[JSON]:
     if isinstance(b, ImageBlock):
         src = b.image.source
         if src.type == "url":
-            inner = {**extra.pop("fileData", {}), "mimeType": src.media_type, "fileUri": src.data}
+            mime = src.media_type or mimetypes.guess_type(src.data)[0] or "image/jpeg"
+            inner = {**extra.pop("fileData", {}), "mimeType": mime, "fileUri": src.data}
             return [{**extra, "fileData": inner}]
         inner = {**extra.pop("inlineData", {}), "mimeType": src.media_type, "data": src.data}
         return [{**extra, "inlineData": inner}]

@@ -149,7 +149,8 @@ def _load_call(call: JSON, where: str) -> ToolUseBlock:
         raise UserError(f"{where}: a tool call needs id and function.name")
     raw_args = fn.get("arguments", "")
     value = arguments(raw_args, where)
-    extra = leftovers(call, ("id", "function"))
+    extra = leftovers(call, ("id", "function", "type") if call.get("type") == "function"
+                      else ("id", "function"))
     fn_extra = leftovers(fn, ("name", "arguments"))
     if fn_extra:
         extra["function"] = fn_extra
@@ -173,6 +174,8 @@ def dump(messages: Sequence[Message]) -> list[JSON]:
     out: list[JSON] = []
     pending_images: list[Block] = []
     for m in messages:
+        if not m.content and not details(m, NAME):
+            continue  # nothing Chat Completions can be sent (e.g. a Responses built-in item)
         if m.role not in ("tool", "user") or not m.tool_results:
             _flush_images(out, pending_images)
         if m.role in ("system", "assistant", "user") and not (m.role == "user" and m.tool_results):

@@ -264,6 +264,8 @@ def dump(messages: Sequence[Message]) -> list[JSON]:
     """
     out: list[JSON] = []
     for m in messages:
+        if not m.content and not details(m, NAME):
+            continue  # nothing the Responses API can be sent
         if m.role == "assistant":
             out.extend(_dump_assistant(m))
         elif m.role in ("user", "tool"):
