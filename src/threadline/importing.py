@@ -369,7 +369,8 @@ def import_path(store: Any, fmt: str, path: Source, *, session_id: str | None = 
     label = source_name(path, name)
     if fmt == "auto":
         fmt = detect(path)
-    drafts = module(fmt).parse(path, name=label)
+    with _gc_paused():
+        drafts = module(fmt).parse(path, name=label)
     if not drafts:
         raise UserError(f"{label}: no conversation found in it; nothing was imported")
     if session_id is not None and len(drafts) > 1:

@@ -39,11 +39,11 @@ from threadline.importing import (
     Source,
     bad,
     decode_line,
+    import_path,
     iter_lines,
     messages_of,
     read_bytes,
     source_name,
-    write,
 )
 from threadline.model.content import (
     Block,
@@ -421,8 +421,7 @@ def load(data: Source) -> list[Message]:
 
 def import_session(store: Any, source: Source, *, session_id: str | None = None) -> Any:
     """Import a pi session file as a new threadline session (one atomic write)."""
-    (draft,) = parse(source)
-    (session,) = write(store, [draft], [session_id])
+    (session,) = import_path(store, NAME, source, session_id=session_id)
     return session
 
 

@@ -1,0 +1,91 @@
+"""``threadline import`` and ``threadline export`` over the real transcripts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import threadline as tl
+from conftest import REALDATA
+from threadline import importing
+from threadline.cli.main import cli
+from threadline.formats import anthropic
+
+FORMAT_OF_DIR = {"pi_session": "pi", "claude_code": "claude_code",
+                 "chatgpt_export": "chatgpt_export", "codex_cli": "codex",
+                 "google_adk": "google_adk"}
+TRANSCRIPTS = sorted(p for d in FORMAT_OF_DIR for p in (REALDATA / d).iterdir()
+                     if p.suffix in (".jsonl", ".json") and not p.name.endswith(
+                         "assistant-message-with-thinking-code.json"))
+
+
+@pytest.mark.parametrize("path", TRANSCRIPTS, ids=lambda p: p.name)
+def test_auto_detects_the_format_of_every_real_transcript(path: Path) -> None:
+    assert importing.detect(path) == FORMAT_OF_DIR[path.parent.name]
+
+
+def test_import_json_prints_one_object_per_created_session(tmp_path: Path) -> None:
+    path = REALDATA / "chatgpt_export" / "LibreChat_via_Apollo_ui__chatgpt-export.json"
+    res = CliRunner().invoke(cli, ["--store", str(tmp_path), "import", "--json", "auto",
+                                   str(path)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    convs = json.loads(path.read_text())
+    assert [r["session_id"] for r in rows] == [c["conversation_id"] for c in convs]
+    store = tl.open_store(tmp_path)
+    for row in rows:
+        s = store.open(row["session_id"])
+        assert (row["entries"], row["messages"], row["context_messages"], row["warnings"]) == (
+            len(s.entry_ids()), s.message_count(), len(s.context().messages), 0)
+        assert row["format"] == "chatgpt_export"
+
+
+def test_an_unknown_format_exits_2_with_one_line(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["--store", str(tmp_path), "import", "slack", "x.json"])
+    assert res.exit_code == 2
+    assert res.stderr == ("Error: Unknown import format 'slack'; use one of: pi, claude_code, "
+                          "chatgpt_export, codex, google_adk, chat_history or auto\n")
+
+
+def test_a_file_that_is_not_what_it_claims_exits_2_naming_file_and_line(tmp_path: Path) -> None:
+    path = REALDATA / "codex_cli" / "jazzyalex_agent-sessions__stage0_codex_small.jsonl"
+    res = CliRunner().invoke(cli, ["--store", str(tmp_path / "s"), "import", "pi", str(path)])
+    assert res.exit_code == 2
+    assert res.stderr == (f"Error: {path}: line 1: not a pi session: the first line must be a "
+                          '{"type":"session"} header\n')
+    assert tl.open_store(tmp_path / "s").list() == []
+
+
+def test_export_anthropic_of_an_imported_claude_code_session(tmp_path: Path) -> None:
+    path = REALDATA / "claude_code" / "marot_spotter__tool_heavy.jsonl"
+    runner = CliRunner()
+    res = runner.invoke(cli, ["--store", str(tmp_path), "import", "--json", "claude_code",
+                              str(path)])
+    sid = json.loads(res.stdout)["session_id"]
+    out = runner.invoke(cli, ["--store", str(tmp_path), "export", sid, "--format",
+                              "anthropic"])
+    assert out.exit_code == 0, out.output
+    payload = json.loads(out.stdout)
+    anthropic.validate(payload)
+    s = tl.open_store(tmp_path).open(sid)
+    assert payload == anthropic.dump(list(s.context().messages))
+
+
+def test_export_refuses_an_invalid_payload_unless_told(tmp_path: Path) -> None:
+    path = REALDATA / "claude_code" / "jnarowski_agentcmd__tool-result-image.jsonl"
+    runner = CliRunner()
+    res = runner.invoke(cli, ["--store", str(tmp_path), "import", "--json", "claude_code",
+                              str(path)])
+    sid = json.loads(res.stdout)["session_id"]
+    out = runner.invoke(cli, ["--store", str(tmp_path), "export", sid, "--format", "anthropic"])
+    assert out.exit_code == 2
+    assert out.stderr.startswith(f"Error: Session '{sid}' does not make a valid anthropic "
+                                 "payload: ")
+    assert out.stderr.endswith("; pass --no-validate to write it anyway\n")
+    forced = runner.invoke(cli, ["--store", str(tmp_path), "export", sid, "--format",
+                                 "anthropic", "--no-validate"])
+    assert forced.exit_code == 0
+    assert json.loads(forced.stdout)["messages"][0]["role"] == "assistant"
