@@ -8,6 +8,8 @@ import msgspec
 import pytest
 
 import threadline as tl
+from conftest import REALDATA
+from threadline import formats
 from threadline.errors import NotFoundError, UserError
 from threadline.model.content import text, tool_result, tool_use
 
@@ -285,3 +287,31 @@ def test_ops_on_a_read_only_session_are_refused(store: tl.store.BaseStore) -> No
     ro = store.open(s.id, read_only=True)
     with pytest.raises(UserError, match="read-only"):
         ro.snip(0, 0)
+
+
+def test_ops_on_a_real_pi_session_respect_its_tool_calls(store: tl.store.BaseStore) -> None:
+    msgs = formats.get("pi").load(REALDATA / "pi_session" /
+                                  "badlogic_pi-mono__large-session.jsonl")
+    s = store.create()
+    for m in msgs:
+        s.append_message(m)
+    view = list(s.context().messages)
+    assert len(view) == 914
+    call = next(i for i, m in enumerate(view) if len(m.tool_uses) > 1)
+    wanted = {u.id for u in view[call].tool_uses}
+    last = max(j for j, m in enumerate(view) if wanted & {r.tool_use_id for r in m.tool_results})
+    assert last > call + 1
+    with pytest.raises(UserError, match=rf"would leave the tool_result for call '\S+' "
+                       rf"\(position {call + 1}\) without its tool_use"):
+        s.snip(call, call)
+    with pytest.raises(UserError, match="would leave the tool_result"):
+        s.digest(call, last - 1, "part of a turn")
+    before = [(v.id, m) for v, m in zip(s.context().view, s.context().messages, strict=True)]
+    op = s.digest(call, last, "ran the tools")
+    after = list(s.context().messages)
+    assert len(after) == 914 - (last - call)
+    assert after[call].text == "ran the tools"
+    assert after[call + 1] == view[last + 1]
+    s.revert(op)
+    assert [(v.id, m) for v, m in zip(s.context().view, s.context().messages,
+                                      strict=True)] == before
