@@ -54,12 +54,42 @@ def test_tool_calls_in_the_context_all_have_their_results(path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["marot_spotter__short.jsonl", "marot_spotter__tool_heavy.jsonl"])
-def test_parallel_tool_calls_make_one_valid_anthropic_history(name: str) -> None:
+def test_parallel_tool_calls_put_every_call_and_result_on_the_main_path(name: str) -> None:
     path = CC / name
     s = imported(path)
-    anthropic.validate(anthropic.dump(list(s.context().messages)))
     main = [r["uuid"] for r in records(path) if r["type"] in ("user", "assistant")]
     assert s.context().view.ids() == main
+
+
+def starts_with_a_prompt(path: Path) -> bool:
+    """False for excerpts that begin mid-conversation (with an assistant record)."""
+    return next(r["type"] for r in records(path) if r["type"] in ("user", "assistant")) == "user"
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if starts_with_a_prompt(p)],
+                         ids=lambda p: p.name)
+def test_the_context_is_a_valid_anthropic_history(path: Path) -> None:
+    anthropic.validate(anthropic.dump(list(imported(path).context().messages)))
+
+
+def test_a_result_written_after_the_next_reply_is_put_before_it() -> None:
+    path = CC / "marot_spotter__ae4a77f8__subagents__agent-aac57f5.jsonl"
+    recs = records(path)
+    s = imported(path)
+    ids = s.context().view.ids()
+    # every result comes after its call and before the next assistant turn that follows it
+    calls = {b["id"]: r["uuid"] for r in recs if r["type"] == "assistant"
+             for b in r["message"]["content"] if b.get("type") == "tool_use"}
+    for r in recs:
+        content = r.get("message", {}).get("content")
+        for b in content if isinstance(content, list) else []:
+            if b.get("type") == "tool_result":
+                assert ids.index(calls[b["tool_use_id"]]) < ids.index(r["uuid"])
+    moved = [e for e in s.entries() if e.type == "message" and
+             "parentUuid" in (e.payload.provider_details or {}).get("claude_code", {})]
+    for e in moved:
+        original = next(r["parentUuid"] for r in recs if r.get("uuid") == e.id)
+        assert e.payload.provider_details["claude_code"]["parentUuid"] == original
 
 
 def test_multiple_roots_and_inline_sidechains_stay_apart() -> None:

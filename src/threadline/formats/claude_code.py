@@ -23,10 +23,11 @@ entry id, its parent and its timestamp.
   original parent is kept in ``provider_details["claude_code"]["parentUuid"]``), so a sidechain is
   never on the main path. Parallel tool calls fork Claude Code's tree (each result's parent is
   its own call's record); a result whose parent already has a continuation is attached to the end
-  of that continuation instead (the original parent is kept in ``provider_details``), so the main
-  path holds every call and every result, as Claude Code itself restores them. The leaf is the
-  last main-conversation message of the file (the last message when the file holds only a
-  sidechain, as ``subagents/agent-*.jsonl`` files do).
+  of that continuation instead, or just before the next reply when that reply was written before
+  the result (the original parents are kept in ``provider_details["claude_code"]["parentUuid"]``),
+  so the main path holds every call followed by its result, as the API received them. The leaf
+  is the last main-conversation message of the file (the last message when the file holds only
+  a sidechain, as ``subagents/agent-*.jsonl`` files do).
 - Every other record (``progress``, ``attachment``, other ``system`` subtypes, and records
   without ``uuid`` such as ``summary``, ``file-history-snapshot``, ``queue-operation``) → a
   ``custom`` entry of type ``claude_code:<type>`` holding the whole record, so nothing is lost;
@@ -114,6 +115,9 @@ def _build(rows: list[tuple[int, Any, str | None]], report: ImportReport, label:
     any_leaf: str | None = None
     names: dict[str, str] = {}
     last_child: dict[str, str] = {}
+    by_id: dict[str, KnownRecord] = {}
+    role_of: dict[str, str] = {}
+    before: KnownRecord | None = None
     for n, obj, problem in rows:
         if problem is not None:
             draft.add_corrupt_line(n, obj, problem, None, fallback_ts)
@@ -156,16 +160,29 @@ def _build(rows: list[tuple[int, Any, str | None]], report: ImportReport, label:
         elif parent in last_child and _is_tool_result(obj):
             # Parallel tool calls: each result names its own call's record as parent, which
             # forks the tree at every call. The conversation goes on after the last of them,
-            # so a result joins the end of what already follows its parent.
+            # so a result joins the end of what already follows its parent, or, when the next
+            # reply was written before this result, goes just before that reply.
             tip = _tip(last_child, parent)
             if tip != parent:
                 moved["parentUuid"] = parent
-                parent = tip
+                late = _reply_after_results(by_id, role_of, parent, tip)
+                if late is None:
+                    parent = tip
+                else:
+                    parent = late.parent_id
+                    before = late
         if parent is not None:
             last_child[parent] = eid
         record = _record(obj, kind, eid, parent, ts, label, n, moved, summary_of, texts,
                          compact_summaries)
         draft.add(record)
+        by_id[eid] = record
+        role_of[eid] = ("result" if _is_tool_result(obj) else kind
+                        if record.type == "message" else "other")
+        if before is not None:
+            _move_under(before, eid)
+            last_child[eid] = before.id
+            before = None
         if record.type == "message":
             any_leaf = eid
             if uid not in side:
@@ -183,6 +200,38 @@ def _is_tool_result(obj: dict[str, Any]) -> bool:
     content = msg.get("content") if isinstance(msg, dict) else None
     return obj.get("type") == "user" and isinstance(content, list) and any(
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+
+
+def _reply_after_results(by_id: dict[str, KnownRecord], role_of: dict[str, str], call: str,
+                         tip: str, limit: int = 1000) -> KnownRecord | None:
+    """The first assistant record after a tool result on the chain from ``call`` to ``tip``."""
+    chain: list[str] = []
+    cur: str | None = tip
+    while cur is not None and cur != call and len(chain) < limit:
+        chain.append(cur)
+        cur = by_id[cur].parent_id if cur in by_id else None
+    if cur != call:
+        return None
+    seen_result = False
+    for eid in reversed(chain):
+        role = role_of.get(eid)
+        if role == "result":
+            seen_result = True
+        elif role == "assistant" and seen_result:
+            return by_id[eid]
+    return None
+
+
+def _move_under(record: KnownRecord, parent: str) -> None:
+    """Re-parent an already built record, keeping its original parent in its details."""
+    original = record.parent_id
+    record.parent_id = parent
+    if isinstance(record, MessageEntry):
+        pd = dict(record.message.provider_details or {})
+        mine = dict(pd.get(NAME) or {})
+        mine.setdefault("parentUuid", original)
+        pd[NAME] = mine
+        record.message.provider_details = pd
 
 
 def _tip(last_child: dict[str, str], start: str, limit: int = 1000) -> str:
