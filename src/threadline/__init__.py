@@ -18,6 +18,7 @@ from threadline.errors import (
     ThreadlineError,
     UserError,
 )
+from threadline.history import PurgePlan
 from threadline.model.content import (
     Message,
     content_hash,
@@ -28,6 +29,7 @@ from threadline.model.content import (
     tool_result,
     tool_use,
 )
+from threadline.operations import OperationInfo
 from threadline.session import EntryMeta, FlatNode, Session, TreeNode
 from threadline.store import open_store
 from threadline.store.base import SessionSummary
@@ -42,7 +44,9 @@ __all__ = [
     "LimitError",
     "Message",
     "NotFoundError",
+    "OperationInfo",
     "ProviderError",
+    "PurgePlan",
     "Session",
     "SessionLockedError",
     "SessionSummary",
