@@ -274,3 +274,25 @@ def test_tool_pairs_render_in_the_entry_details(page: Page, tmp_path: Path) -> N
         expect(page.get_by_test_id("message")).to_contain_text("← result [c1]\na.txt\nb.txt")
         result = disk(tmp_path / "tools", s.id).context().messages[2].content[0]
         assert isinstance(result, ToolResultBlock)
+
+
+def test_sidechains_are_folded_and_open_on_click(page: Page, tmp_path: Path) -> None:
+    store = tl.open_store(tmp_path / "cc")
+    examples.import_examples(store)
+    sid = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"  # the Claude Code example with sub-agents
+    s = store.open(sid, read_only=True)
+    assert s.header.metadata["example"]["licence"] == "MIT"
+    with serve(store) as base:
+        open_session(page, base, sid)
+        expect(page.locator(".col-head", has_text="sidechain(s) folded")).to_contain_text(
+            "2 sidechain(s) folded")
+        total = len(s.entry_ids())
+        folded = page.get_by_test_id("tree-total").inner_text()
+        hidden = total - int(folded.split()[0])
+        assert hidden > 0
+        page.get_by_test_id("tree").evaluate("el => { el.scrollTop = el.scrollHeight; }")
+        first = page.get_by_test_id("unfold").first
+        n = int(first.inner_text().split()[1])
+        first.click()
+        expect(page.get_by_test_id("tree-total")).to_have_text(f"{total - hidden + n} rows")
+        shot(page, "09-sidechain-open")

@@ -170,6 +170,7 @@ class TreeRows:
                 "leaf": eid == s.leaf_id,
                 "folded": fold,
                 "hidden": hidden,
+                "sidechain": is_sidechain(s, eid),
                 "timestamp": tree_timestamp(s, eid),
             })
         return out

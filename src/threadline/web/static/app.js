@@ -453,6 +453,7 @@ class SessionPage {
       h("span", { class: "mark" }, mark),
       r.role ? h("span", { class: `role role-${r.role}` }, r.role) : null,
       r.label ? h("span", { class: "chip label" }, r.label) : null,
+      r.sidechain ? h("span", { class: "chip" }, "sidechain") : null,
       h("span", { class: `type-${r.type}` }, r.summary),
       r.children > 1 ? h("span", { class: "muted" }, ` (${r.children} branches)`) : null);
     if (r.folded && r.hidden) {
