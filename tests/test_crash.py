@@ -8,11 +8,17 @@ append, and that append survives a reopen.
 
 from __future__ import annotations
 
+import errno
+import os
+import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from _crash_writer import run_trial, self_kills
+import threadline as tl
+import threadline.store.jsonl as jsonl
+from _crash_writer import run_trial, self_kills, spawn_writer
 
 TRIALS = 100
 
@@ -24,3 +30,103 @@ def test_a_writer_killed_mid_stream_loses_no_acknowledged_entry(tmp_path: Path, 
     if self_kills(seed) and result.exists:
         # the child died inside a partial write of a record: the tail must have torn
         assert result.torn_bytes > 0
+
+
+# -- failed and short writes, in process ---------------------------------------------------------
+
+
+def _file(store: tl.store.BaseStore, sid: str) -> Path:
+    return Path(store.url) / f"{sid}.jsonl"
+
+
+def test_short_writes_are_looped_until_the_whole_record_is_written(
+        jsonl_store: tl.store.BaseStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def one_byte(fd: int, data: Any) -> int:
+        calls.append(len(data))
+        return os.write(fd, bytes(data[:1]))
+
+    monkeypatch.setattr(jsonl, "_write", one_byte)
+    s = jsonl_store.create()
+    eid = s.append_message("user", "héllo\u2028")
+    s.close()
+    assert len(calls) > 100
+    again = jsonl_store.open(s.id)
+    assert again.load_report.clean
+    assert again.entry(eid).message.text == "héllo\u2028"
+
+
+def test_a_failed_write_truncates_back_and_raises(
+        jsonl_store: tl.store.BaseStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = jsonl_store.create()
+    a = s.append_message("user", "a")
+    before = _file(jsonl_store, s.id).read_bytes()
+
+    def disk_full(fd: int, data: Any) -> int:
+        if len(data) > 20:
+            return os.write(fd, bytes(data[:20]))  # part of the record reaches the file
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonl, "_write", disk_full)
+    with pytest.raises(tl.StoreError, match=r"failed \(No space left on device\); nothing was "
+                                            r"written\. Check free disk space"):
+        s.append_message("user", "b" * 100)
+    assert _file(jsonl_store, s.id).read_bytes() == before
+    assert [e.id for e in s.entries()] == [a]
+    assert s.leaf_id == a
+    monkeypatch.undo()
+    c = s.append_message("user", "c")
+    s.close()
+    again = jsonl_store.open(s.id)
+    assert again.load_report.clean
+    assert again.path_ids() == [a, c]
+
+
+def test_a_failed_sync_truncates_back_and_drops_the_descriptor(
+        jsonl_store: tl.store.BaseStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = jsonl_store.create()
+    a = s.append_message("user", "a")
+    before = _file(jsonl_store, s.id).read_bytes()
+    synced: list[int] = []
+
+    def failing_sync(fd: int) -> None:
+        synced.append(fd)
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", failing_sync)
+    with pytest.raises(tl.StoreError, match="Input/output error"):
+        s.append_message("user", "b")
+    monkeypatch.undo()
+    assert _file(jsonl_store, s.id).read_bytes() == before
+    assert s._log._fd is None  # type: ignore[attr-defined]  # never fsync it again
+    assert [e.id for e in s.entries()] == [a]
+    c = s.append_message("user", "c")
+    assert s.entry(c).parent_id == a
+    s.close()
+    assert jsonl_store.open(s.id).path_ids() == [a, c]
+
+
+def test_a_writer_catches_up_over_another_writer_that_crashed(
+        jsonl_store: tl.store.BaseStore) -> None:
+    seed = 1  # an odd seed: the child kills itself inside a partial write
+    sid = "shared"
+    with jsonl_store.create(session_id=sid) as s0:
+        first = s0.append_message("user", "first")
+    mine = jsonl_store.open(sid)  # loaded before the other writer appends
+    child = spawn_writer(Path(jsonl_store.url), sid, seed)
+    child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    fresh = jsonl_store.open(sid, read_only=True)
+    assert fresh.load_report.torn_bytes > 0
+    assert len(fresh.entries()) > 1
+    torn = _file(jsonl_store, sid).read_bytes()[-fresh.load_report.torn_bytes:]
+    new = mine.append_message("user", "mine")
+    assert mine.entry(new).parent_id == fresh.leaf_id
+    assert [e.id for e in mine.entries()] == [e.id for e in fresh.entries()] + [new]
+    mine.close()
+    assert (Path(jsonl_store.url) / f"{sid}.jsonl.torn").read_bytes() == torn + b"\n"
+    again = jsonl_store.open(sid)
+    assert again.load_report.clean
+    assert again.leaf_id == new
+    del first

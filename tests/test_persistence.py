@@ -363,3 +363,49 @@ def test_a_record_of_unknown_type_never_moves_the_leaf(jsonl_store: tl.store.Bas
     assert seen(s) == [("user", "a"), ("user", "b")]
     c = s.append_message("user", "c")
     assert s.entry(c).parent_id == "b"
+
+
+def test_unknown_lines_survive_a_rewrite(jsonl_store: tl.store.BaseStore) -> None:
+    # purge is the one operation that rewrites a session file in place (DESIGN §3)
+    path = write_session(jsonl_store, [m("a", None, "a"), UNKNOWN_TYPE, UNKNOWN_META,
+                                       UNKNOWN_FIELDS, m("c", "b", "secret")])
+    s = jsonl_store.open("s1")
+    s.purge(["c"], dry_run=False)
+    s.close()
+    lines = path.read_bytes().split(b"\n")
+    assert lines[2:5] == [UNKNOWN_TYPE.encode(), UNKNOWN_META.encode(), UNKNOWN_FIELDS.encode()]
+    assert b"secret" not in path.read_bytes()
+    again = jsonl_store.open("s1")
+    assert [e.id for e in again.entries() if e.type == "message"] == ["a", "b", "c"]
+    assert again.entry("b").message.text == "b"
+
+
+def test_unreadable_session_files_are_skipped_by_list_and_continue_recent(
+        jsonl_store: tl.store.BaseStore) -> None:
+    good = jsonl_store.create()
+    good.append_message("user", "the good one")
+    good.close()
+    root = Path(jsonl_store.url)
+    (root / "empty.jsonl").write_bytes(b"")
+    (root / "noheader.jsonl").write_bytes(b'{"type":"session","id":"noheader"')
+    (root / "garbage.jsonl").write_bytes(b"\x00\xff not json\n")
+    assert [r.id for r in jsonl_store.list()] == [good.id]
+    assert jsonl_store.continue_recent().id == good.id
+    for sid in ("empty", "noheader", "garbage"):
+        with pytest.raises(tl.StoreError, match=f"{sid}.jsonl"):
+            jsonl_store.open(sid)
+
+
+def test_torn_tails_of_successive_crashes_accumulate_in_torn(
+        jsonl_store: tl.store.BaseStore) -> None:
+    path = write_session(jsonl_store, [m("a", None, "a")], tail=b'{"first tear')
+    with jsonl_store.open("s1") as s:
+        b = s.append_message("user", "b")
+    with open(path, "ab") as fh:
+        fh.write(b'{"second":')
+    with jsonl_store.open("s1") as s:
+        c = s.append_message("user", "c")
+    assert (path.parent / "s1.jsonl.torn").read_bytes() == b'{"first tear\n{"second":\n'
+    again = jsonl_store.open("s1")
+    assert again.load_report.clean
+    assert again.path_ids() == ["a", b, c]

@@ -390,7 +390,7 @@ class JsonlStore(BaseStore):
         for sid in self._session_ids():
             try:
                 row = self._scan(sid, cache.get(sid))
-            except (StoreError, UserError, OSError):
+            except (StoreError, UserError, OSError, RecordError):  # unreadable: not listed
                 continue
             fresh[sid] = row
             rows.append(row.summary)
