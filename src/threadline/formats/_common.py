@@ -29,9 +29,10 @@ from threadline.model.content import (
     ImageBlock,
     Message,
     TextBlock,
+    Thinking,
     ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
+    image,
+    image_url,
     text,
 )
 
@@ -291,13 +292,12 @@ def check_alternation(problems: Problems, roles: Sequence[tuple[str, str]], firs
             problems.add(where, f"two {b!r} messages in a row; roles must alternate")
 
 
-def tool_ids(blocks: Sequence[Block]) -> tuple[list[str], list[str]]:
-    return ([b.tool_use.id for b in blocks if isinstance(b, ToolUseBlock)],
-            [b.tool_result.tool_use_id for b in blocks if isinstance(b, ToolResultBlock)])
+# -- reasoning as text, images as URLs ----------------------------------------------------
 
 
 def split_think(content: str) -> list[Block]:
-    """``<think>\\n…\\n</think>`` segments at the start of a text, as thinking blocks."""
+    """A text whose leading ``<think>\n…\n</think>`` sections (each followed by a blank line or
+    the end) become thinking blocks; the rest stays one text block."""
     out: list[Block] = []
     rest = content
     while rest.startswith("<think>\n"):
@@ -307,27 +307,21 @@ def split_think(content: str) -> list[Block]:
         tail = rest[end + len("\n</think>") :]
         if tail and not tail.startswith("\n\n"):
             break
-        out.append(ThinkingBlock(thinking=_thinking(rest[len("<think>\n") : end])))
-        rest = tail[2:]
+        out.append(ThinkingBlock(thinking=Thinking(content=rest[len("<think>\n") : end])))
         if not tail:
             return out
+        rest = tail[2:]
     out.append(text(rest))
     return out
 
 
-def _thinking(content: str) -> Any:
-    from threadline.model.content import Thinking
-
-    return Thinking(content=content)
-
-
 def join_think(blocks: Sequence[Block]) -> str | None:
-    """The single string for thinking blocks followed by at most one text, else None."""
+    """The one string :func:`split_think` reads back, for unsigned thinking blocks followed by at
+    most one text block; None for any other content."""
     parts: list[str] = []
     for n, b in enumerate(blocks):
-        if isinstance(b, ThinkingBlock) and is_plain_thinking(b) and n < len(blocks):
-            if parts and not parts[-1].startswith("<think>"):
-                return None
+        if isinstance(b, ThinkingBlock) and b.thinking.signature is None \
+                and not b.thinking.redacted:
             parts.append(f"<think>\n{b.thinking.content}\n</think>")
         elif isinstance(b, TextBlock) and n == len(blocks) - 1:
             parts.append(b.text.content)
@@ -336,12 +330,8 @@ def join_think(blocks: Sequence[Block]) -> str | None:
     return "\n\n".join(parts)
 
 
-def is_plain_thinking(b: ThinkingBlock) -> bool:
-    th = b.thinking
-    return th.signature is None and not th.redacted
-
-
 def image_data_url(b: ImageBlock) -> str:
+    """An image as the URL OpenAI takes: its URL, or a ``data:`` URL for base64 bytes."""
     src = b.image.source
     if src.type == "base64":
         return f"data:{src.media_type};base64,{src.data}"
@@ -349,24 +339,14 @@ def image_data_url(b: ImageBlock) -> str:
 
 
 def image_from_url(url: str) -> ImageBlock:
-    from threadline.model.content import image, image_url
-
+    """The inverse of :func:`image_data_url`."""
     m = re.match(r"\Adata:([^;,]+);base64,(.*)\Z", url, re.DOTALL)
     if m:
         return image(m.group(2), media_type=m.group(1))
     return image_url(url)
 
 
-def map_blocks(blocks: Sequence[Block], fn: Callable[[Block], Any]) -> list[Any]:
-    return [fn(b) for b in blocks]
-
-
 # -- provider items threadline has no block for -------------------------------------------
-
-
-def foreign_entry(index: int, raw: Any) -> list[Any]:
-    """A provider part or item kept verbatim, with its index in the provider's list."""
-    return [index, raw]
 
 
 def place_foreign(known: list[Any], foreign: Sequence[Sequence[Any]] | None) -> list[Any]:

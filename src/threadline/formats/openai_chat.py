@@ -43,6 +43,7 @@ from threadline.model.content import (
     ToolUse,
     ToolUseBlock,
     text,
+    thinking,
     tool_result,
 )
 
@@ -261,8 +262,6 @@ def _redacted(b: Block) -> bool:
 def _as_plain(b: Block) -> Block:
     # Chat Completions cannot carry signatures: signed thinking goes as its text
     if isinstance(b, ThinkingBlock) and b.thinking.signature is not None:
-        from threadline.model.content import thinking
-
         return thinking(b.thinking.content)
     return b
 
