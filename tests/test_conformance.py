@@ -751,3 +751,40 @@ def test_tool_calls_and_results_keep_their_blocks_in_the_context(
     assert msgs[1].tool_uses[0].id == "t1"
     assert msgs[2].tool_results[0].content == "bin etc"
     assert not msgs[2].is_user_input
+
+
+def test_list_follows_appends_made_after_an_earlier_listing(store: tl.store.BaseStore) -> None:
+    s = store.create()
+    s.append_message("assistant", "greeting")
+    assert [(r.message_count, r.first_message, r.name) for r in store.list()] == [
+        (1, None, None)]
+    s.append_message("user", "the first question")
+    s.append_session_info("renamed")
+    last = s.append_message("user", "another")
+    (row,) = store.list()
+    assert (row.message_count, row.first_message, row.name) == (3, "the first question",
+                                                                 "renamed")
+    assert row.modified == s.entry(last).timestamp
+
+
+def test_append_records_keeps_ids_and_refuses_an_existing_id(store: tl.store.BaseStore) -> None:
+    s = store.create()
+    (u1,) = conversation(s, "u1")
+    ids = s.append_records([msg("imported-1", u1, "i1", ts=1),
+                            msg("imported-2", "imported-1", "i2", ts=2, role="assistant")])
+    assert ids == ["imported-1", "imported-2"]
+    assert s.leaf_id == "imported-2"
+    assert view_ids(s.context()) == [u1, "imported-1", "imported-2"]
+    with pytest.raises(UserError, match="Entry id 'imported-1' already exists"):
+        s.append_records([msg("fresh", "imported-2", "x"), msg("imported-1", "fresh", "dup")])
+    assert not s.has_entry("fresh")
+    s.close()
+    assert store.open(s.id).path_ids() == [u1, "imported-1", "imported-2"]
+
+
+def test_create_branched_session_at_an_unknown_leaf_is_refused(store: tl.store.BaseStore) -> None:
+    s = store.create()
+    conversation(s, "u1")
+    with pytest.raises(NotFoundError):
+        s.create_branched_session("nope")
+    assert len(store.list()) == 1
