@@ -13,14 +13,12 @@ from typing import Any, TypeVar
 
 import anyio
 import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 import threadline as tl
 from threadline.mcp_server import DATA_NOTICE
-
-mcp = pytest.importorskip("mcp")  # the [mcp] extra; installed in the dev environment
-from mcp import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 T = TypeVar("T")
 CLI = [sys.executable, "-c", "from threadline.cli.main import main; main()"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -315,3 +316,37 @@ def test_ops_on_a_real_pi_session_respect_its_tool_calls(store: tl.store.BaseSto
     s.revert(op)
     assert [(v.id, m) for v, m in zip(s.context().view, s.context().messages,
                                       strict=True)] == before
+
+
+def test_the_ops_commands_print_ids_rows_and_one_line_errors(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from threadline.cli.main import cli
+
+    store = tl.open_store(str(tmp_path))
+    with store.create() as s:
+        for i in range(4):
+            s.append_message("user" if i % 2 == 0 else "assistant", f"m{i}")
+        sid = s.id
+    runner = CliRunner()
+    base = ["--store", str(tmp_path), "ops"]
+    made = runner.invoke(cli, [*base, "digest", sid, "0", "1", "first two", "--if-tags", "lean"])
+    assert made.exit_code == 0
+    op = made.output.strip()
+    listed = runner.invoke(cli, [*base, "list", sid])
+    assert listed.output == (f"{op}  digest     active   not_applied (conditional on tags lean; "
+                             "none is active) if lean\n")
+    listed = runner.invoke(cli, [*base, "list", sid, "--active-tags", "lean", "--json"])
+    assert [(r["id"], r["standing"]) for r in msgspec.json.decode(listed.output)] == [
+        (op, "applied")]
+    reverted = runner.invoke(cli, [*base, "revert", sid, op])
+    assert reverted.output == f"{op} reverted not_applied\n"
+    tagged = runner.invoke(cli, [*base, "tag", sid, "1", "2", "db"])
+    assert tagged.output == "Tagged 2 messages\n"
+    bad = runner.invoke(cli, [*base, "snip", sid, "3", "7"])
+    assert bad.exit_code == 2
+    assert bad.output == ("Error: snip of positions 3-7: positions 3-7 are out of range (0-3); "
+                          "list the context to see the current positions\n")
+    bad = runner.invoke(cli, [*base, "insert", sid, "0", "not json"])
+    assert bad.exit_code == 2
+    assert bad.output.startswith("Error: MESSAGES_JSON is not valid JSON")

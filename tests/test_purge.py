@@ -366,3 +366,24 @@ def test_cli_purge_previews_without_yes(tmp_path: Path) -> None:
     bad = subprocess.run([*exe, "purge", s.id, "nope"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2
     assert bad.stderr.startswith("Error: Entry 'nope' not found")
+
+
+def test_cli_metadata_lists_every_entry_without_content(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from threadline.cli.main import cli
+
+    store = tl.open_store(tmp_path)
+    s, ids = build(store)
+    s.close()
+    metas = store.open(s.id).metadata()
+    out = CliRunner().invoke(cli, ["--store", str(tmp_path), "metadata", s.id]).output
+    assert out.splitlines() == [f"{m.id}  {m.timestamp}  message         {m.size:>10,} bytes"
+                                for m in metas]
+    rows = msgspec.json.decode(CliRunner().invoke(
+        cli, ["--store", str(tmp_path), "metadata", s.id, "--json"]).output)
+    assert [(r["id"], r["type"], r["parent_id"]) for r in rows] == [
+        (ids["ask"], "message", None), (ids["call"], "message", ids["ask"]),
+        (ids["result"], "message", ids["call"]), (ids["answer"], "message", ids["result"]),
+        (ids["next"], "message", ids["answer"])]
+    assert SECRET not in out

@@ -30,7 +30,7 @@ def _json_messages(value: str) -> Any:
     try:
         data = json.loads(value)
     except json.JSONDecodeError as exc:
-        raise UserError(f"--json messages are not valid JSON ({exc.msg} at {exc.pos}); give a "
+        raise UserError(f"MESSAGES_JSON is not valid JSON ({exc.msg} at {exc.pos}); give a "
                         'list like [{"role": "user", "content": "…"}]') from None
     return data
 
