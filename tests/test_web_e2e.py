@@ -8,6 +8,7 @@ Screenshots of the main pages land in ``tests/artifacts/`` (git-ignored) for a p
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 import threadline as tl
-from threadline import examples
+from threadline import examples, formats
 from threadline.model.content import ToolResultBlock, ToolUseBlock
 from threadline.model.entries import MessageEntry, new_id
 from web_support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, serve
@@ -275,6 +276,19 @@ def test_tool_pairs_render_in_the_entry_details(page: Page, tmp_path: Path) -> N
         result = disk(tmp_path / "tools", s.id).context().messages[2].content[0]
         assert isinstance(result, ToolResultBlock)
 
+        # the provider selector shows what each provider receives for this context
+        page.get_by_test_id("tab-payload").click()
+        page.get_by_test_id("provider").select_option("anthropic")
+        expect(page.get_by_test_id("payload")).to_contain_text('"tool_use_id": "c1"')
+        shown = json.loads(page.get_by_test_id("payload").inner_text())
+        messages = list(disk(tmp_path / "tools", s.id).context().messages)
+        assert shown == formats.dump_context("anthropic", messages)
+        page.get_by_test_id("provider").select_option("openai_chat")
+        expect(page.get_by_test_id("payload")).to_contain_text('"tool_call_id": "c1"')
+        shown = json.loads(page.get_by_test_id("payload").inner_text())
+        assert shown == formats.dump_context("openai_chat", messages)
+        shot(page, "10-provider-payload")
+
 
 def test_sidechains_are_folded_and_open_on_click(page: Page, tmp_path: Path) -> None:
     store = tl.open_store(tmp_path / "cc")
@@ -296,3 +310,19 @@ def test_sidechains_are_folded_and_open_on_click(page: Page, tmp_path: Path) -> 
         first.click()
         expect(page.get_by_test_id("tree-total")).to_have_text(f"{total - hidden + n} rows")
         shot(page, "09-sidechain-open")
+
+
+def test_the_page_reloads_when_another_process_appends(page: Page, tmp_path: Path) -> None:
+    store = tl.open_store(tmp_path / "live")
+    s = store.create()
+    s.append_message("user", "first")
+    s.close()
+    with serve(store) as base:
+        open_session(page, base, s.id)
+        expect(page.get_by_test_id("ctx-total")).to_have_text("1 messages")
+        with tl.open_store(tmp_path / "live").open(s.id) as agent:
+            agent.append_message("assistant", "written by an agent")
+        expect(page.get_by_test_id("ctx-total")).to_have_text("2 messages", timeout=15_000)
+        expect(page.locator('.ctx-row[data-position="1"]')).to_contain_text(
+            "written by an agent")
+        expect(page.locator("#status")).to_have_text("Reloaded: the session changed on disk")

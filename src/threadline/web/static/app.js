@@ -345,6 +345,7 @@ class SessionPage {
     this.activeTags = "";
     this.tab = "details";
     this.tagsByPos = new Map();
+    this.payloadRequest = 0;
   }
 
   async mount() {
@@ -365,12 +366,34 @@ class SessionPage {
     this.ctx.onData = (d) => this.renderCtxHead(d);
     this.tree.onData = (d) => this.renderTreeHead(d);
     await this.refresh();
+    this.poll = setInterval(() => this.checkForChanges(), 3000);
+  }
+
+  unmount() { clearInterval(this.poll); }
+
+  // Another process (an agent, the REPL, the CLI) appended: reload what the page shows.
+  async checkForChanges() {
+    if (document.hidden || this.busy || !$("#modal").classList.contains("hidden")) return;
+    this.busy = true;
+    try {
+      const info = await api(`/api/sessions/${enc(this.id)}`);
+      if (info.file_bytes !== this.info.file_bytes) {
+        await this.refresh();
+        status("Reloaded: the session changed on disk");
+      }
+    } catch (e) {
+      status(e.message, true);
+    } finally {
+      this.busy = false;
+    }
   }
 
   async refresh() {
+    // Tags first: listing them may remove invalid ones (a write), and the info read after it
+    // then has the file size the change poll compares against.
+    await this.loadTags();
     this.info = await api(`/api/sessions/${enc(this.id)}`);
     this.renderHead();
-    await this.loadTags();
     await Promise.all([this.tree.reset(), this.ctx.reset()]);
     await this.renderTab();
   }
@@ -652,7 +675,10 @@ class SessionPage {
     const load = async () => {
       out.textContent = "…";
       try {
-        const r = await api(`/api/sessions/${enc(this.id)}/payload?format=${enc(sel.value)}`);
+        const mine = ++this.payloadRequest;
+        const p = new URLSearchParams({ format: sel.value, active_tags: this.activeTags });
+        const r = await api(`/api/sessions/${enc(this.id)}/payload?${p}`);
+        if (mine !== this.payloadRequest) return; // a later choice is on its way
         const text = JSON.stringify(r.payload, null, 2);
         out.textContent = text.length > 200000 ? `${text.slice(0, 200000)}\n… (${text.length} characters in all)` : text;
       } catch (e) { out.textContent = e.message; }
@@ -732,6 +758,7 @@ async function route() {
   document.body.dataset.ready = "";
   const hash = location.hash || "#/";
   const m = hash.match(/^#\/s\/([^?]+)/);
+  currentPage?.unmount();
   try {
     if (m) {
       currentPage = new SessionPage(decodeURIComponent(m[1]));
