@@ -89,3 +89,23 @@ def test_export_refuses_an_invalid_payload_unless_told(tmp_path: Path) -> None:
                                  "anthropic", "--no-validate"])
     assert forced.exit_code == 0
     assert json.loads(forced.stdout)["messages"][0]["role"] == "assistant"
+
+
+def test_one_bad_file_among_several_imports_nothing(tmp_path: Path) -> None:
+    good = REALDATA / "pi_session" / "marcus_sidecar__pi__tool-session.jsonl"
+    bad = REALDATA / "claude_code" / "marot_spotter__short.jsonl"
+    res = CliRunner().invoke(cli, ["--store", str(tmp_path / "s"), "import", "pi", str(good),
+                                   str(bad)])
+    assert res.exit_code == 2
+    assert res.stderr.startswith(f"Error: {bad}: line 1: not a pi session")
+    assert tl.open_store(tmp_path / "s").list() == []
+
+
+def test_imports_land_the_same_on_every_backend(store: tl.store.BaseStore) -> None:
+    path = REALDATA / "pi_session" / "badlogic_pi-mono__root-session.jsonl"
+    (s,) = importing.import_path(store, "pi", path)
+    again = store.open(s.id)
+    assert again.entry_ids() == s.entry_ids()
+    assert again.context().view.ids() == s.context().view.ids()
+    report = importing.report_of(again)
+    assert report is not None and [n for n, _ in report.corrupt_lines] == [440]

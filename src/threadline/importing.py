@@ -360,21 +360,37 @@ def module(fmt: str) -> Any:
     return importlib.import_module(path)
 
 
+def prepare(fmt: str, path: Source, *, name: str | None = None) -> list[Draft]:
+    """Read and check one source file (``fmt`` may be ``"auto"``) without writing anything."""
+    label = source_name(path, name)
+    if fmt == "auto":
+        fmt = detect(path)
+    with _gc_paused():
+        drafts: list[Draft] = module(fmt).parse(path, name=label)
+    if not drafts:
+        raise UserError(f"{label}: no conversation found in it; nothing was imported")
+    return drafts
+
+
 def import_path(store: Any, fmt: str, path: Source, *, session_id: str | None = None,
                 name: str | None = None) -> list[Session]:
     """Import one source file as one or more sessions (``fmt`` may be ``"auto"``).
 
     Returns the created sessions; :func:`report_of` gives each one's import report.
     """
-    label = source_name(path, name)
-    if fmt == "auto":
-        fmt = detect(path)
-    with _gc_paused():
-        drafts = module(fmt).parse(path, name=label)
-    if not drafts:
-        raise UserError(f"{label}: no conversation found in it; nothing was imported")
+    return import_paths(store, fmt, [path], session_id=session_id, names=[name])
+
+
+def import_paths(store: Any, fmt: str, paths: Sequence[Source], *,
+                 session_id: str | None = None,
+                 names: Sequence[str | None] | None = None) -> list[Session]:
+    """Import several files at once, all or nothing: every file is read and checked before the
+    first session is written, and a failed write removes the sessions written before it."""
+    drafts: list[Draft] = []
+    for k, path in enumerate(paths):
+        drafts.extend(prepare(fmt, path, name=names[k] if names else None))
     if session_id is not None and len(drafts) > 1:
-        raise UserError(f"{label} holds {len(drafts)} conversations; a --session-id names one "
+        raise UserError(f"{len(drafts)} conversations were found; a session id names one "
                         "session, so leave it out")
     return write(store, drafts, [session_id] * len(drafts) if session_id else None)
 

@@ -29,8 +29,9 @@ def import_(ctx: click.Context, fmt: str, paths: tuple[str, ...], session_id: st
     """Import transcripts as new sessions.
 
     FORMAT is one of pi, claude_code, chatgpt_export, codex, google_adk, chat_history, or auto
-    (detected from each file's content). Prints one line per created session: id, entries,
-    messages, warnings; then the warnings themselves on stderr.
+    (detected from each file's content). Every file is checked before anything is written, so
+    one bad file imports nothing. Prints one line per created session: id, entries, messages,
+    warnings; then the warnings themselves on stderr.
     """
     from threadline import importing
 
@@ -41,19 +42,25 @@ def import_(ctx: click.Context, fmt: str, paths: tuple[str, ...], session_id: st
     store = get_store(ctx)
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
-    for path in paths:
-        for s in importing.import_path(store, fmt, path, session_id=session_id):
-            report = importing.report_of(s)
-            problems = report.problems if report else 0
-            rows.append({
-                "session_id": s.id, "source": path, "format": report.format if report else fmt,
-                "source_id": report.source_id if report else None,
-                "entries": len(s.entry_ids()), "messages": s.message_count(),
-                "context_messages": len(s.context().messages), "warnings": problems,
-                "report": msgspec.to_builtins(report) if report else None,
-            })
-            if report:
-                notes.extend(report.lines())
+    # every file is read and checked before anything is written: one bad file imports nothing
+    drafts = [(path, d) for path in paths for d in importing.prepare(fmt, path)]
+    if session_id is not None and len(drafts) > 1:
+        raise UserError(f"{paths[0]} holds {len(drafts)} conversations; --session-id names one "
+                        "session, so leave it out")
+    created = importing.write(store, [d for _, d in drafts],
+                              [session_id] * len(drafts) if session_id else None)
+    for (path, _), s in zip(drafts, created, strict=True):
+        report = importing.report_of(s)
+        problems = report.problems if report else 0
+        rows.append({
+            "session_id": s.id, "source": path, "format": report.format if report else fmt,
+            "source_id": report.source_id if report else None,
+            "entries": len(s.entry_ids()), "messages": s.message_count(),
+            "context_messages": len(s.context().messages), "warnings": problems,
+            "report": msgspec.to_builtins(report) if report else None,
+        })
+        if report:
+            notes.extend(report.lines())
     if as_json:
         for row in rows:
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
