@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import threadline as tl
 from conftest import REALDATA
@@ -255,3 +257,87 @@ def test_cli_import_prints_one_line_per_session_and_the_report(tmp_path: Path) -
     assert result.stdout == (f"{sid}  {len(lines)} entries  {n_msgs} messages  1 warnings  "
                              f"(pi: {path})\n")
     assert "line 440: invalid JSON" in result.stderr
+
+
+def test_a_v2_file_reads_hook_messages_as_custom_messages() -> None:
+    rows = [
+        {"type": "session", "version": 2, "id": "v2-demo", "timestamp": "2025-06-01T00:00:00Z",
+         "cwd": "/p"},
+        {"type": "message", "id": "a", "parentId": None, "timestamp": "2025-06-01T00:00:01Z",
+         "message": {"role": "user", "content": [{"type": "text", "text": "go"}]}},
+        {"type": "message", "id": "b", "parentId": "a", "timestamp": "2025-06-01T00:00:02Z",
+         "message": {"role": "hookMessage", "customType": "lint", "content": "2 warnings",
+                     "display": True}},
+        {"type": "compaction", "id": "c", "parentId": "b", "timestamp": "2025-06-01T00:00:03Z",
+         "summary": "went", "firstKeptEntryId": "b", "tokensBefore": 10, "fromHook": True},
+    ]
+    s = pi.import_session(tl.open_store("memory://"), jsonl(rows))
+    hook = s.entry("b").payload
+    assert (hook.role, hook.text) == ("custom", "2 warnings")
+    assert hook.provider_details == {"pi": {"customType": "lint", "display": True,
+                                            "role": "hookMessage"}}
+    comp = s.entry("c")
+    assert isinstance(comp, CompactionEntry)
+    assert comp.compaction.details == {"pi": {"fromHook": True}}
+    assert [(m.role, m.text) for m in s.context().messages] == [
+        ("compactionSummary", "went"), ("custom", "2 warnings")]
+
+
+@st.composite
+def pi_trees(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A random pi v3 session: entries under random earlier parents (branches, new roots),
+    messages, branch summaries, custom messages, compactions keeping a random ancestor."""
+    n = draw(st.integers(1, 30))
+    rows: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": "prop",
+                                   "timestamp": "2026-01-01T00:00:00Z", "cwd": "/"}]
+    ids: list[str] = []
+    parents: dict[str, str | None] = {}
+    for k in range(n):
+        eid = f"e{k}"
+        parent = draw(st.sampled_from([None, *ids])) if ids else None
+        ts = f"2026-01-01T00:{k // 60:02d}:{k % 60:02d}Z"
+        kind = draw(st.sampled_from(["user", "assistant", "branch_summary", "custom_message",
+                                     "compaction", "label", "model_change"]))
+        row: dict[str, Any] = {"id": eid, "parentId": parent, "timestamp": ts}
+        if kind in ("user", "assistant"):
+            row |= {"type": "message", "message": {"role": kind, "content": [
+                {"type": "text", "text": f"{kind} {k}"}]}}
+        elif kind == "branch_summary":
+            row |= {"type": "branch_summary", "fromId": parent or "x",
+                    "summary": draw(st.sampled_from(["", f"summary {k}"]))}
+        elif kind == "custom_message":
+            row |= {"type": "custom_message", "customType": "note", "content": f"note {k}",
+                    "display": False}
+        elif kind == "compaction":
+            ancestors = []
+            cur = parent
+            while cur is not None:
+                ancestors.append(cur)
+                cur = parents[cur]
+            first = draw(st.sampled_from([*ancestors, "gone"]))
+            row |= {"type": "compaction", "summary": f"compacted {k}", "firstKeptEntryId": first,
+                    "tokensBefore": k}
+        elif kind == "label":
+            row |= {"type": "label", "targetId": draw(st.sampled_from([*ids, eid])),
+                    "label": f"l{k}"}
+        else:
+            row |= {"type": "model_change", "provider": "p", "modelId": f"m{k}"}
+        rows.append(row)
+        ids.append(eid)
+        parents[eid] = parent
+    return rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(pi_trees())
+def test_random_pi_trees_import_with_pis_context(rows: list[dict[str, Any]]) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "s.jsonl"
+        path.write_bytes(jsonl(rows))
+        s = pi.import_session(tl.open_store("memory://"), path)
+        want = reference_context(path)
+    assert {e.id: e.parent_id for e in s.entries()} == {
+        r["id"]: r["parentId"] for r in rows[1:]}
+    assert [m.role for m in s.context().messages] == [ROLE.get(r, r) for r in want]
