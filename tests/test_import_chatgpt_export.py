@@ -12,6 +12,7 @@ import threadline as tl
 from conftest import REALDATA
 from threadline import importing
 from threadline.formats import chatgpt_export, openai_chat
+from threadline.model.content import ImageBlock, ThinkingBlock
 
 GPT = REALDATA / "chatgpt_export"
 FILES = sorted(GPT.glob("*.json"))
@@ -122,3 +123,54 @@ def test_import_session_refuses_a_file_of_many_conversations() -> None:
     with pytest.raises(tl.UserError, match="holds 2 conversations; use import_sessions"):
         chatgpt_export.import_session(tl.open_store("memory://"), path)
     assert len(chatgpt_export.import_sessions(tl.open_store("memory://"), path)) == 2
+
+
+def node(key: str, parent: str | None, children: list[str], role: str | None,
+         content: dict[str, Any] | None, t: float, **msg: Any) -> dict[str, Any]:
+    message = None if role is None else {
+        "id": key, "author": {"role": role, "name": msg.pop("name", None), "metadata": {}},
+        "create_time": t, "content": content, "recipient": msg.pop("recipient", "all"),
+        "metadata": msg.pop("metadata", {}), **msg}
+    return {"id": key, "parent": parent, "children": children, "message": message}
+
+
+# Shapes of ChatGPT content types the real samples lack (image prompts, o1 thoughts, the python
+# tool), written from the export's documented structure.
+SYNTHETIC = {
+    "id": "synthetic", "title": "shapes", "create_time": 1700000000.0, "current_node": "a2",
+    "mapping": {
+        "root": node("root", None, ["u1"], None, None, 0),
+        "u1": node("u1", "root", ["th"], "user", {"content_type": "multimodal_text", "parts": [
+            {"content_type": "image_asset_pointer", "asset_pointer": "file-service://file-1",
+             "width": 10, "height": 10}, "what is this?"]}, 1700000001.0),
+        "th": node("th", "u1", ["c1"], "assistant", {"content_type": "thoughts", "thoughts": [
+            {"summary": "Looking", "content": "It looks like a cat."}]}, 1700000002.0),
+        "c1": node("c1", "th", ["o1"], "assistant", {"content_type": "code", "language": "python",
+                                                     "text": "print(1)"}, 1700000003.0,
+                   recipient="python"),
+        "o1": node("o1", "c1", ["a2"], "tool", {"content_type": "execution_output", "text": "1"},
+                   1700000004.0, name="python"),
+        "a2": node("a2", "o1", [], "assistant", {"content_type": "text", "parts": ["A cat."]},
+                   1700000005.0, metadata={"model_slug": "o1"}),
+    },
+}
+
+
+def test_images_thoughts_and_the_python_tool_map_to_blocks() -> None:
+    mapping = SYNTHETIC["mapping"]
+    (s,) = importing.import_path(tl.open_store("memory://"), "chatgpt_export",
+                                 json.dumps(SYNTHETIC))
+    msgs = list(s.context().messages)
+    assert s.context().view.ids() == ["u1", "th", "c1", "o1", "a2"]
+    pointer = mapping["u1"]["message"]["content"]["parts"][0]["asset_pointer"]
+    (img, _) = msgs[0].content
+    assert isinstance(img, ImageBlock) and img.image.source.data == pointer
+    assert msgs[0].text == "what is this?"
+    (th,) = msgs[1].content
+    assert isinstance(th, ThinkingBlock)
+    assert th.thinking.content == mapping["th"]["message"]["content"]["thoughts"][0]["content"]
+    (call,) = msgs[2].tool_uses
+    assert (call.id, call.name, call.input) == ("c1", "python", {"code": "print(1)"})
+    (result,) = msgs[3].tool_results
+    assert (result.tool_use_id, result.content) == ("c1", "1")
+    assert msgs[4].model == "o1"
