@@ -398,10 +398,10 @@ def import_paths(store: Any, fmt: str, paths: Sequence[Source], *,
 def detect(path: Source) -> str:
     """The import format of a file, from its content (not its name)."""
     name = source_name(path)
-    data = read_bytes(path, name)
-    head = data[:65536]
+    head = _head(path, name)
     stripped = head.lstrip()
     if stripped.startswith(b"["):
+        data = read_bytes(path, name)
         doc = _try_json(data)
         if isinstance(doc, list):
             if doc and all(isinstance(x, dict) and "mapping" in x for x in doc[:5]):
@@ -421,7 +421,7 @@ def detect(path: Source) -> str:
             if "uuid" in obj or kind in ("summary", "file-history-snapshot", "queue-operation") \
                     or "sessionId" in obj or "leafUuid" in obj:
                 return "claude_code"
-        doc = _try_json(data)
+        doc = _try_json(read_bytes(path, name))
         if isinstance(doc, dict):
             if "mapping" in doc:
                 return "chatgpt_export"
@@ -435,6 +435,23 @@ def detect(path: Source) -> str:
             return "claude_code"
     raise UserError(f"{name}: cannot tell which format this is; name it instead of 'auto' "
                     f"(one of: {', '.join(FORMATS)})")
+
+
+def _head(path: Source, name: str, size: int = 1 << 20) -> bytes:
+    """The first line, however long, and up to ``size`` bytes after it: a JSONL file is told
+    by its first line without reading a 100 MB session."""
+    if isinstance(path, (str, os.PathLike)) and not _looks_like_content(path):
+        try:
+            with open(path, "rb") as fh:
+                first = fh.readline()
+                while first and not first.strip():  # leading blank lines
+                    first = fh.readline()
+                return first + fh.read(size)
+        except FileNotFoundError:
+            raise UserError(f"{name}: no such file; check the path") from None
+        except IsADirectoryError:
+            raise UserError(f"{name} is a directory; pass the transcript file inside it") from None
+    return read_bytes(path, name)[:size]
 
 
 def _try_json(data: bytes) -> Any:
