@@ -206,6 +206,49 @@ def test_clear_tree_branch_and_label():
     assert screen.run("/context") == ["[0] user: one"]
 
 
+def test_compact_summarizes_and_a_tag_in_the_compacted_part_becomes_invalid():
+    store = tl.open_store("memory://")
+    screen = Screen(store, TestProvider())
+    for q in ("one", "two", "three", "four"):
+        screen.run(q)
+    screen.run("/tag early 2")
+    assert screen.run("/compact 20") == [
+        "Compacted 4 messages into a summary (207 tokens before); context: 8 -> 5 messages"]
+    s = screen.chat.session
+    assert [m.text for m in s.context().messages][1:] == [
+        "three", "echo: three", "four", "echo: four"]
+    assert screen.run("/tags")[-1] == "Removed 1 invalid tag(s): early"
+    assert screen.run("/undo 2") == ["Removed last 2 user messages (5 total messages)",
+                                     "4 earlier messages are back in view (the history before "
+                                     "a compaction)"]
+    assert [m.text for m in s.context().messages] == ["one", "echo: one", "two", "echo: two"]
+
+
+def test_undo_when_the_view_holds_no_user_message_clears_it():
+    store = tl.open_store("memory://")
+    screen = Screen(store, TestProvider())
+    for q in ("one", "two"):
+        screen.run(q)
+    screen.run("/compact 0")  # keeps only the last reply after the summary
+    assert screen.run("/undo") == [
+        "Cleared the view (2 total messages); it held no user messages to undo"]
+
+
+def test_branch_with_summarize_records_a_summary_of_the_branch_left_behind():
+    store = tl.open_store("memory://")
+    screen = Screen(store, TestProvider())
+    for q in ("one", "two"):
+        screen.run(q)
+    s = screen.chat.session
+    a1 = s.entry_ids()[2]
+    out = screen.run(f"/branch {a1[:8]} --summarize")
+    summary_id = s.leaf_id
+    assert out == [f"Leaf moved to {a1} with a summary of the branch left behind "
+                   f"({summary_id}); 3 messages in context"]
+    assert s.entry(summary_id).type == "branch_summary"
+    assert [m.role for m in s.context().messages] == ["user", "assistant", "branchSummary"]
+
+
 def test_fork_sessions_and_resume_switch_the_session():
     store = tl.open_store("memory://")
     screen = Screen(store, TestProvider())
@@ -282,15 +325,18 @@ def test_the_prompt_loop_reads_lines_until_quit():
 
 
 class Tmux:
-    """One program in a detached tmux session on a private server socket."""
+    """One program in a detached tmux session on a private server socket; its exit status is
+    written to a file when it ends."""
 
-    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+    def __init__(self, command: list[str], env: dict[str, str], status_file: Path) -> None:
         self.socket = f"threadline-test-{uuid.uuid4().hex[:8]}"
         self.name = "chat"
-        line = " ".join(["env", *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
-                         *map(shlex.quote, command)])
+        self.status_file = status_file
+        status_file.unlink(missing_ok=True)
+        program = " ".join(["env", *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
+                            *map(shlex.quote, command)])
+        line = f"{program}; echo $? > {shlex.quote(str(status_file))}; sleep 60"
         self._tmux("new-session", "-d", "-s", self.name, "-x", "200", "-y", "50", line)
-        self._tmux("set-option", "-t", self.name, "remain-on-exit", "on")
 
     def _tmux(self, *args: str) -> str:
         res = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
@@ -323,10 +369,9 @@ class Tmux:
         """Poll until the program has exited; its exit status."""
         deadline = time.monotonic() + wait
         while True:
-            state = self._tmux("display-message", "-p", "-t", self.name,
-                               "#{pane_dead} #{pane_dead_status}").split()
-            if state and state[0] == "1":
-                return int(state[1])
+            written = self.status_file.read_text() if self.status_file.exists() else ""
+            if written.endswith("\n"):
+                return int(written)
             if time.monotonic() > deadline:
                 raise AssertionError(f"the program did not exit; the screen was:\n"
                                      f"{self.screen()}")
@@ -341,7 +386,8 @@ def chat_in_terminal(store_dir: Path, base_url: str, *args: str) -> Tmux:
            "TERM": "xterm-256color", "NO_COLOR": "1"}
     program = str(Path(sys.executable).parent / "threadline")
     return Tmux([program, "--store", str(store_dir), "chat",
-                 "--model", "m", "--base-url", base_url, *args], env)
+                 "--model", "m", "--base-url", base_url, *args], env,
+                store_dir.parent / "exit-status")
 
 
 def test_the_repl_in_a_real_terminal_chats_tags_undoes_and_resumes(tmp_path, server):

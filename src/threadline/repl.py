@@ -8,8 +8,12 @@ that turn, so the session stays as it was.
 
 Slash commands (``/help`` lists them): ``/tag [name] [position]``, ``/tags``, ``/undo [N|tag]``,
 ``/clear``, ``/tree``, ``/branch ENTRY``, ``/label ENTRY TEXT``, ``/fork``, ``/sessions``,
-``/resume ID``, ``/context``, ``/help``, ``/quit``. Tab completes command names, tag names after
-``/tag`` and ``/undo``, session ids after ``/resume`` and entry ids after ``/branch``/``/label``.
+``/resume ID``, ``/context``, ``/compact [KEEP_TOKENS]``, ``/help``, ``/quit``; ``/branch ENTRY
+--summarize`` records a summary of the branch left behind. Summaries come from the extractive
+summarizer unless an LLM one is given (``threadline chat --llm-summaries``).
+
+Tab completes command names, tag names after ``/tag`` and ``/undo``, session ids after
+``/resume`` and entry ids and labels after ``/branch`` and ``/label``.
 
 Output goes through a rich :class:`~rich.console.Console` with markup off, so text such as
 ``[x]`` in a message prints as it is.
@@ -30,6 +34,14 @@ from prompt_toolkit.history import InMemoryHistory
 from rich.console import Console
 
 from threadline import bookmarks
+from threadline.compaction import (
+    DEFAULT_KEEP_RECENT_TOKENS,
+    ExtractiveSummarizer,
+    Summarizer,
+    compact,
+    prepare_branch_summary,
+    summarize_branch,
+)
 from threadline.errors import ProviderError, ThreadlineError, UserError
 from threadline.model.content import Message, ToolUse, text, tool_result
 from threadline.providers.base import Provider, ToolSpec
@@ -50,7 +62,10 @@ COMMANDS: dict[str, str] = {
     "/undo": "[N|tag]  undo the last N user messages (default 1), or go back to a tag",
     "/clear": "start the conversation over (nothing is deleted)",
     "/tree": "show the session tree ('*' the leaf, '•' the current path)",
-    "/branch": "ENTRY  move the leaf to an entry (id, unique id prefix or label)",
+    "/branch": "ENTRY [--summarize]  move the leaf to an entry (id, unique id prefix or label);"
+               " --summarize records a summary of the branch left behind",
+    "/compact": "[KEEP_TOKENS]  summarize older messages, keeping about KEEP_TOKENS (default"
+                " 20000) of the newest verbatim",
     "/label": "ENTRY TEXT  label an entry (no TEXT clears the label)",
     "/fork": "copy this session into a new one and continue there",
     "/sessions": "list the sessions of the store",
@@ -151,7 +166,7 @@ class Chat:
     def __init__(self, store: BaseStore, session: Session, provider: Provider, *,
                  provider_name: str | None = None, console: Console | None = None,
                  tools: dict[str, tuple[ToolSpec, ToolFn]] | None = None,
-                 system: str | None = None) -> None:
+                 system: str | None = None, summarizer: Summarizer | None = None) -> None:
         self.store = store
         self.session = session
         self.provider = provider
@@ -159,6 +174,7 @@ class Chat:
         self.out = console or Console(highlight=False, soft_wrap=True)
         self.tools = BUILTIN_TOOLS if tools is None else tools
         self.system = system
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
 
     # output
     def say(self, line: str = "", style: str | None = None, end: str = "\n") -> None:
@@ -301,7 +317,7 @@ class Chat:
             "/tag": self.cmd_tag, "/tags": self.cmd_tags, "/undo": self.cmd_undo,
             "/clear": self.cmd_clear, "/tree": self.cmd_tree, "/branch": self.cmd_branch,
             "/fork": self.cmd_fork, "/sessions": self.cmd_sessions, "/resume": self.cmd_resume,
-            "/context": self.cmd_context, "/help": self.cmd_help,
+            "/context": self.cmd_context, "/help": self.cmd_help, "/compact": self.cmd_compact,
         }.get(cmd)
         if cmd == "/label":
             self.cmd_label(rest)
@@ -368,12 +384,43 @@ class Chat:
         raise UserError(f"Entry prefix '{ref}' matches {len(matches)} entries; type more of it")
 
     def cmd_branch(self, args: list[str]) -> None:
+        summarize = "--summarize" in args
+        args = [a for a in args if a != "--summarize"]
         if not args:
-            raise UserError("Usage: /branch ENTRY (an id, a unique id prefix or a label)")
+            raise UserError("Usage: /branch ENTRY [--summarize] (an id, a unique id prefix or "
+                            "a label)")
+        s = self.session
         eid = self.resolve_entry(" ".join(args))
-        self.session.branch(eid)
-        self.say(f"Leaf moved to {eid} ({len(self.session.context().messages)} messages "
-                 "in context)")
+        summary_id = None
+        if summarize:
+            plan = prepare_branch_summary(s, eid)
+            summary, details = summarize_branch(self.summarizer, plan)
+            if summary:
+                summary_id = s.branch_with_summary(eid, summary, details)
+        if summary_id is None:
+            s.branch(eid)
+        n = len(s.context().messages)
+        if summary_id is not None:
+            self.say(f"Leaf moved to {eid} with a summary of the branch left behind "
+                     f"({summary_id}); {n} messages in context")
+        else:
+            self.say(f"Leaf moved to {eid} ({n} messages in context)")
+
+    def cmd_compact(self, args: list[str]) -> None:
+        if len(args) > 1:
+            raise UserError("Usage: /compact [KEEP_TOKENS]")
+        keep = DEFAULT_KEEP_RECENT_TOKENS
+        if args:
+            try:
+                keep = int(args[0])
+            except ValueError:
+                raise UserError(f"KEEP_TOKENS must be a whole number, got {args[0]!r}") from None
+        before = len(self.session.context().messages)
+        result = compact(self.session, self.summarizer, keep_recent_tokens=keep)
+        after = len(self.session.context().messages)
+        self.say(f"Compacted {len(result.plan.summarize_ids) + len(result.plan.turn_prefix_ids)}"
+                 f" messages into a summary ({result.plan.tokens_before} tokens before); "
+                 f"context: {before} -> {after} messages")
 
     def cmd_label(self, rest: str) -> None:
         ref, _, label = rest.strip().partition(" ")

@@ -72,7 +72,10 @@ def _left_behind(r: UndoResult) -> list[str]:
 def format_undo(r: UndoResult, n: int) -> list[str]:
     users = r.user_messages_removed
     noun = "message" if users == 1 else "messages"
-    if r.cleared and n > users:
+    if r.cleared and users == 0:
+        head = (f"Cleared the view ({r.messages_removed} total messages); it held no user "
+                "messages to undo")
+    elif r.cleared and n > users:
         head = f"Removed all {users} user {noun} ({r.messages_removed} total messages)"
     else:
         head = f"Removed last {users} user {noun} ({r.messages_removed} total messages)"

@@ -19,11 +19,15 @@ def register(cli: click.Group) -> None:
               help="Provider API (default: 'anthropic' for claude* models, else 'openai').")
 @click.option("--system", default=None, help="A system prompt sent with every request.")
 @click.option("--no-tools", is_flag=True, help="Do not offer the built-in tools to the model.")
+@click.option("--llm-summaries", is_flag=True,
+              help="Write /compact and /branch --summarize summaries with the chat model "
+                   "(default: the offline extractive summarizer).")
 @click.option("--continue", "-c", "resume_recent", is_flag=True,
               help="Continue the most recently modified session.")
 @click.pass_context
 def chat(ctx: click.Context, session_id: str | None, model: str, base_url: str | None,
-         provider: str | None, system: str | None, no_tools: bool, resume_recent: bool) -> None:
+         provider: str | None, system: str | None, no_tools: bool, llm_summaries: bool,
+         resume_recent: bool) -> None:
     """Chat with a model in SESSION (default: a new session); /help lists the commands.
 
     Keys come from the environment ($OPENAI_API_KEY, $ANTHROPIC_API_KEY). Every message, reply
@@ -44,6 +48,11 @@ def chat(ctx: click.Context, session_id: str | None, model: str, base_url: str |
         session = store.continue_recent()
     else:
         session = store.create()
+    summarizer = None
+    if llm_summaries:
+        from threadline.compaction import LLMSummarizer
+
+        summarizer = LLMSummarizer(llm)
     repl = Chat(store, session, llm, provider_name=provider_kind(model, provider),
-                tools={} if no_tools else None, system=system)
+                tools={} if no_tools else None, system=system, summarizer=summarizer)
     repl.run()
