@@ -294,3 +294,19 @@ def test_threadline_web_serves_on_loopback_and_announces_the_url(tmp_path: Path)
         proc.wait(10)
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def test_a_write_while_another_writer_holds_the_lock_is_a_409_and_changes_nothing(
+        store: Any, client: TestClient) -> None:
+    import os
+
+    s, ids = branched(store)
+    with tl.open_store(store.url).open(s.id) as agent:
+        agent.append_message("user", "the agent holds the lock now")
+        r = client.post(f"/api/sessions/{s.id}/apply", headers=WRITE,
+                        json={"action": "branch", "args": {"entry_id": ids["a1"]}})
+        assert (r.status_code, r.json()["error"]) == (
+            409, f"Session '{s.id}' is locked by pid {os.getpid()}; close the other writer or "
+                 "open read-only")
+        leaf = agent.leaf_id
+    assert store.open(s.id).leaf_id == leaf
