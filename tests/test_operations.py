@@ -7,6 +7,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import threadline as tl
 from conftest import REALDATA
@@ -350,3 +352,58 @@ def test_the_ops_commands_print_ids_rows_and_one_line_errors(tmp_path: Path) -> 
     bad = runner.invoke(cli, [*base, "insert", sid, "0", "not json"])
     assert bad.exit_code == 2
     assert bad.output.startswith("Error: MESSAGES_JSON is not valid JSON")
+
+
+@st.composite
+def op_scripts(draw: st.DrawFn) -> list[tuple[str, int, int]]:
+    """Steps: ("append", 0, 0), or an op kind with two position seeds."""
+    kinds = st.sampled_from(["append", "digest", "revise", "snip", "resequence", "insert"])
+    return draw(st.lists(st.tuples(kinds, st.integers(0, 10_000), st.integers(0, 10_000)),
+                         min_size=1, max_size=14))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(script=op_scripts())
+def test_ops_match_a_list_model_and_switching_all_off_restores_the_history(
+        script: list[tuple[str, int, int]]) -> None:
+    s = tl.open_store("memory://").create()
+    model: list[str] = []
+    appended: list[str] = []
+    ops: list[str] = []
+    for n in range(4):
+        s.append_message("user", f"m{n}")
+        model.append(f"m{n}")
+        appended.append(f"m{n}")
+    for step, (kind, a, b) in enumerate(script):
+        size = len(model)
+        if kind == "append" or size == 0:
+            s.append_message("user", f"m{len(appended)}")
+            model.append(f"m{len(appended)}")
+            appended.append(f"m{len(appended)}")
+        elif kind == "insert":
+            after = a % (size + 1) - 1
+            ops.append(s.insert(after, [{"role": "user", "content": f"ins{step}"}]))
+            model.insert(after + 1, f"ins{step}")
+        else:
+            start, end = sorted((a % size, b % size))
+            if kind == "digest":
+                ops.append(s.digest(start, end, f"dig{step}"))
+                model[start:end + 1] = [f"dig{step}"]
+            elif kind == "revise":
+                ops.append(s.revise(start, end, [{"role": "user", "content": f"rev{step}a"},
+                                                 {"role": "user", "content": f"rev{step}b"}]))
+                model[start:end + 1] = [f"rev{step}a", f"rev{step}b"]
+            elif kind == "snip":
+                ops.append(s.snip(start, end))
+                del model[start:end + 1]
+            elif end > start:
+                order = list(range(start, end + 1))[::-1]
+                ops.append(s.resequence(order))
+                model[start:end + 1] = model[start:end + 1][::-1]
+        assert texts(s) == model
+    for op in ops:
+        s.toggle(op, False)
+    assert texts(s) == appended
+    for op in ops:
+        s.toggle(op, True)
+    assert texts(s) == model

@@ -211,15 +211,16 @@ def _is_result_message(msg: Message) -> bool:
     return bool(msg.tool_results)
 
 
-def _pair_problems(msgs: Sequence[Message], where: Sequence[str] | None = None
+def _pair_problems(msgs: Sequence[Message], where: Sequence[str], *, open_end: bool
                    ) -> dict[tuple[str, str], str]:
-    """Tool pairing problems of a message list, keyed by (kind, tool call id).
+    """Tool pairing problems of a stretch of the view, keyed by (kind, tool call id).
 
     ``orphan``: a result with no earlier call; ``separated``: a result whose call is earlier but
     with a message between them that is not itself a tool result; ``unanswered``: a call without a
-    result (a call in the last message is pending, not a problem).
+    result (a call in the last message of the view is pending, not a problem: ``open_end`` says
+    whether the stretch ends the view). ``where`` names each message in refusals.
     """
-    at = where if where is not None else [f"position {i}" for i in range(len(msgs))]
+    at = where
     problems: dict[tuple[str, str], str] = {}
     calls: dict[str, int] = {}
     answered: set[str] = set()
@@ -238,7 +239,7 @@ def _pair_problems(msgs: Sequence[Message], where: Sequence[str] | None = None
         for u in m.tool_uses:
             calls[u.id] = i
         non_results.append(non_results[-1] + (0 if _is_result_message(m) else 1))
-    last = len(msgs) - 1
+    last = len(msgs) - 1 if open_end else -1
     for cid, j in calls.items():
         if cid not in answered and j != last:
             problems[("unanswered", cid)] = (
@@ -310,8 +311,15 @@ def _messages(values: Iterable[Any] | None, what: str, *, allow_empty: bool) -> 
     return msgs
 
 
-def _create(session: Session, op: ContextOp, ids: list[str], what: str) -> str:
-    """Check that ``op`` applies to ``ids`` without breaking tool pairs, then write it."""
+def _create(session: Session, op: ContextOp, ids: list[str], span: tuple[int, int],
+            what: str) -> str:
+    """Check that ``op`` applies to ``ids`` without breaking tool pairs, then write it.
+
+    ``span`` is the stretch of ``ids`` the op touches (``(a, a)`` for an insert after ``a``,
+    ``(0, -1)`` at the front). Only that stretch is checked, widened to the tool call before it
+    and the tool results after it: a pair the op can break has no other message between its call
+    and its results, so it lies within that window. This keeps a request O(window), not O(view).
+    """
     new, why = _apply_one(ids, _PENDING, op)
     if new is None:  # positions were resolved from ``ids``, so this is an internal error
         raise UserError(f"{what}: {why}")
@@ -324,12 +332,24 @@ def _create(session: Session, op: ContextOp, ids: list[str], what: str) -> str:
     def resolve(vid: str) -> Message:
         return synthetic[vid] if vid in synthetic else session._message_for_view_id(vid)
 
-    before = _pair_problems([resolve(v) for v in ids])
+    n = len(ids)
+    lo, hi = span
+    while 0 < lo <= hi and resolve(ids[lo]).tool_results:
+        lo -= 1  # back to the call whose results start the stretch
+    while hi + 1 < n and resolve(ids[hi + 1]).tool_results:
+        hi += 1  # on over the results that follow the stretch
+    lo = max(lo, 0)
+    open_end = hi >= n - 1
+    before_ids = ids[lo:hi + 1]
+    after_ids = new[lo:len(new) - (n - 1 - hi)]
+    before = _pair_problems([resolve(v) for v in before_ids],
+                            [f"position {lo + i}" for i in range(len(before_ids))],
+                            open_end=open_end)
     # name the messages by their position in the view the caller sees
-    old = {vid: i for i, vid in enumerate(ids)}
+    old = {vid: lo + i for i, vid in enumerate(before_ids)}
     where = [f"position {old[v]}" if v in old else f"new message {v.rpartition(':')[2]}"
-             for v in new]
-    after = _pair_problems([resolve(v) for v in new], where)
+             for v in after_ids]
+    after = _pair_problems([resolve(v) for v in after_ids], where, open_end=open_end)
     fresh = [msg for key, msg in after.items() if key not in before]
     if fresh:
         raise UserError(f"Refused: {what} would {fresh[0]}; choose positions that keep each tool "
@@ -351,7 +371,7 @@ def digest(session: Session, start: int, end: int, summary: str, *,
     _check_range(start, end, len(ids), what)
     op = ContextOp(kind="digest", start_id=ids[start], end_id=ids[end], summary=summary,
                    tags=_check_tags(tags, what))
-    return _create(session, op, ids, what)
+    return _create(session, op, ids, (start, end), what)
 
 
 def revise(session: Session, start: int, end: int, replacements: Iterable[Any], *,
@@ -364,7 +384,7 @@ def revise(session: Session, start: int, end: int, replacements: Iterable[Any], 
     _check_range(start, end, len(ids), what)
     op = ContextOp(kind="revise", start_id=ids[start], end_id=ids[end], messages=msgs,
                    tags=_check_tags(tags, what))
-    return _create(session, op, ids, what)
+    return _create(session, op, ids, (start, end), what)
 
 
 def snip(session: Session, start: int, end: int, *, tags: Iterable[str] | None = None,
@@ -376,7 +396,7 @@ def snip(session: Session, start: int, end: int, *, tags: Iterable[str] | None =
     _check_range(start, end, len(ids), what)
     op = ContextOp(kind="snip", start_id=ids[start], end_id=ids[end],
                    tags=_check_tags(tags, what))
-    return _create(session, op, ids, what)
+    return _create(session, op, ids, (start, end), what)
 
 
 def resequence(session: Session, new_order: Sequence[int], *, tags: Iterable[str] | None = None,
@@ -399,7 +419,7 @@ def resequence(session: Session, new_order: Sequence[int], *, tags: Iterable[str
     _check_range(lo, hi, len(ids), what)
     op = ContextOp(kind="resequence", order=[ids[p] for p in order],
                    tags=_check_tags(tags, what))
-    return _create(session, op, ids, what)
+    return _create(session, op, ids, (lo, hi), what)
 
 
 def insert(session: Session, after: int, messages: Iterable[Any], *,
@@ -415,7 +435,7 @@ def insert(session: Session, after: int, messages: Iterable[Any], *,
         raise UserError(f"{what}: out of range (-1-{len(ids) - 1}); -1 inserts at the front")
     op = ContextOp(kind="insert", after_id=ids[after] if after >= 0 else None, messages=msgs,
                    tags=_check_tags(tags, what))
-    return _create(session, op, ids, what)
+    return _create(session, op, ids, (after, after) if after >= 0 else (0, -1), what)
 
 
 def tag_messages(session: Session, start: int, end: int, tags: Iterable[str], *,
