@@ -163,13 +163,20 @@ class _View:
             self._path = set(self.session.path_ids())
         return self._path
 
-    def user_inputs(self) -> list[str]:
-        """View ids of the user input messages that are entries (not synthetic, not summaries)."""
+    def is_user_input(self, vid: str) -> bool:
+        """A user input message that is an entry (not synthetic, not a summary)."""
         s = self.session
+        return s._types.get(vid) == "message" and s._message_for_view_id(vid).is_user_input
+
+    def last_user_inputs(self, n: int) -> list[str]:
+        """Up to ``n`` user input ids, newest first; walks back only as far as needed, so an
+        undo in a long session decodes only the messages it steps over."""
         out = []
-        for vid in self.ids:
-            if s._types.get(vid) == "message" and s._message_for_view_id(vid).is_user_input:
+        for vid in reversed(self.ids):
+            if self.is_user_input(vid):
                 out.append(vid)
+                if len(out) == n:
+                    break
         return out
 
 
@@ -305,8 +312,7 @@ def _move(session: Session, before: _View, valid_before: set[str], target: str |
         session.branch(target)
     after = _View(session)
     gone = [vid for vid in before.ids if vid not in after.index]
-    gone_set = set(gone)
-    users_gone = sum(1 for vid in before.user_inputs() if vid in gone_set)
+    users_gone = sum(1 for vid in gone if before.is_user_input(vid))
     added = sum(1 for vid in after.ids if vid not in before.index)
     left = sorted(valid_before - _valid_names(session, after))
     return UndoResult(user_messages_removed=users_gone, messages_removed=len(gone),
@@ -333,12 +339,12 @@ def undo(session: Session, n: int = 1) -> UndoResult:
     session._ensure_writer()
     before = _View(session)
     valid_before = _valid_names(session, before)
-    inputs = before.user_inputs()
+    inputs = before.last_user_inputs(n)
     if n > len(inputs):
         result = _move(session, before, valid_before, None)
         _restart(session)
         return result
-    target = inputs[-n]
+    target = inputs[-1]
     return _move(session, before, valid_before, session._tree.parent[target])
 
 
