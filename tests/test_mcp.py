@@ -360,3 +360,14 @@ def test_the_server_answers_over_streamable_http(conv: tuple[Path, str, list[str
     assert snipped.is_error is False
     assert snipped.structured_content["view_length"] == 5
     assert texts(ctx)[0] == "u2"
+
+
+def test_creating_the_server_leaves_the_root_logger_alone() -> None:
+    import logging
+
+    from threadline.mcp_server import create_server
+
+    root = logging.getLogger()
+    before = (root.level, list(root.handlers))
+    create_server(tl.open_store("memory://"))
+    assert (root.level, list(root.handlers)) == before
