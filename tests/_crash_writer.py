@@ -54,7 +54,7 @@ def child(directory: str, sid: str, seed: int) -> None:
     rng = random.Random(seed)
     write_rng = random.Random(seed + 7)
     cap = rng.choice([1, 3, 7, 16, 64])
-    kill_at = rng.randint(1, 400) if self_kills(seed) else None
+    kill_at = rng.randint(1, 800) if self_kills(seed) else None
     calls = 0
     real_write = os.write
 
@@ -153,7 +153,7 @@ def run_trial(directory: Path, seed: int) -> TrialResult:
             seed_id = s.append_message("user", body(seed, -1))
     proc = spawn_writer(store_dir, sid, seed)
     if not self_kills(seed):
-        time.sleep(rng.uniform(0, 0.03))
+        time.sleep(rng.uniform(0, 0.045))
         proc.send_signal(signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
     if proc.returncode != -signal.SIGKILL:
