@@ -226,3 +226,25 @@ def test_a_reader_during_writes_never_sees_a_corrupt_entry(
         if e.id in seen:
             assert msgspec.json.encode(e) == seen[e.id]
     assert set(seen) <= {e.id for e in final.entries()}
+
+
+def test_a_writer_refuses_to_append_after_another_writer_rewrote_the_file(
+        jsonl_store: tl.store.BaseStore) -> None:
+    # byte offsets taken at load point into the old file after a rewrite (purge): reading on
+    # from them would miss entries and hand out a stale parent
+    with jsonl_store.create() as s0:
+        secret = s0.append_message("user", "secret " * 50)
+        s0.append_message("assistant", "reply")
+    a = jsonl_store.open(s0.id)
+    with jsonl_store.open(s0.id) as b:
+        more = b.append_message("user", "more")
+        b.purge([secret], dry_run=False)
+    before = session_file(jsonl_store, s0.id).read_bytes()
+    with pytest.raises(tl.StoreError, match=f"Session '{s0.id}' was rewritten by another "
+                                            "writer since it was opened; open it again"):
+        a.append_message("user", "from a")
+    assert session_file(jsonl_store, s0.id).read_bytes() == before
+    again = jsonl_store.open(s0.id)  # the advice works: a fresh session writes under `more`
+    new = again.append_message("user", "from a")
+    assert again.entry(new).parent_id == more
+    assert again.load_report.clean

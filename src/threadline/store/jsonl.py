@@ -102,6 +102,7 @@ class JsonlLog:
         self._lock_fd: int | None = None
         self._report: LoadReport | None = None
         self._sizes: dict[str, int] = {}
+        self._ino: int | None = None  # the file the offsets above refer to
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -119,7 +120,9 @@ class JsonlLog:
     def load(self) -> Loaded:
         fd = self._open_ro()
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            size = st.st_size
+            self._ino = st.st_ino
             if size == 0:
                 raise StoreError(f"{self.path} is empty (no session header); remove it or restore "
                                  "it from a backup")
@@ -212,7 +215,15 @@ class JsonlLog:
     def _catch_up(self) -> list[Slot]:
         """Read what other writers appended since the load; move a torn tail aside."""
         fd = self._open_rw()
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        if self._ino is not None and st.st_ino != self._ino:
+            # another writer replaced the file (purge, migration) since the load: our offsets
+            # point into the old file, and reading on from them would give stale parents
+            raise StoreError(
+                f"Session '{self.session_id}' was rewritten by another writer since it was "
+                "opened; open it again, then retry"
+            )
+        size = st.st_size
         if size <= self._end:
             return []
         tail = os.pread(fd, size - self._end, self._end)
@@ -270,7 +281,9 @@ class JsonlLog:
             os.close(self._fd)
             self._fd = None
         fd = self._open_rw()
-        self._end = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        self._end = st.st_size
+        self._ino = st.st_ino
 
     def backup(self, suffix: str) -> str | None:
         dest = self.path.with_name(f"{self.path.name}.{suffix}.bak")
