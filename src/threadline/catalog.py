@@ -56,6 +56,7 @@ RRF_K = 60
 MATCH_SIMILARITY = 0.5
 SAMPLE_SIZE = 5
 BODY_LIMIT = 20_000
+EMBED_LIMIT = 1_000
 TAG_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,64}$")
 
 
@@ -140,9 +141,17 @@ def message_text(msg: Message) -> str:
     return "\n".join(p for p in parts if p)[:BODY_LIMIT]
 
 
-def indexable(slots: Sequence[Slot]) -> tuple[list[tuple[str, str, str, str]], list[str]]:
-    """``(entry_id, role, timestamp, body)`` of every message with text among ``slots``, and
-    the entry ids that ``purge`` records among them remove."""
+def embed_text(msg: Message) -> str | None:
+    """What the semantic index embeds: the message's own words (text blocks), not tool traffic,
+    which keyword search covers; ``None`` when there are none."""
+    text = msg.text.strip()
+    return text[:EMBED_LIMIT] if text else None
+
+
+def indexable(slots: Sequence[Slot]
+              ) -> tuple[list[tuple[str, str, str, str, str | None]], list[str]]:
+    """``(entry_id, role, timestamp, body, embed_text)`` of every message with text among
+    ``slots``, and the entry ids that ``purge`` records among them remove."""
     rows = []
     purged: list[str] = []
     for slot in slots:
@@ -155,7 +164,8 @@ def indexable(slots: Sequence[Slot]) -> tuple[list[tuple[str, str, str, str]], l
         if isinstance(rec, MessageEntry):
             body = message_text(rec.message)
             if body.strip():
-                rows.append((rec.id, rec.message.role, rec.timestamp, body))
+                rows.append((rec.id, rec.message.role, rec.timestamp, body,
+                             embed_text(rec.message)))
         elif isinstance(rec, PurgeRecord):
             purged.extend(rec.payload.entry_ids)
     return rows, purged
@@ -296,7 +306,7 @@ class Catalog:
             rows = self._pending_vectors(embedder, batch)
             if not rows:
                 return done
-            vecs = embedder.embed([text[:2000] for _, text in rows])
+            vecs = embedder.embed([text for _, text in rows])
             self._store_vectors(embedder, [(ref, vecs[i].astype("float32").tobytes())
                                            for i, (ref, _) in enumerate(rows)])
             done += len(rows)
@@ -584,7 +594,7 @@ class SqliteCatalog(Catalog):
                         conn.execute("DELETE FROM cat_messages WHERE session_id = ?", (sid,))
                     conn.executemany(
                         "INSERT OR IGNORE INTO cat_messages (session_id, entry_id, role, "
-                        "timestamp, body) VALUES (?, ?, ?, ?, ?)",
+                        "timestamp, body, etext) VALUES (?, ?, ?, ?, ?, ?)",
                         [(sid, *row) for row in rows])
                     conn.executemany("DELETE FROM cat_messages WHERE session_id = ? AND "
                                      "entry_id = ?", [(sid, e) for e in purged])
@@ -688,8 +698,9 @@ class SqliteCatalog(Catalog):
 
     def _pending_vectors(self, embedder: Embedder, limit: int) -> list[tuple[Any, str]]:
         return [(r[0], r[1]) for r in self.conn.execute(
-            "SELECT m.rowid, m.body FROM cat_messages m LEFT JOIN cat_vectors v "
+            "SELECT m.rowid, m.etext FROM cat_messages m LEFT JOIN cat_vectors v "
             "ON v.msg_rowid = m.rowid AND v.model = ? WHERE v.msg_rowid IS NULL "
+            "AND m.etext IS NOT NULL "
             "ORDER BY m.rowid LIMIT ?", (embedder.name, limit))]
 
     def _store_vectors(self, embedder: Embedder, rows: list[tuple[Any, bytes]]) -> None:

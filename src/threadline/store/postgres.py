@@ -28,7 +28,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal
 
-from threadline.catalog import Catalog, Filters, Hit, Key, fts_terms, message_text
+from threadline.catalog import Catalog, Filters, Hit, Key, embed_text, fts_terms, message_text
 from threadline.embedding import Embedder
 from threadline.errors import SessionLockedError, StoreError, UserError
 from threadline.model.entries import SessionHeader, decode_header, decode_record, encode, now
@@ -290,9 +290,9 @@ def _parse(rows: list[Any], report: LoadReport, sizes: dict[str, int], first: in
 
 
 def _row(line: bytes) -> tuple[Any, ...]:
-    """Indexed columns of one record: id, parent_id, type, timestamp, role, body."""
+    """Indexed columns of one record: id, parent_id, type, timestamp, role, body, etext."""
     eid, parent, kind, stamp = envelope(line)
-    role = body = None
+    role = body = etext = None
     if kind == "message":
         try:
             rec = decode_record(line)
@@ -302,7 +302,8 @@ def _row(line: bytes) -> tuple[Any, ...]:
         if msg is not None:
             role = msg.role
             body = message_text(msg) or None
-    return eid, parent, kind, stamp, role, body
+            etext = embed_text(msg) if body else None
+    return eid, parent, kind, stamp, role, body, etext
 
 
 def _insert_records(conn: Any, tenant: str, session_id: str, first_seq: int,
@@ -310,8 +311,8 @@ def _insert_records(conn: Any, tenant: str, session_id: str, first_seq: int,
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO tl_records (tenant_id, session_id, seq, id, parent_id, type, timestamp, "
-            "role, body, raw) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [(tenant, session_id, first_seq + i, r[0], r[1], r[2], r[3], r[4], r[5], line)
+            "role, body, etext, raw) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [(tenant, session_id, first_seq + i, *r, line)
              for i, (r, line) in enumerate(zip(rows, lines, strict=True))])
 
 
@@ -550,8 +551,8 @@ class PostgresCatalog(Catalog):
     def _pending_vectors(self, embedder: Embedder, limit: int) -> list[tuple[Any, str]]:
         with self.store.tx() as conn:
             rows = conn.execute(
-                "SELECT r.session_id, r.seq, r.body FROM tl_records r WHERE r.tenant_id = %s "
-                "AND r.body IS NOT NULL AND NOT EXISTS (SELECT 1 FROM tl_vectors v WHERE "
+                "SELECT r.session_id, r.seq, r.etext FROM tl_records r WHERE r.tenant_id = %s "
+                "AND r.etext IS NOT NULL AND NOT EXISTS (SELECT 1 FROM tl_vectors v WHERE "
                 "v.tenant_id = r.tenant_id AND v.session_id = r.session_id AND v.seq = r.seq "
                 "AND v.model = %s) LIMIT %s", (self.store.tenant, embedder.name, limit)
             ).fetchall()
@@ -578,7 +579,8 @@ class PostgresCatalog(Catalog):
                          "AND r.tenant_id = v.tenant_id AND r.session_id = v.session_id AND "
                          "r.seq = v.seq AND r.session_id = %s AND r.id = ANY(%s)",
                          (self.store.tenant, session_id, list(entry_ids)))
-            conn.execute("UPDATE tl_records SET body = NULL, role = NULL WHERE tenant_id = %s "
+            conn.execute("UPDATE tl_records SET body = NULL, etext = NULL, role = NULL WHERE "
+                         "tenant_id = %s "
                          "AND session_id = %s AND id = ANY(%s)",
                          (self.store.tenant, session_id, list(entry_ids)))
         self._vec_cache = None

@@ -11,7 +11,8 @@ CREATE TABLE IF NOT EXISTS cat_messages (
     entry_id   TEXT NOT NULL,
     role       TEXT NOT NULL,
     timestamp  TEXT NOT NULL,
-    body       TEXT NOT NULL,
+    body       TEXT NOT NULL,               -- searchable text: text, tool calls, tool results
+    etext      TEXT,                        -- what is embedded: the text blocks (NULL: none)
     UNIQUE (session_id, entry_id)
 );
 CREATE INDEX IF NOT EXISTS cat_messages_time ON cat_messages (timestamp);

@@ -40,6 +40,7 @@ CREATE TABLE tl_records (
     raw        bytea NOT NULL,
     role       text,                        -- message records: the role
     body       text,                        -- message records: the searchable text
+    etext      text,                        -- message records: the text blocks, embedded
     tsv        tsvector GENERATED ALWAYS AS (to_tsvector('english', coalesce(body, ''))) STORED,
     PRIMARY KEY (tenant_id, session_id, seq),
     FOREIGN KEY (tenant_id, session_id) REFERENCES tl_sessions (tenant_id, session_id)
