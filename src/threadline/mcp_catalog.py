@@ -18,6 +18,7 @@ from threadline.catalog import TagPlan
 from threadline.errors import ThreadlineError, UserError
 
 try:
+    from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 except ImportError as exc:  # pragma: no cover - depends on the install
@@ -69,7 +70,7 @@ def _guard(fn: _F) -> _F:
     return wrapper  # type: ignore[return-value]
 
 
-def register_catalog_tools(server: Any, store: Any) -> None:
+def register_catalog_tools(server: MCPServer[Any], store: Any) -> None:
     """Add ``search_history`` and ``manage_tags`` to an MCP server over ``store``."""
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False,

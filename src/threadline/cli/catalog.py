@@ -45,7 +45,7 @@ def search(ctx: click.Context, query: str, k: int, mode: str, role: str | None,
            session: str | None, tag: str | None, since: str | None, until: str | None,
            as_json: bool) -> None:
     """Search every session's messages for QUERY (keyword + semantic, fused by rank)."""
-    hits = get_store(ctx).catalog.search(query, k=k, mode=mode, role=role,  # type: ignore[arg-type]
+    hits = get_store(ctx).catalog.search(query, k=k, mode=mode, role=role,
                                          session=session, tag=tag, since=since, until=until)
     if as_json:
         _echo_json(hits)
@@ -84,7 +84,8 @@ def _run(ctx: click.Context, op: str, args: tuple[str, ...], execute: bool, toke
     _report(fn(*args, dry_run=not execute, token=token), False, as_json)
 
 
-_execute = click.option("--execute", is_flag=True, help="Apply the previewed change (with --token).")
+_execute = click.option("--execute", is_flag=True,
+                        help="Apply the previewed change (with --token).")
 _token = click.option("--token", default=None, help="The token the preview printed.")
 _yes = click.option("--yes", is_flag=True, help="Preview and apply in one go.")
 _json = click.option("--json", "as_json", is_flag=True, help="Print JSON.")

@@ -70,26 +70,25 @@ def upgrade(url: str, schema: str = "public") -> list[int]:
     schema = _schema(schema)
     applied = []
     try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('threadline-upgrade',"
-                             " 0))")
-                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                    sql.Identifier(schema)))
-                conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(
-                    sql.Identifier(schema)))
-                conn.execute("CREATE TABLE IF NOT EXISTS tl_schema_migrations (version integer "
-                             "PRIMARY KEY, name text NOT NULL, applied text NOT NULL)")
-                done = {r[0] for r in conn.execute("SELECT version FROM tl_schema_migrations")}
-                for version, name, script in migrations.scripts("postgres"):
-                    if version in done:
-                        continue
-                    conn.execute(script.encode())
-                    conn.execute("INSERT INTO tl_schema_migrations VALUES (%s, %s, %s)",
-                                 (version, name, now()))
-                    applied.append(version)
-                conn.execute(sql.SQL("GRANT SELECT ON tl_schema_migrations TO {}").format(
-                    sql.Identifier(APP_ROLE)))
+        with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('threadline-upgrade',"
+                         " 0))")
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                sql.Identifier(schema)))
+            conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(
+                sql.Identifier(schema)))
+            conn.execute("CREATE TABLE IF NOT EXISTS tl_schema_migrations (version integer "
+                         "PRIMARY KEY, name text NOT NULL, applied text NOT NULL)")
+            done = {r[0] for r in conn.execute("SELECT version FROM tl_schema_migrations")}
+            for version, name, script in migrations.scripts("postgres"):
+                if version in done:
+                    continue
+                conn.execute(script.encode())
+                conn.execute("INSERT INTO tl_schema_migrations VALUES (%s, %s, %s)",
+                             (version, name, now()))
+                applied.append(version)
+            conn.execute(sql.SQL("GRANT SELECT ON tl_schema_migrations TO {}").format(
+                sql.Identifier(APP_ROLE)))
     except psycopg.Error as exc:
         raise StoreError(f"Upgrading the database failed: {exc}".strip()) from None
     return applied
@@ -458,7 +457,7 @@ class PostgresCatalog(Catalog):
     store: PostgresStore
 
     def __init__(self, store: PostgresStore,
-                 embedder: Embedder | None | Literal["default"] = "default") -> None:
+                 embedder: Embedder | Literal["default"] | None = "default") -> None:
         super().__init__(store, embedder)
 
     def _where(self, f: Filters) -> tuple[str, list[Any]]:

@@ -14,6 +14,7 @@ Appends and rewrites are single transactions: all or nothing.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import socket
@@ -353,7 +354,8 @@ class SqliteStore(BaseStore):
             raise not_found(session_id)
         return _summary_row(row)
 
-    def changes_since(self, session_id: str, cursor: str) -> tuple[bool, list[Slot], str]:
+    def changes_since(self, session_id: str, cursor: str
+                      ) -> tuple[bool, builtins.list[Slot], str]:
         """Records appended since ``cursor`` (``"generation:seq"``) for the catalog: returns
         ``(reset, slots, new_cursor)``; ``reset`` means the session was rewritten and every
         record is returned."""
