@@ -7,7 +7,22 @@ file. Both are reported, never looped on.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from datetime import UTC, datetime
+
+
+def time_key(timestamp: str) -> float:
+    """Seconds since the epoch of an RFC 3339 timestamp, to order siblings by time whatever the
+    precision or offset each was written with (as text, ``…:00Z`` sorts after ``…:00.5Z``).
+    An unreadable or missing timestamp sorts last."""
+    try:
+        dt = datetime.fromisoformat(timestamp)
+    except ValueError:
+        return math.inf
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
 
 
 class TreeIndex:
@@ -107,7 +122,7 @@ class TreeIndex:
         for lst in children.values():
             if len(lst) > 1:
                 seq = seq or self.file_order()
-                lst.sort(key=lambda n: (ts[n], seq[n]))
+                lst.sort(key=lambda n: (time_key(ts[n]), seq[n]))
         self._children = children
         return children
 
@@ -115,9 +130,9 @@ class TreeIndex:
         assert self._children is not None
         lst = self._children.setdefault(parent_id, [])
         lst.append(entry_id)
-        if len(lst) > 1 and self.ts[lst[-2]] > self.ts[entry_id]:
+        if len(lst) > 1 and time_key(self.ts[lst[-2]]) > time_key(self.ts[entry_id]):
             seq = self.file_order()
-            lst.sort(key=lambda n: (self.ts[n], seq[n]))
+            lst.sort(key=lambda n: (time_key(self.ts[n]), seq[n]))
 
     def children(self, entry_id: str | None) -> list[str]:
         """Children ordered by timestamp, then file order (``None`` gives the roots)."""
