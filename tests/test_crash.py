@@ -130,3 +130,24 @@ def test_a_writer_catches_up_over_another_writer_that_crashed(
     assert again.load_report.clean
     assert again.leaf_id == new
     del first
+
+
+@pytest.mark.parametrize(("options", "syncs"), [({}, 3), ({"durability": "fsync"}, 3),
+                                                ({"durability": "flush"}, 0)])
+def test_every_append_and_navigation_is_synced_unless_durability_is_flush(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any],
+        syncs: int) -> None:
+    store = tl.open_store(tmp_path / "store", **options)
+    s = store.create()
+    synced: list[int] = []
+    real = os.fdatasync
+
+    def counting(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", counting)
+    a = s.append_message("user", "a")
+    s.append_message("assistant", "b")
+    s.branch(a)
+    assert len(synced) == syncs
