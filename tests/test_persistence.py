@@ -7,11 +7,14 @@ so they are about the JSONL store only.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import threadline as tl
 from threadline.model.content import image, text, thinking, tool_result, tool_use
@@ -409,3 +412,41 @@ def test_torn_tails_of_successive_crashes_accumulate_in_torn(
     again = jsonl_store.open("s1")
     assert again.load_report.clean
     assert again.path_ids() == ["a", b, c]
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
+GARBAGE = (
+    st.binary(max_size=40).map(lambda b: b.replace(b"\n", b" "))
+    | st.text(max_size=40).map(lambda t: t.replace("\n", " ").encode("utf-8", "surrogatepass"))
+    | JSON.map(lambda v: json.dumps(v).encode())
+    | st.builds(lambda kind, payload, flat: json.dumps(
+        {"type": kind, "id": "garbage", "parent_id": None, "timestamp": TS,
+         **(payload if flat and isinstance(payload, dict) else {kind: payload})}).encode(),
+        st.sampled_from(["message", "label", "compaction", "leaf", "bookmark", "purge",
+                         "context_op", "session"]), JSON, st.booleans())
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(garbage=st.lists(st.tuples(st.integers(0, 3), GARBAGE), max_size=6))
+def test_garbage_lines_between_records_never_lose_the_valid_ones(
+        garbage: list[tuple[int, bytes]]) -> None:
+    valid = [m("a", None, "a"), m("b", "a", "b", role="assistant"), m("c", "b", "c"),
+             m("d", "c", "d", role="assistant")]
+    lines: list[Any] = []
+    for i, record in enumerate(valid):
+        lines.extend(g for at, g in garbage if at == i and i > 0)  # garbage between records
+        lines.append(record)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = tl.open_store(tmp)
+        write_session(store, lines)
+        s = store.open("s1")
+        assert [(e.id, e.message.text) for e in s.path("d")] == [
+            ("a", "a"), ("b", "b"), ("c", "c"), ("d", "d")]
+        assert s.leaf_id == "d"
+        assert [x.text for x in s.context().messages] == ["a", "b", "c", "d"]
+        s.append_message("user", "e")
+        s.close()
+        assert [e.id for e in store.open("s1").path()][:4] == ["a", "b", "c", "d"]
