@@ -226,19 +226,20 @@ def db_upgrade(url: str, schema: str) -> None:
             from threadline.store.postgres import upgrade
         except ImportError as exc:
             raise UserError(str(exc)) from None
-        applied = upgrade(url, schema)
+        applied = [f"postgres {v}" for v in upgrade(url, schema)]
     elif url.startswith("sqlite:"):
         from threadline.store.sqlite import connect, sqlite_path
         from threadline.store.sqlite import upgrade as sqlite_upgrade
 
         conn = connect(sqlite_path(url))
         try:
-            applied = sqlite_upgrade(conn, "sqlite") + sqlite_upgrade(conn, "catalog")
+            applied = [f"{track} {v}" for track in ("sqlite", "catalog")
+                       for v in sqlite_upgrade(conn, track)]
         finally:
             conn.close()
     else:
         raise UserError(f"db upgrade takes a sqlite:/// or postgresql:// URL, not {url!r}")
     if applied:
-        click.echo(f"Applied migrations: {', '.join(str(v) for v in applied)}")
+        click.echo(f"Applied migrations: {', '.join(applied)}")
     else:
         click.echo("The schema is up to date; nothing to apply.")

@@ -24,7 +24,6 @@ import contextlib
 import json
 import os
 import re
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal
 
@@ -318,9 +317,13 @@ def _insert_records(conn: Any, tenant: str, session_id: str, first_seq: int,
 class PostgresStore(BaseStore):
     """Sessions of one tenant in PostgreSQL (``postgresql://…``, ``tenant=``)."""
 
+    pool: ConnectionPool[Any]
+
     def __init__(self, url: str, *, tenant: str = "default", schema: str = "public",
                  app_role: str = APP_ROLE, min_size: int = 1, max_size: int = 16,
-                 durability: str = "fsync") -> None:
+                 durability: str = "fsync", pool: PostgresStore | None = None) -> None:
+        """``pool``: share the connection pool of another store of the same database and schema
+        (a server serving many tenants keeps one pool; the tenant is set per transaction)."""
         if not isinstance(tenant, str) or not tenant or len(tenant) > 128 or "\x00" in tenant:
             raise UserError(f"Invalid tenant {tenant!r}: use 1-128 characters")
         self.url = url
@@ -330,6 +333,12 @@ class PostgresStore(BaseStore):
         # durability: PostgreSQL commits are durable with synchronous_commit on (the default);
         # "flush" turns it off per transaction for bulk imports.
         self._sync_commit = durability != "flush"
+        self._owns_pool = pool is None
+        if pool is not None:
+            if pool.schema != self.schema or pool.url != url:
+                raise UserError("A shared pool must come from a store of the same URL and schema")
+            self.pool = pool.pool
+            return
         try:
             self.pool = ConnectionPool(url, min_size=min_size, max_size=max_size,
                                        configure=self._configure, open=True, timeout=30)
@@ -346,7 +355,6 @@ class PostgresStore(BaseStore):
             raise StoreError(f"The database schema is at version {version or 0}, threadline "
                              f"needs {migrations.latest('postgres')}; run: threadline db upgrade "
                              "URL")
-        self._lock = threading.Lock()
 
     def _configure(self, conn: Any) -> None:
         conn.autocommit = True
@@ -447,7 +455,8 @@ class PostgresStore(BaseStore):
 
     def close(self) -> None:
         super().close()
-        self.pool.close()
+        if self._owns_pool:
+            self.pool.close()
 
 
 class PostgresCatalog(Catalog):
@@ -483,7 +492,7 @@ class PostgresCatalog(Catalog):
 
     # the tsquery is built by PostgreSQL from the bound text: the words OR-ed for ranking,
     # AND-ed (plainto_tsquery) for find_and_tag's matching set
-    _OR_QUERY = "replace(plainto_tsquery('english', %s)::text, '&', '|')::tsquery"
+    _OR_QUERY = "(SELECT replace(plainto_tsquery('english', %s)::text, '&', '|')::tsquery AS q)"
 
     def _keyword(self, query: str, f: Filters, limit: int) -> list[Hit]:
         if not fts_terms(query):
@@ -491,10 +500,10 @@ class PostgresCatalog(Catalog):
         where, params = self._where(f)
         with self.store.tx() as conn:
             rows = conn.execute(
-                f"SELECT r.session_id, r.id, ts_rank_cd(r.tsv, q), "
-                f"ts_headline('english', r.body, q, 'StartSel=[, StopSel=], MaxWords=20, "
-                f"MinWords=8'), r.role, r.timestamp FROM tl_records r, {self._OR_QUERY} q "
-                f"WHERE r.tenant_id = %s AND r.body IS NOT NULL AND r.tsv @@ q{where} "
+                f"SELECT r.session_id, r.id, ts_rank_cd(r.tsv, query.q), "
+                f"ts_headline('english', r.body, query.q, 'StartSel=[, StopSel=], MaxWords=20, "
+                f"MinWords=8'), r.role, r.timestamp FROM tl_records r, {self._OR_QUERY} query "
+                f"WHERE r.tenant_id = %s AND r.body IS NOT NULL AND r.tsv @@ query.q{where} "
                 "ORDER BY 3 DESC, r.session_id, r.seq LIMIT %s",
                 [query, self.store.tenant, *params, limit]).fetchall()
         return [Hit(session_id=r[0], entry_id=r[1], score=float(r[2]), snippet=r[3], role=r[4],
