@@ -162,6 +162,21 @@ def test_another_process_appending_is_seen_on_the_next_request(store: Any, clien
     assert client.get(f"/api/sessions/{s.id}/context").json()["total"] == 5
 
 
+def test_a_write_returns_the_version_the_page_sees_next_and_only_others_change_it(
+        store: Any, client: TestClient) -> None:
+    s, ids = branched(store)
+    url = f"/api/sessions/{s.id}"
+    before = client.get(url).json()["version"]
+    r = client.post(f"{url}/apply", headers=WRITE,
+                    json={"action": "branch", "args": {"entry_id": ids["a2"]}}).json()
+    assert r["version"] != before
+    assert client.get(url).json()["version"] == r["version"]
+    assert client.get(url).json()["version"] == r["version"]
+    with tl.open_store(store.url).open(s.id) as other:
+        other.append_message("user", "from elsewhere")
+    assert client.get(url).json()["version"] != r["version"]
+
+
 def test_the_viewer_releases_the_writer_lock_after_each_write(store: Any, client: TestClient
                                                                ) -> None:
     s, ids = branched(store)

@@ -25,6 +25,9 @@ from web_support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, serve
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    # The suite runs alongside other work: give every wait for a final state room for a loaded
+    # machine. The waits stay for exact final states, so a longer limit weakens nothing.
+    expect.set_options(timeout=30_000)
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
@@ -52,7 +55,8 @@ def disk(store_dir: Path, sid: str) -> tl.Session:
 
 
 def confirm_write(page: Page, done: str) -> None:
-    """Go through preview → confirm and wait until the page has reloaded the session."""
+    """Go through preview → confirm and wait until the page has reloaded the session: the status
+    names exactly this action as done (a change poll must not have replaced it)."""
     expect(page.get_by_test_id("preview")).to_be_visible()
     page.locator("#modal-ok").click()
     expect(page.locator("#status")).to_have_text(f"{done}: done")
@@ -310,6 +314,36 @@ def test_sidechains_are_folded_and_open_on_click(page: Page, tmp_path: Path) -> 
         first.click()
         expect(page.get_by_test_id("tree-total")).to_have_text(f"{total - hidden + n} rows")
         shot(page, "09-sidechain-open")
+
+
+def test_the_pages_own_writes_never_read_as_a_change_on_disk(page: Page, tmp_path: Path
+                                                              ) -> None:
+    store = tl.open_store(tmp_path / "own")
+    s = store.create()
+    first = s.append_message("user", "first")
+    second = s.append_message("assistant", "second")
+    s.close()
+    with serve(store) as base:
+        open_session(page, base, s.id)
+        info_url = f"{base}api/sessions/{s.id}"
+        reloads: list[str] = []  # one tags listing per reload of the page
+        page.on("request", lambda r: reloads.append(r.url) if "/tags" in r.url else None)
+        # Poll as often as the page can (it also polls on focus): every write below races polls.
+        page.evaluate("() => { setInterval(() => window.dispatchEvent(new Event('focus')), 5); }")
+        for target, n in ((first, 1), (second, 2)):
+            page.locator(f'.tree-row[data-entry="{target}"]').click()
+            expect(page.get_by_test_id("entry-meta")).to_contain_text(target)
+            page.get_by_test_id("btn-branch").click()
+            reloads.clear()
+            confirm_write(page, "Branch here")
+            expect(page.get_by_test_id("ctx-total")).to_have_text(f"{n} messages")
+            # Polls after the write find nothing new: the status stays, nothing reloads again.
+            for _ in range(3):
+                with page.expect_response(lambda r: r.url == info_url):
+                    pass
+            expect(page.locator("#status")).to_have_text("Branch here: done")
+            assert len(reloads) == 1
+        assert disk(tmp_path / "own", s.id).leaf_id == second
 
 
 def test_the_page_reloads_when_another_process_appends(page: Page, tmp_path: Path) -> None:

@@ -4,6 +4,10 @@ Every handler opens the session through :class:`~threadline.web.cache.SessionCac
 library and returns what it returned as JSON. Errors come back as ``{"error": message}`` with 400
 (bad input), 404 (unknown session, entry or tag), 409 (another writer holds the session) or 500.
 
+Every response about a session's state, and every write, carries the session's ``version``
+(:func:`threadline.web.cache.version`): the page keeps the one its own last write returned, so
+its change poll reloads only for changes made by another process.
+
 Writes are POSTs that must carry the ``X-Threadline`` header and a loopback ``Host``: a page on
 another site can neither post a form here nor reach the server through a rebound DNS name.
 """
@@ -26,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 from threadline.errors import NotFoundError, SessionLockedError, StoreError, UserError
 from threadline.session import Session
 from threadline.web import actions, rows
-from threadline.web.cache import SessionCache
+from threadline.web.cache import SessionCache, version
 
 MAX_LIMIT = 500
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
@@ -263,6 +267,7 @@ class Viewer:
                 "model": msgspec.to_builtins(ctx.model),
                 "thinking_level": ctx.thinking_level,
                 "file_bytes": s._log.size(),
+                "version": version(s),
                 "load_report": msgspec.to_builtins(s.load_report),
                 "labels": [{"id": k, "label": v} for k, v in s._labels.items()],
             }
@@ -312,7 +317,7 @@ class Viewer:
         with self.cache.session(request.path_params["sid"], write=True) as s:
             listing = s.tags()  # type: ignore[attr-defined]
             return {"tags": actions.to_json(listing.tags), "removed": listing.removed,
-                    "available": True}
+                    "available": True, "version": version(s)}
 
     def operations(self, request: Request, body: Any) -> dict[str, Any]:
         if not actions._implemented(Session, "operations"):
@@ -345,7 +350,7 @@ class Viewer:
         with self.cache.session(request.path_params["sid"], write=True) as s:
             result = actions.run(s, action, args)
             return {"action": action, "result": actions.to_json(result), "leaf_id": s.leaf_id,
-                    "context_messages": len(s.context().messages)}
+                    "context_messages": len(s.context().messages), "version": version(s)}
 
     @staticmethod
     def _action(body: Any) -> tuple[str, dict[str, Any]]:
@@ -371,7 +376,7 @@ class Viewer:
                 raise UserError(f"Session '{s.id}' changed since the purge preview; "
                                 "preview again before purging")
             done = s.purge(ids, dry_run=False)  # type: ignore[attr-defined]
-            return {"executed": True, "plan": actions.to_json(done)}
+            return {"executed": True, "plan": actions.to_json(done), "version": version(s)}
 
     def compact(self, request: Request, body: Any) -> Any:
         """Compaction with the extractive summarizer: a preview shows the plan and the very
@@ -398,7 +403,7 @@ class Viewer:
                                 "preview again")
             done = compaction.compact(s, keep_recent_tokens=keep_recent, plan=plan)
             return {"executed": True, "entry_id": done.entry_id,
-                    "context_messages": len(s.context().messages)}
+                    "context_messages": len(s.context().messages), "version": version(s)}
 
 
 def create_app(store: Any) -> Starlette:

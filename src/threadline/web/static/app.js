@@ -134,11 +134,12 @@ function writeFlow(page, title, action, fields, fixedArgs = {}, { danger = false
     const preview = await api(`/api/sessions/${enc(page.id)}/preview`, { action, args });
     const body = h("div", {}, h("p", {}, h("b", {}, "This will change:")), describeChange(preview));
     modal.open(`${title}: confirm`, body, "Confirm", async () => {
-      await api(`/api/sessions/${enc(page.id)}/apply`, { action, args });
-      modal.close();
-      status("Saved; reloading…");
-      await page.refresh();
-      status(`${title}: done`);
+      await page.write(`/api/sessions/${enc(page.id)}/apply`, { action, args }, async () => {
+        modal.close();
+        status("Saved; reloading…");
+        await page.refresh();
+        status(`${title}: done`);
+      });
     }, { danger });
   };
   if (!fields.length) return go().catch((e) => status(e.message, true));
@@ -346,6 +347,14 @@ class SessionPage {
     this.tab = "details";
     this.tagsByPos = new Map();
     this.payloadRequest = 0;
+    // Change detection (see checkForChanges): the session version this page last saw or wrote,
+    // how many of its own writes and reloads are under way, and a counter that moves whenever
+    // one starts, so a poll that overlapped one knows its answer is stale.
+    this.version = null;
+    this.writing = 0;
+    this.refreshing = 0;
+    this.epoch = 0;
+    this.refreshChain = Promise.resolve();
   }
 
   async mount() {
@@ -367,32 +376,68 @@ class SessionPage {
     this.tree.onData = (d) => this.renderTreeHead(d);
     await this.refresh();
     this.poll = setInterval(() => this.checkForChanges(), 3000);
+    this.onFocus = () => this.checkForChanges();
+    window.addEventListener("focus", this.onFocus);
   }
 
-  unmount() { clearInterval(this.poll); }
+  unmount() {
+    clearInterval(this.poll);
+    window.removeEventListener("focus", this.onFocus);
+  }
 
-  // Another process (an agent, the REPL, the CLI) appended: reload what the page shows.
-  async checkForChanges() {
-    if (document.hidden || this.busy || !$("#modal").classList.contains("hidden")) return;
-    this.busy = true;
+  // One write of this page: POST, keep the version the server reports after it, then run
+  // `after` (close the dialog, reload, report). The change poll stands aside meanwhile, so the
+  // page's own write never reads as "the session changed on disk".
+  async write(path, body, after) {
+    this.writing += 1;
+    this.epoch += 1;
     try {
-      const info = await api(`/api/sessions/${enc(this.id)}`);
-      if (info.file_bytes !== this.info.file_bytes) {
-        await this.refresh();
-        status("Reloaded: the session changed on disk");
-      }
-    } catch (e) {
-      status(e.message, true);
+      const r = await api(path, body);
+      if (r.version !== undefined) this.version = r.version;
+      await after(r);
+      return r;
     } finally {
-      this.busy = false;
+      this.writing -= 1;
     }
   }
 
-  async refresh() {
+  // Another process (an agent, the REPL, the CLI) changed the session: reload what the page
+  // shows. Runs every 3 s and when the window regains focus.
+  async checkForChanges() {
+    if (document.hidden || this.polling || this.writing || this.refreshing ||
+        !$("#modal").classList.contains("hidden")) return;
+    this.polling = true;
+    const epoch = this.epoch;
+    // Whether no write or reload of the page started since this poll did: only then is what
+    // the poll saw current, and its message must not replace the status of the user's action.
+    const undisturbed = () => this.epoch === epoch && !this.writing;
+    try {
+      const info = await api(`/api/sessions/${enc(this.id)}`);
+      if (!undisturbed() || info.version === this.version) return;
+      await this.refresh();
+      if (this.epoch === epoch + 1 && !this.writing) status("Reloaded: the session changed on disk");
+    } catch (e) {
+      if (undisturbed()) status(e.message, true);
+    } finally {
+      this.polling = false;
+    }
+  }
+
+  // Reloads run one after another, so the last one started is the one whose info the page keeps.
+  refresh() {
+    this.refreshing += 1;
+    this.epoch += 1;
+    const run = () => this.reload().finally(() => { this.refreshing -= 1; });
+    this.refreshChain = this.refreshChain.then(run, run);
+    return this.refreshChain;
+  }
+
+  async reload() {
     // Tags first: listing them may remove invalid ones (a write), and the info read after it
-    // then has the file size the change poll compares against.
+    // then has the version the change poll compares against.
     await this.loadTags();
     this.info = await api(`/api/sessions/${enc(this.id)}`);
+    this.version = this.info.version;
     this.renderHead();
     await Promise.all([this.tree.reset(), this.ctx.reset()]);
     await this.renderTab();
@@ -699,10 +744,12 @@ class SessionPage {
           modal.open("Purge: confirm", h("div", {}, h("p", {}, "This will delete, with no copy kept:"),
             h("p", {}, `${p.plan.entry_ids.length} entries, ${p.plan.bytes} bytes; ${p.plan.leaves_view.length + p.plan.also_leaving_view.length} message(s) leave the context.`),
             h("pre", { "data-testid": "purge-preview" }, JSON.stringify(p.plan, null, 2))), "Purge", async () => {
-            await api(`/api/sessions/${enc(this.id)}/purge`, { entry_ids: entryIds, confirm: true, fingerprint: p.plan.fingerprint });
-            modal.close();
-            status("Purged");
-            await this.refresh();
+            await this.write(`/api/sessions/${enc(this.id)}/purge`, { entry_ids: entryIds, confirm: true, fingerprint: p.plan.fingerprint }, async () => {
+              modal.close();
+              status("Saved; reloading…");
+              await this.refresh();
+              status("Purged");
+            });
           }, { danger: true });
         } catch (e) { status(e.message, true); }
       } }, "Preview purge…"));
@@ -719,10 +766,12 @@ class SessionPage {
         h("p", {}, h("b", {}, "Summary that will be written (extractive summarizer):")),
         h("pre", {}, p.summary));
       modal.open("Compact: confirm", body, "Compact", async () => {
-        await api(`/api/sessions/${enc(this.id)}/compact`, { ...args, confirm: true, leaf_id: p.leaf_id });
-        modal.close();
-        await this.refresh();
-        status("Compact: done");
+        await this.write(`/api/sessions/${enc(this.id)}/compact`, { ...args, confirm: true, leaf_id: p.leaf_id }, async () => {
+          modal.close();
+          status("Saved; reloading…");
+          await this.refresh();
+          status("Compact: done");
+        });
       });
     });
   }
