@@ -269,12 +269,14 @@ def test_a_kill_during_purge_leaves_either_the_old_or_the_new_file(tmp_path: Pat
     _, s, ids = _session_with_filler(tmp_path / "calibrate")
     full = _purge_in_child(tmp_path / "calibrate", s.id, ids["ask"], None)
     rng = random.Random(5)
+    # at once (before anything is renamed), at random points of the run, and long after it
+    delays = [0.0, *(rng.uniform(0.0, full) for _ in range(10)), 2 * full + 0.5]
     outcomes = set()
-    for round_no in range(12):
+    for round_no, delay in enumerate(delays):
         directory = tmp_path / f"r{round_no}"
         store, s, ids = _session_with_filler(directory)
         expected = {e.id: msgspec.to_builtins(e) for e in store.open(s.id).entries()}
-        _purge_in_child(directory, s.id, ids["ask"], rng.uniform(0.0, full * 1.3))
+        _purge_in_child(directory, s.id, ids["ask"], delay)
         after = store.open(s.id, read_only=True)
         got = {e.id: e for e in after.entries()}
         assert list(got) == list(expected)
