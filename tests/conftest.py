@@ -43,7 +43,8 @@ def make_store(kind: str, tmp_path: Path, **options: object) -> tl.store.BaseSto
     if kind == "postgres":
         options.setdefault("tenant", "test")
         options.setdefault("schema", pg_schema())
-        return tl.open_store(PG_URL, min_size=1, max_size=4, **options)
+        options.setdefault("max_size", 4)
+        return tl.open_store(PG_URL, **options)
     raise ValueError(kind)
 
 

@@ -62,6 +62,13 @@ def _schema(name: str) -> str:
     return name
 
 
+def reason(exc: BaseException) -> str:
+    """The one-line primary message of a database error."""
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None)
+    return primary or (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
 def upgrade(url: str, schema: str = "public") -> list[int]:
     """Create the schema if needed and apply the migrations not applied yet (idempotent; safe
     to run concurrently: an advisory lock serializes upgrades). Returns the versions applied.
@@ -89,7 +96,8 @@ def upgrade(url: str, schema: str = "public") -> list[int]:
             conn.execute(sql.SQL("GRANT SELECT ON tl_schema_migrations TO {}").format(
                 sql.Identifier(APP_ROLE)))
     except psycopg.Error as exc:
-        raise StoreError(f"Upgrading the database failed: {exc}".strip()) from None
+        raise StoreError(f"Upgrading the database failed: {reason(exc)}; nothing was applied"
+                         ) from None
     return applied
 
 
@@ -230,8 +238,8 @@ class PostgresLog:
                     (seq + len(lines), d.modified, d.message_count, d.name, d.first_message,
                      st.tenant, self.session_id))
         except psycopg.Error as exc:
-            raise StoreError(f"Writing to session '{self.session_id}' failed ({exc}); nothing "
-                             "was written. Check the database and retry") from None
+            raise StoreError(f"Writing to session '{self.session_id}' failed ({reason(exc)}); "
+                             "nothing was written. Check the database and retry") from None
         self._seen = seq + len(lines) - 1
 
     def raw_lines(self) -> Iterator[bytes]:
