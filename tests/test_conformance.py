@@ -8,6 +8,7 @@ test_crash.py and test_concurrency.py.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -788,3 +789,14 @@ def test_create_branched_session_at_an_unknown_leaf_is_refused(store: tl.store.B
     with pytest.raises(NotFoundError):
         s.create_branched_session("nope")
     assert len(store.list()) == 1
+
+
+def test_a_session_dropped_without_close_releases_the_lock(store: tl.store.BaseStore) -> None:
+    s1 = store.create()
+    sid = s1.id
+    first = s1.append_message("user", "x")
+    del s1
+    gc.collect()
+    s2 = store.open(sid)
+    second = s2.append_message("user", "y")
+    assert s2.path_ids() == [first, second]
