@@ -174,3 +174,24 @@ def test_images_thoughts_and_the_python_tool_map_to_blocks() -> None:
     (result,) = msgs[3].tool_results
     assert (result.tool_use_id, result.content) == ("c1", "1")
     assert msgs[4].model == "o1"
+
+
+def test_a_write_failing_midway_removes_the_sessions_already_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = GPT / "LibreChat_via_Apollo_ui__chatgpt-export.json"
+    store = tl.open_store(tmp_path / "s")
+    real = store._create_log  # type: ignore[attr-defined]
+    calls: list[str] = []
+
+    def flaky(header: Any, lines: list[bytes]) -> Any:
+        calls.append(header.id)
+        if len(calls) == 2:
+            raise tl.StoreError("disk full")
+        return real(header, lines)
+
+    monkeypatch.setattr(store, "_create_log", flaky)
+    with pytest.raises(tl.StoreError, match="disk full"):
+        chatgpt_export.import_sessions(store, path)
+    assert len(calls) == 2
+    assert store.list() == []
+    assert not store.exists(calls[0])
