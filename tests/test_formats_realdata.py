@@ -6,10 +6,12 @@ that speaks it; ``dump(load(payload))`` must give the payload back and pass the 
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import yaml
 
@@ -102,3 +104,76 @@ def _last_request(name: str) -> Any:
     label = _source(name).stem.split("__")[-1]
     matching = [r for r in REQUESTS if r[0].startswith(label)]
     return matching[-1][2], conversation_part(matching[-1][2], matching[-1][3])
+
+
+# -- responses: the recorded answer is what the next request sends back ---------------------
+
+# pairs where the client (pydantic-ai) rewrote the answer before sending it back on purpose
+_REWRITTEN = {
+    # a non-Claude model's reasoning is replayed as "<think>" text, not as reasoningContent
+    "test_bedrock_moonshotai_tool_call",
+    # the test edits the history between the two requests
+    "test_openai_responses_thinking_with_modified_history",
+}
+
+
+def _exchanges() -> list[tuple[str, str, Any, Any, Any]]:
+    """(label, format, request i, response i, request i+1) for consecutive same-format calls."""
+    found = []
+    for path in CASSETTES:
+        label = path.stem.split("__")[-1]
+        calls: list[tuple[str, Any, Any] | None] = []
+        for interaction in yaml.safe_load(path.read_text())["interactions"]:
+            req, resp = interaction["request"], interaction["response"]
+            name = _format_for(req["uri"])
+            if name is None or req["uri"].endswith("/compact"):
+                calls.append(None)  # breaks the chain: the next request starts afresh
+                continue
+            body = req.get("parsed_body") or json.loads(req["body"])
+            answer = resp.get("parsed_body")
+            if answer is None and isinstance(resp.get("body"), dict):
+                answer = json.loads(resp["body"]["string"])
+            calls.append((name, body, answer))
+        for n, (first, second) in enumerate(itertools.pairwise(calls)):
+            if first is None or second is None or label in _REWRITTEN:
+                continue
+            (name, body, answer), (after, nxt, _) = first, second
+            if name == after:
+                found.append((f"{label}[{n}]", name, body, answer, nxt))
+    return found
+
+
+EXCHANGES = _exchanges()
+
+
+def _content(message: Any, ids: dict[str, str]) -> Any:
+    """A message's blocks without provider leftovers, tool ids renamed through ``ids``."""
+    blocks = msgspec.to_builtins(message.content)
+    for b in blocks:
+        b.pop("provider_details", None)
+        if b["type"] == "tool_use":
+            b["tool_use"]["id"] = ids.get(b["tool_use"]["id"], b["tool_use"]["id"])
+    return blocks
+
+
+def test_there_are_recorded_exchanges_of_every_provider_format() -> None:
+    assert sorted({e[1] for e in EXCHANGES}) == sorted(formats.PROVIDER_FORMATS)
+
+
+@pytest.mark.parametrize(("label", "name", "body", "answer", "nxt"), EXCHANGES,
+                         ids=[e[0] for e in EXCHANGES])
+def test_a_loaded_response_is_the_message_the_next_request_sends_back(
+    label: str, name: str, body: Any, answer: Any, nxt: Any
+) -> None:
+    module = formats.get(name)
+    before = module.load(conversation_part(name, body))
+    after = module.load(conversation_part(name, nxt))
+    message = module.load_response(answer)
+    assert message.role == "assistant"
+    assert message.usage is not None and message.usage.total > 0
+    assert message.stop_reason
+    replayed = after[len(before)]
+    # Gemini calls without ids get fresh ids on load; the client chose its own
+    ids = {u.id: r.id for u, r in zip(message.tool_uses, replayed.tool_uses, strict=False)
+           if u.id.startswith("gemini_call_")}
+    assert _content(message, ids) == _content(replayed, {})

@@ -90,4 +90,14 @@ def validate(name: str, payload: Any) -> None:
     get(name).validate(payload)
 
 
+def __getattr__(name: str) -> ModuleType:
+    # ``tl.formats.anthropic`` works without importing the submodule first
+    if name in PROVIDER_FORMATS or name in IMPORTER_FORMATS:
+        try:
+            return get(name)
+        except NotFoundError:
+            pass
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = ["IMPORTER_FORMATS", "PROVIDER_FORMATS", "dump_context", "get", "names", "validate"]

@@ -44,6 +44,7 @@ from threadline.model.content import (
     ToolResultBlock,
     ToolUse,
     ToolUseBlock,
+    Usage,
     text,
 )
 
@@ -362,3 +363,24 @@ def _check_blocks(p: Problems, where: str, role: str, content: list[Any]
         if kind != "tool_result":
             other_seen = True
     return calls, results
+
+
+# -- responses ------------------------------------------------------------------------------
+
+
+def load_response(body: Any) -> Message:
+    """The assistant message of a (non-streaming) Messages API response body, with ``model``,
+    ``stop_reason`` and ``usage``."""
+    body = expect_dict(body, "Anthropic response")
+    content = expect_list(body.get("content"), "Anthropic response content")
+    message = _load_message({"role": "assistant", "content": content}, "response")[0]
+    raw = body.get("usage") or {}
+    usage = Usage(input=int(raw.get("input_tokens") or 0),
+                  output=int(raw.get("output_tokens") or 0),
+                  cache_read=int(raw.get("cache_read_input_tokens") or 0),
+                  cache_write=int(raw.get("cache_creation_input_tokens") or 0))
+    usage.total = usage.input + usage.output + usage.cache_read + usage.cache_write
+    message.model = body.get("model")
+    message.stop_reason = body.get("stop_reason")
+    message.usage = usage
+    return message

@@ -44,6 +44,7 @@ from threadline.model.content import (
     ToolResultBlock,
     ToolUse,
     ToolUseBlock,
+    Usage,
     text,
 )
 
@@ -344,3 +345,23 @@ def _check_blocks(p: Problems, where: str, role: str, content: list[Any]
         if kind != "toolResult":
             other_seen = True
     return calls, results
+
+
+# -- responses ------------------------------------------------------------------------------
+
+
+def load_response(body: Any) -> Message:
+    """The assistant message of a Converse response body, with ``stop_reason`` and ``usage``
+    (Converse does not name the model in the body)."""
+    body = expect_dict(body, "Bedrock response")
+    output = expect_dict(body.get("output"), "Bedrock response output")
+    raw = expect_dict(output.get("message"), "Bedrock response output.message")
+    message = _load_message({"role": "assistant", "content": raw.get("content")}, "response")[0]
+    u = body.get("usage") or {}
+    message.usage = Usage(input=int(u.get("inputTokens") or 0),
+                          output=int(u.get("outputTokens") or 0),
+                          cache_read=int(u.get("cacheReadInputTokens") or 0),
+                          cache_write=int(u.get("cacheWriteInputTokens") or 0),
+                          total=int(u.get("totalTokens") or 0))
+    message.stop_reason = body.get("stopReason")
+    return message

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import mimetypes
 import re
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +46,7 @@ from threadline.model.content import (
     ToolResultBlock,
     ToolUse,
     ToolUseBlock,
+    Usage,
     text,
 )
 
@@ -83,14 +85,15 @@ def load(data: Any) -> list[Message]:
 class _CallIds:
     """Gives id-less function calls stable ids and pairs id-less responses with them by name."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "gemini_call_") -> None:
+        self.prefix = prefix
         self.count = 0
         self.pending: list[tuple[str, str]] = []  # (name, id) of id-less calls not yet answered
         self.names: dict[str, str] = {}  # call id -> function name
 
     def call(self, name: str) -> str:
         self.count += 1
-        cid = f"gemini_call_{self.count}"
+        cid = f"{self.prefix}{self.count}"
         self.pending.append((name, cid))
         return cid
 
@@ -100,7 +103,7 @@ class _CallIds:
                 del self.pending[k]
                 return cid
         self.count += 1
-        return f"gemini_call_{self.count}"
+        return f"{self.prefix}{self.count}"
 
 
 def _load_system(raw: JSON) -> Message:
@@ -397,3 +400,32 @@ def _check_parts(p: Problems, where: str, role: str, parts: list[Any]
         elif not any(k in part for k in ("text", "executableCode", "codeExecutionResult")):
             p.add(pw, "part with no known field (text, inlineData, functionCall…)")
     return calls, results
+
+
+# -- responses ------------------------------------------------------------------------------
+
+
+def load_response(body: Any) -> Message:
+    """The model message of the first candidate of a ``generateContent`` response body, with
+    ``model``, ``stop_reason`` and ``usage``. Function calls without an id get a unique
+    ``gemini_call_…`` id (kept out of later dumps), so calls of different responses never
+    collide."""
+    body = _camel_keys(expect_dict(body, "Gemini response"))
+    candidates = expect_list(body.get("candidates"), "Gemini response candidates")
+    if not candidates:
+        raise UserError("Gemini response has no candidates; nothing to load")
+    cand = _camel_keys(expect_dict(candidates[0], "candidates[0]"))
+    content = _camel_keys(expect_dict(cand.get("content") or {"parts": []}, "candidates[0]"))
+    content.setdefault("role", "model")
+    content.setdefault("parts", [])
+    calls = _CallIds(prefix=f"gemini_call_{uuid.uuid4().hex[:12]}_")
+    message = _load_content(content, "candidates[0].content", calls)[0]
+    u = _camel_keys(body.get("usageMetadata") or {})
+    message.usage = Usage(input=int(u.get("promptTokenCount") or 0),
+                          output=int(u.get("candidatesTokenCount") or 0)
+                          + int(u.get("thoughtsTokenCount") or 0),
+                          cache_read=int(u.get("cachedContentTokenCount") or 0),
+                          total=int(u.get("totalTokenCount") or 0))
+    message.model = body.get("modelVersion")
+    message.stop_reason = cand.get("finishReason")
+    return message

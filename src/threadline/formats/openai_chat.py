@@ -42,6 +42,7 @@ from threadline.model.content import (
     ToolResultBlock,
     ToolUse,
     ToolUseBlock,
+    Usage,
     text,
     thinking,
     tool_result,
@@ -398,3 +399,39 @@ def _check_parts(p: Problems, where: str, content: Any, *, images: bool) -> None
                 p.add(f"{where}.content[{k}]", "image_url part without url")
         elif kind is None:
             p.add(f"{where}.content[{k}]", "part without type")
+
+
+# -- responses ------------------------------------------------------------------------------
+
+# fields of a response message that a request does not take back
+_RESPONSE_ONLY = ("annotations", "refusal", "audio", "function_call", "reasoning_content")
+
+
+def load_response(body: Any) -> Message:
+    """The assistant message of the first choice of a Chat Completions response body, with
+    ``model``, ``stop_reason`` (``finish_reason``) and ``usage``. A ``reasoning_content`` field
+    (sent by reasoning servers) becomes a thinking block in front."""
+    body = expect_dict(body, "Chat Completions response")
+    choices = expect_list(body.get("choices"), "Chat Completions response choices")
+    if not choices:
+        raise UserError("Chat Completions response has no choices; nothing to load")
+    choice = expect_dict(choices[0], "choices[0]")
+    raw = dict(expect_dict(choice.get("message"), "choices[0].message"))
+    reasoning = raw.get("reasoning_content")
+    for key in _RESPONSE_ONLY:
+        if key == "refusal" and raw.get(key):
+            continue  # a refusal is content the model produced
+        raw.pop(key, None)
+    if raw.get("content") is None:
+        raw.pop("content", None)
+    message = _load_message(raw, "choices[0].message")[0]
+    if isinstance(reasoning, str) and reasoning:
+        message.content.insert(0, thinking(reasoning))
+    u = body.get("usage") or {}
+    cached = int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    message.usage = Usage(input=int(u.get("prompt_tokens") or 0) - cached,
+                          output=int(u.get("completion_tokens") or 0), cache_read=cached,
+                          total=int(u.get("total_tokens") or 0))
+    message.model = body.get("model")
+    message.stop_reason = choice.get("finish_reason")
+    return message

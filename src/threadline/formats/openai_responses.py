@@ -46,6 +46,7 @@ from threadline.model.content import (
     ToolResultBlock,
     ToolUse,
     ToolUseBlock,
+    Usage,
     text,
 )
 
@@ -472,3 +473,27 @@ def _is_json(value: str) -> bool:
     except UserError:
         return False
     return True
+
+
+# -- responses ------------------------------------------------------------------------------
+
+
+def load_response(body: Any) -> Message:
+    """The assistant message made of a Responses API response's ``output`` items, with
+    ``model``, ``stop_reason`` (``completed``, or the reason it is incomplete) and ``usage``."""
+    body = expect_dict(body, "Responses response")
+    output = expect_list(body.get("output"), "Responses response output")
+    loaded = _Loader().run(output)
+    if len(loaded) != 1 or loaded[0].role != "assistant":
+        raise UserError("Responses response output holds more than assistant items; load it "
+                        "with openai_responses.load instead")
+    message = loaded[0]
+    u = body.get("usage") or {}
+    cached = int((u.get("input_tokens_details") or {}).get("cached_tokens") or 0)
+    message.usage = Usage(input=int(u.get("input_tokens") or 0) - cached,
+                          output=int(u.get("output_tokens") or 0), cache_read=cached,
+                          total=int(u.get("total_tokens") or 0))
+    message.model = body.get("model")
+    incomplete = body.get("incomplete_details") or {}
+    message.stop_reason = incomplete.get("reason") or body.get("status")
+    return message
