@@ -469,3 +469,33 @@ def test_load_names_the_bad_input() -> None:
         anthropic.load({"messages": [{"role": "robot", "content": "x"}]})
     with pytest.raises(UserError, match=r"Chat Completions messages must be a list, got str"):
         openai_chat.load("hello")
+
+
+# -- a session's context --------------------------------------------------------------------
+
+
+def test_a_session_context_with_summaries_and_a_digest_dumps_to_every_provider() -> None:
+    import threadline as tl
+
+    store = tl.open_store("memory://")
+    s = store.create()
+    s.append_message("user", "first question")
+    s.append_message("assistant", [text("checking"), tool_use("c1", "read", {"path": "a"})])
+    read = s.append_message("tool", [tool_result("c1", "contents")])
+    answered = s.append_message("assistant", "answer one")
+    s.append_message("user", "second question")
+    s.branch_with_summary(answered, "tried a second question")
+    s.append_message("user", "third question")
+    s.append_message("assistant", "answer three")
+    s.append_message("user", "fourth question")
+    s.append_message("assistant", "answer four")
+    s.digest(5, 6, "third exchange")
+    messages = list(s.context().messages)
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant",
+                                          "branchSummary", "system", "user", "assistant"]
+    for name in formats.PROVIDER_FORMATS:
+        back = formats.get(name).load(formats.dump_context(name, messages))
+        assert [m.role for m in back if m.role in ("branchSummary", "system")] == [
+            "branchSummary", "system"], name
+    assert anthropic.load(anthropic.dump(messages))[4:] == messages[4:]
+    assert read in s.context().view.ids()
