@@ -7,6 +7,7 @@
     s.context().messages               # what the provider receives
 """
 
+from threadline import formats
 from threadline.agent import AgentSession
 from threadline.context import Context, ViewItem
 from threadline.errors import (
@@ -57,6 +58,7 @@ __all__ = [
     "ViewItem",
     "__version__",
     "content_hash",
+    "formats",
     "image",
     "image_url",
     "open_store",
