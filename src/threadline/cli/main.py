@@ -62,14 +62,15 @@ def get_store(ctx: click.Context) -> Any:
     return obj["store"]
 
 
-for _name in COMMAND_MODULES:
-    try:
-        _mod = importlib.import_module(f"threadline.cli.{_name}")
-    except ModuleNotFoundError as _exc:
-        if _exc.name != f"threadline.cli.{_name}":
-            raise
-        continue
-    _mod.register(cli)
+def _register_commands() -> None:
+    for name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(f"threadline.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"threadline.cli.{name}":
+                raise
+            continue
+        mod.register(cli)
 
 
 def main() -> None:
@@ -77,4 +78,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run as a script (python -m threadline.cli.main): hand over to the module proper, so the
+    # command modules, which import threadline.cli.main, do not see a second, half-built copy.
+    from threadline.cli.main import main as _main
+
+    _main()
+else:
+    _register_commands()
