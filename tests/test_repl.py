@@ -139,6 +139,55 @@ def test_a_missing_api_key_is_one_line(monkeypatch):
     assert screen.chat.session.entry_ids() == []
 
 
+def test_a_chat_through_the_anthropic_api_records_the_tool_round_trip():
+    from threadline.testing import FakeAnthropicServer
+
+    store = tl.open_store("memory://")
+    with FakeAnthropicServer([tool_call("echo", {"text": "pong"}, id="toolu_1"), "Done."]) as srv:
+        screen = Screen(store, get_provider("claude-test", base_url=srv.base_url, api_key="k"))
+        assert screen.run("ping") == ['→ echo({"text": "pong"})', "← echo: pong", "Done."]
+        assert srv.requests[1].body["messages"][-1] == {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "pong"}]}
+    assert roles_and_text(screen.chat.session) == [
+        ("user", "ping"), ("assistant", '→ echo({"text": "pong"}) [toolu_1]'),
+        ("user", "← result [toolu_1]: pong"), ("assistant", "Done.")]
+    model = screen.chat.session.context().model
+    assert (model.provider, model.model_id) == ("anthropic", "claude-test")
+
+
+def test_a_session_locked_by_another_writer_is_one_line_and_asks_no_model(jsonl_store):
+    holder = jsonl_store.create()
+    holder.append_message("user", "mine")
+    provider = TestProvider()
+    screen = Screen(jsonl_store, provider, session=jsonl_store.open(holder.id))
+    assert screen.run("hello") == [
+        f"Error: Session '{holder.id}' is locked by pid {os.getpid()}; close the other writer "
+        "or open read-only"]
+    assert provider.calls == []
+    holder.close()
+    assert screen.run("hello") == ["echo: hello"]
+
+
+def test_the_chat_command_reads_piped_lines(tmp_path):
+    from click.testing import CliRunner
+
+    from threadline.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["--store", str(tmp_path), "chat", "--model", "test"],
+                             input="hello\n/tag first\n/undo\n")
+    lines = res.output.splitlines()
+    assert res.exit_code == 0
+    assert lines[1:] == ["echo: hello", "Tag 'first' created at position 2",
+                         "Removed last 1 user message (2 total messages)",
+                         "Tags left behind: first"]
+    sid = re.search(r"session ([0-9a-f-]{36})", lines[0]).group(1)
+    res = CliRunner().invoke(cli, ["--store", str(tmp_path), "chat", "--continue"],
+                             input="/undo first\n")
+    assert res.output.splitlines()[1:] == [
+        "Restored to tag 'first' on another branch (removed 0 messages, added 2)"]
+    assert res.output.startswith(f"threadline chat: session {sid} (0 messages)")
+
+
 # -- slash commands ------------------------------------------------------------------------------
 
 

@@ -242,6 +242,7 @@ class Chat:
     def chat(self, line: str) -> None:
         """Send ``line`` (and any tool results that follow) and record the turn."""
         s = self.session
+        s._ensure_writer()  # a session locked by another writer fails here, before the model call
         pending: list[Message] = [Message(role="user", content=[text(line)])]
         for _ in range(MAX_TOOL_ROUNDS):
             reply = self._ask(list(s.context().messages) + pending)
