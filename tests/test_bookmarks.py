@@ -554,3 +554,13 @@ def test_cli_tags_json_is_the_listing(tmp_path):
     assert [(t["name"], t["position"], t["status"]) for t in data["tags"]] == [
         ("__session_start__", 0, "valid"), ("t", 2, "valid")]
     assert (data["removed"], data["removal_skipped"]) == ([], False)
+
+
+def test_cli_tags_only_reports_invalid_tags_while_another_process_writes(tmp_path):
+    store = tl.open_store(tmp_path)
+    s, _ids = compacted(store)  # s keeps the writer lock
+    code, out = run(tmp_path, "tags", s.id)
+    assert (code, out.splitlines()[-1]) == (
+        0, "Found 2 invalid tag(s): early, six (not removed: another process is writing this "
+           "session)")
+    assert sorted(s._bookmarks) == ["early", "kept", "six"]
