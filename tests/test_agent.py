@@ -33,7 +33,7 @@ def test_agent_loop_of_500_turns_compacts_and_stays_under_the_window() -> None:
     peak = 0
     for i in range(500):
         agent.record(_user(f"task {i}: check module {i % 37}"))
-        for fmt in ("openai_chat", "anthropic"):
+        for fmt in formats.PROVIDER_FORMATS:
             formats.validate(fmt, agent.context_for_request(fmt))
         call = provider.complete(agent.messages())
         agent.record(call)

@@ -199,7 +199,7 @@ def test_a_split_turn_gets_its_own_prefix_summary() -> None:
     assert "\n\n## Turn in progress\n### Goal\n- u3\n" in result.summary
 
 
-@pytest.mark.parametrize("fmt", ["openai_chat", "anthropic"])
+@pytest.mark.parametrize("fmt", formats.PROVIDER_FORMATS)
 def test_context_after_compaction_passes_the_provider_validators(fmt: str) -> None:
     s = tl.open_store("memory://").create()
     _turns(s, 8)
@@ -286,7 +286,8 @@ def test_chained_compactions_cover_every_message(batches: list[Any], keep: int) 
             continue  # nothing to compact yet
         covered |= set(result.plan.summarize_ids) | set(result.plan.turn_prefix_ids)
         ctx = list(s.context().messages)
-        formats.dump_context("anthropic", ctx)
+        for fmt in formats.PROVIDER_FORMATS:
+            formats.dump_context(fmt, ctx)
     in_context = set(s.context().view.ids())
     messages = [e for e in s.path_ids() if s._types[e] == "message"]
     assert [e for e in messages if e not in covered and e not in in_context] == []
