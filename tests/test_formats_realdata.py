@@ -177,3 +177,29 @@ def test_a_loaded_response_is_the_message_the_next_request_sends_back(
     ids = {u.id: r.id for u, r in zip(message.tool_uses, replayed.tool_uses, strict=False)
            if u.id.startswith("gemini_call_")}
     assert _content(message, ids) == _content(replayed, {})
+
+
+def _with_unknown_fields(name: str, payload: Any) -> Any:
+    """The payload with an unknown field added to every message/item and every block/part."""
+    payload = json.loads(json.dumps(payload))
+    if name in ("openai_chat", "openai_responses"):
+        messages = payload
+    else:
+        messages = payload["contents" if name == "gemini" else "messages"]
+    for m in messages:
+        m["x_unknown"] = {"kept": True}
+        content = m.get("parts" if name == "gemini" else "content")
+        for block in content if isinstance(content, list) else []:
+            block["x_unknown"] = [1, 2]
+        for call in m.get("tool_calls") or []:
+            call["x_unknown"] = "call"
+    return payload
+
+
+@pytest.mark.parametrize(("label", "n", "name", "body"), REQUESTS, ids=IDS)
+def test_unknown_fields_on_messages_and_blocks_ride_along(
+    label: str, n: int, name: str, body: dict[str, Any]
+) -> None:
+    module = formats.get(name)
+    payload = _with_unknown_fields(name, conversation_part(name, body))
+    assert module.dump(module.load(payload)) == payload

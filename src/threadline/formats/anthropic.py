@@ -211,7 +211,7 @@ def _dump_system(system: list[Message]) -> Any:
     blocks = [b for m in system for b in m.content]
     hint = details(system[0], NAME).get("system_blocks")
     if len(blocks) == 1 and isinstance(blocks[0], TextBlock) and not hint \
-            and not blocks[0].provider_details:
+            and not details(blocks[0], NAME):
         return blocks[0].text.content
     return [dump_block(b) for b in blocks]
 
@@ -230,7 +230,7 @@ def _dump_message(role: str, m: Message) -> JSON:
 
 
 def _empty_text(b: Block) -> bool:
-    return isinstance(b, TextBlock) and not b.text.content and not b.provider_details
+    return isinstance(b, TextBlock) and not b.text.content and not details(b, NAME)
 
 
 def dump_block(b: Block) -> JSON:

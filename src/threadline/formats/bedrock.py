@@ -220,7 +220,7 @@ def dump(messages: Sequence[Message]) -> JSON:
 
 
 def _empty_text(b: Block) -> bool:
-    return isinstance(b, TextBlock) and not b.text.content and not b.provider_details
+    return isinstance(b, TextBlock) and not b.text.content and not details(b, NAME)
 
 
 def dump_block(b: Block) -> JSON:

@@ -52,15 +52,21 @@ from threadline.model.content import (
 
 NAME = "gemini"
 _SNAKE = re.compile(r"_([a-z])")
-
-
-def _camel(key: str) -> str:
-    return _SNAKE.sub(lambda m: m.group(1).upper(), key)
+# the Python SDK's snake_case names this module reads; other keys are left as they are
+_KNOWN_SNAKE = frozenset({
+    "system_instruction", "inline_data", "file_data", "function_call", "function_response",
+    "mime_type", "file_uri", "thought_signature", "video_metadata", "executable_code",
+    "code_execution_result", "usage_metadata", "model_version", "finish_reason",
+    "prompt_token_count", "candidates_token_count", "total_token_count",
+    "cached_content_token_count", "thoughts_token_count",
+})
 
 
 def _camel_keys(value: JSON) -> JSON:
-    """Top-level keys of a part or content in camelCase (the REST names)."""
-    return {_camel(k): v for k, v in value.items()}
+    """Top-level keys of a part or content with the SDK's snake_case names in camelCase (the
+    REST names)."""
+    return {_SNAKE.sub(lambda m: m.group(1).upper(), k) if k in _KNOWN_SNAKE else k: v
+            for k, v in value.items()}
 
 
 # -- load -----------------------------------------------------------------------------------

@@ -245,7 +245,7 @@ def _dump_message(m: Message) -> JSON:
 
 
 def _dump_content(role: str, body: Sequence[Block], parts_hint: bool, foreign: Any) -> Any:
-    if not foreign and not parts_hint and all(not b.provider_details for b in body):
+    if not foreign and not parts_hint and all(not details(b, NAME) for b in body):
         if len(body) == 1 and isinstance(body[0], TextBlock):
             return body[0].text.content
         if role == "assistant":

@@ -297,7 +297,7 @@ def _dump_input(m: Message) -> JSON:
     item: JSON = {**extra, "role": role}
     blocks = m.content
     if len(blocks) == 1 and isinstance(blocks[0], TextBlock) and not parts_hint \
-            and not foreign and not blocks[0].provider_details:
+            and not foreign and not details(blocks[0], NAME):
         item["content"] = blocks[0].text.content
     else:
         item["content"] = place_foreign([_dump_part(b, "user") for b in blocks], foreign)
@@ -358,7 +358,7 @@ def _dump_assistant(m: Message) -> list[JSON]:
         parts_hint = marker.pop("parts", False)
         item: JSON = {**marker, "role": "assistant"}
         if len(blocks) == 1 and isinstance(blocks[0], TextBlock) and not parts_hint \
-                and not details(blocks[0], NAME):
+                and not set(details(blocks[0], NAME)) - {"item"}:
             item["content"] = blocks[0].text.content
         else:
             item["content"] = [_dump_part(b, "assistant") for b in blocks]
