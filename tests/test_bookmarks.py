@@ -514,7 +514,7 @@ def test_cli_tag_tags_undo_and_clear_print_the_documented_lines(tmp_path):
         0, "Removed last 2 user messages (4 total messages)\n")
     assert run(tmp_path, "undo", sid, "--to", "experiment") == (
         0, "Restored to tag 'experiment' (removed 2 messages)\n")
-    assert run(tmp_path, "undo", sid, "--to", "experiment") == (
+    assert run(tmp_path, "undo", sid, "experiment") == (
         0, "Already at tag 'experiment' (position 4)\n")
     assert run(tmp_path, "undo", sid, "100") == (
         0, "Removed all 2 user messages (4 total messages)\nTags left behind: experiment\n")

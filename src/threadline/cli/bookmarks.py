@@ -164,23 +164,26 @@ def tags(ctx: click.Context, session_id: str, as_json: bool) -> None:
 
 @click.command()
 @click.argument("session_id")
-@click.argument("count", required=False, type=int, default=None)
+@click.argument("count", required=False, default=None)
 @click.option("--to", "to_tag", default=None, metavar="TAG", help="Restore to this tag instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
-def undo(ctx: click.Context, session_id: str, count: int | None, to_tag: str | None,
+def undo(ctx: click.Context, session_id: str, count: str | None, to_tag: str | None,
          as_json: bool) -> None:
-    """Undo the last COUNT user messages (default 1), or go back to a tag with --to TAG."""
+    """Undo the last COUNT user messages (default 1), or go back to a tag with --to TAG
+    (a COUNT that is not a number is taken as a tag name)."""
     from threadline.cli.sessions import echo_json
 
     if count is not None and to_tag is not None:
         raise UserError("Give either a count or --to TAG, not both")
+    if count is not None and not count.lstrip("-").isdigit():
+        count, to_tag = None, count
     with _open(ctx, session_id) as s:
         if to_tag is not None:
             r = bookmarks.undo_to(s, to_tag)
             lines = format_undo_to(r)
         else:
-            n = 1 if count is None else count
+            n = 1 if count is None else int(count)
             r = bookmarks.undo(s, n)
             lines = format_undo(r, n)
         if as_json:
