@@ -545,6 +545,8 @@ class SqliteCatalog(Catalog):
         from threadline.store.sqlite import connect, upgrade
 
         self.path = path
+        self._synced_stamp: Any = None
+        self._same_db = path != ":memory:" and getattr(store, "path", None) == path
         try:
             self.conn = connect(path)
             self.conn.execute("PRAGMA secure_delete=ON")  # purged text must not linger in pages
@@ -571,6 +573,18 @@ class SqliteCatalog(Catalog):
     # -- indexing -----------------------------------------------------------------------------
 
     def sync(self) -> None:
+        with self._lock:
+            # in the SQLite store's own database, data_version tells cheaply whether any other
+            # connection committed since the last sync: no change, no per-session walk
+            stamp = None
+            if self._same_db:
+                stamp = self.conn.execute("PRAGMA data_version").fetchone()[0]
+                if stamp == self._synced_stamp:
+                    return
+            self._sync_sessions()
+            self._synced_stamp = stamp
+
+    def _sync_sessions(self) -> None:
         with self._lock:
             cursors = dict(self.conn.execute("SELECT session_id, cursor FROM cat_sessions"))
             live = set(self.store._session_ids())
@@ -609,6 +623,7 @@ class SqliteCatalog(Catalog):
             conn.execute("DELETE FROM cat_sessions")
             conn.execute("INSERT INTO cat_fts (cat_fts) VALUES ('rebuild')")
         self._vec_cache = None
+        self._synced_stamp = None
         self.sync()
 
     def forget(self, session_id: str, entry_ids: Sequence[str]) -> None:
