@@ -26,7 +26,7 @@ from threadline.compaction import (
 from threadline.errors import ProviderError
 from threadline.model.content import Block, Message, text, thinking, tool_result, tool_use
 from threadline.providers import get_provider
-from threadline.testing import FakeOpenAIServer, Hang, HTTPFailure
+from threadline.testing import FakeAnthropicServer, FakeOpenAIServer, Hang, HTTPFailure
 
 LLM_SUMMARY = ("## Goal\n- fix the parser\n\n## Progress\n- read f0.py\n\n## Key decisions\n- none"
                "\n\n## Next steps\n- run tests\n\n## Files\n- Read: f0.py")
@@ -59,6 +59,19 @@ def test_llm_summarizer_writes_the_model_summary(jsonl_store: Any) -> None:
     assert "[user]: request 0\n[assistant]: on it 0\n[assistant tool call] read" in prompt
     assert "'## Goal', '## Progress', '## Key decisions', '## Next steps', '## Files'" in prompt
     assert "Files read: f0.py" in prompt
+
+
+def test_llm_summarizer_over_the_anthropic_api() -> None:
+    s = tl.open_store("memory://").create()
+    _fill(s, 4)
+    with FakeAnthropicServer([LLM_SUMMARY]) as srv:
+        summarizer = LLMSummarizer(get_provider("claude-haiku", base_url=srv.base_url,
+                                                api_key="k"))
+        result = compact(s, summarizer, keep_recent_tokens=100)
+        body = srv.requests[0].body
+    assert result.summary == LLM_SUMMARY
+    assert "only summarize" in body["system"]
+    assert [m["role"] for m in body["messages"]] == ["user"]
 
 
 @pytest.mark.parametrize("failure", [HTTPFailure(500, "overloaded"), Hang(10)])

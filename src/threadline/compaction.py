@@ -145,10 +145,11 @@ def session_tokens(session: Session, leaf_id: str | None = None) -> ContextToken
     the path is trusted; everything else is estimated.
     """
     ctx = session.context(leaf_id)
-    messages = list(ctx.messages)
-    path = session.path_ids(leaf_id) if leaf_id is not None else session.path_ids()
+    messages = ctx.messages  # lazy: only the messages after the last usage are decoded
+    path = session.path_ids(leaf_id)
     types = session._types
-    last_comp = max((i for i, e in enumerate(path) if types[e] == "compaction"), default=-1)
+    last_comp = next((i for i in range(len(path) - 1, -1, -1)
+                      if types[path[i]] == "compaction"), -1)
     if last_comp < 0:
         return context_tokens(messages)
     after = set(path[last_comp + 1:])
