@@ -502,3 +502,13 @@ def test_the_repl_in_a_real_terminal_chats_tags_undoes_and_resumes(tmp_path, ser
                  and e.payload.text == "second question"]
     assert len(abandoned) == 1
     assert msgspec.to_builtins(s.tags()[1])["status"] == "valid"
+
+
+def test_quitting_a_new_chat_at_once_leaves_no_empty_session(tmp_path):
+    from click.testing import CliRunner
+
+    from threadline.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["--store", str(tmp_path), "chat"], input="/help\n/quit\n")
+    assert res.exit_code == 0
+    assert tl.open_store(tmp_path).list() == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 
@@ -48,6 +50,7 @@ def chat(ctx: click.Context, session_id: str | None, model: str, base_url: str |
         session = store.continue_recent()
     else:
         session = store.create()
+    created = None if session_id or resume_recent else session.id
     summarizer = None
     if llm_summaries:
         from threadline.compaction import LLMSummarizer
@@ -56,3 +59,14 @@ def chat(ctx: click.Context, session_id: str | None, model: str, base_url: str |
     repl = Chat(store, session, llm, provider_name=provider_kind(model, provider),
                 tools={} if no_tools else None, system=system, summarizer=summarizer)
     repl.run()
+    if created is not None:
+        _drop_if_unused(store, created)
+
+
+def _drop_if_unused(store: Any, session_id: str) -> None:
+    """Delete the session this run created when nothing was ever written to it, so quitting
+    at once leaves no empty session behind."""
+    with store.open(session_id, read_only=True) as s:
+        unused = not s.entry_ids() and not s._bookmarks
+    if unused:
+        store.delete(session_id)
