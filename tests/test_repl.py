@@ -512,3 +512,24 @@ def test_quitting_a_new_chat_at_once_leaves_no_empty_session(tmp_path):
     res = CliRunner().invoke(cli, ["--store", str(tmp_path), "chat"], input="/help\n/quit\n")
     assert res.exit_code == 0
     assert tl.open_store(tmp_path).list() == []
+
+
+def test_streamed_reasoning_gets_its_own_line_and_is_kept_in_the_reply():
+    from threadline.model.content import thinking
+
+    store = tl.open_store("memory://")
+
+    class Thinker(TestProvider):
+        def stream(self, messages, **kw):  # type: ignore[no-untyped-def]
+            from threadline.providers.base import StreamEvent
+
+            yield StreamEvent(kind="thinking", text="Let me ")
+            yield StreamEvent(kind="thinking", text="think.")
+            yield StreamEvent(kind="text", text="Answer.")
+            yield StreamEvent(kind="done", message=tl.Message(
+                role="assistant", content=[thinking("Let me think."), tl.text("Answer.")]))
+
+    screen = Screen(store, Thinker())
+    assert screen.run("q") == ["Let me think.", "Answer."]
+    reply = screen.chat.session.context().messages[1]
+    assert [type(b).__name__ for b in reply.content] == ["ThinkingBlock", "TextBlock"]

@@ -275,12 +275,19 @@ class Chat:
     def _ask(self, messages: Sequence[Message]) -> Message | None:
         specs = [spec for spec, _fn in self.tools.values()]
         midline = False
+        thinking = False  # the reasoning gets its own line(s) before the reply text
         try:
             for ev in self.provider.stream(messages, system=self.system, tools=specs):
                 if ev.kind == "text":
+                    if thinking and midline:
+                        self.say()
+                    thinking = False
                     self.say(ev.text, end="")
                     midline = not ev.text.endswith("\n") if ev.text else midline
                 elif ev.kind == "thinking":
+                    if not thinking and midline:
+                        self.say()
+                    thinking = True
                     self.say(ev.text, style="dim italic", end="")
                     midline = True
                 elif ev.kind == "tool_use" and ev.tool_use is not None:
