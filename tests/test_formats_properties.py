@@ -17,11 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from threadline import formats
+from threadline.errors import UserError
 from threadline.model.content import (
     Block,
     ImageBlock,
     Message,
     TextBlock,
+    ToolResultBlock,
     image,
     image_url,
     text,
@@ -193,3 +195,23 @@ def _in_order(wanted: list[str], found: list[str]) -> bool:
 def _texts(messages: list[Message], role: str) -> list[str]:
     return [b.text.content for m in messages if m.role == role for b in m.content
             if isinstance(b, TextBlock)]
+
+
+@pytest.mark.parametrize("name", formats.PROVIDER_FORMATS)
+def test_a_dump_missing_a_tool_result_is_refused_naming_the_call(name: str) -> None:
+    module = formats.get(name)
+
+    @SETTINGS
+    @given(histories(ANY), st.data())
+    def check(history: list[Message], data: st.DataObject) -> None:
+        answered = [r.tool_use_id for m in history for r in m.tool_results]
+        if not answered:
+            return
+        dropped = data.draw(st.sampled_from(answered))
+        without = [Message(role=m.role, content=[b for b in m.content if not (
+            isinstance(b, ToolResultBlock) and b.tool_result.tool_use_id == dropped)])
+            for m in history]
+        with pytest.raises(UserError, match=f"'{dropped}'"):
+            module.validate(module.dump([m for m in without if m.content]))
+
+    check()
