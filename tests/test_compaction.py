@@ -291,3 +291,21 @@ def test_chained_compactions_cover_every_message(batches: list[Any], keep: int) 
     in_context = set(s.context().view.ids())
     messages = [e for e in s.path_ids() if s._types[e] == "message"]
     assert [e for e in messages if e not in covered and e not in in_context] == []
+
+
+def test_an_offline_bpe_tokenizer_can_replace_the_estimate() -> None:
+    from threadline import tokens
+
+    assert tokens.tokenizer_name() == "chars/4"
+    tokens.use_tokenizer("o200k_base")
+    try:
+        assert tokens.tokenizer_name() == "o200k_base"
+        assert tokens.estimate_text("Hello world, this is a test of the tokenizer.") == 11
+        m = Message(role="user", content=[text("Hello world"), tool_use("1", "read", {"a": 1})])
+        assert tokens.estimate_message(m) == 4 + 2 + 1 + 5  # overhead, text, name, '{"a":1}'
+    finally:
+        tokens.use_tokenizer(None)
+    assert tokens.estimate_text("Hello world, this is a test of the tokenizer.") == 12
+    with pytest.raises(UserError, match="Unknown tokenizer 'nope'"):
+        tokens.use_tokenizer("nope")
+    assert tokens.tokenizer_name() == "chars/4"

