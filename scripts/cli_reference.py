@@ -25,8 +25,10 @@ def walk(cmd: click.Command, path: list[str], parent: click.Context | None, out:
     out.append(f"{level} `{' '.join(path)}`\n")
     out.append("```text\n" + help_text(cmd, path, parent).rstrip() + "\n```\n")
     if isinstance(cmd, click.Group):
-        for name in sorted(cmd.commands):
-            walk(cmd.commands[name], [*path, name], ctx, out)
+        for name in sorted(cmd.list_commands(ctx)):
+            sub = cmd.get_command(ctx, name)
+            assert sub is not None
+            walk(sub, [*path, name], ctx, out)
 
 
 def reference() -> str:

@@ -1,7 +1,7 @@
 """Entry point: ``threadline [--store URL] COMMAND``.
 
 Command modules register themselves: each module listed in ``COMMAND_MODULES`` defines
-``register(cli: click.Group)``. Bad input exits with code 2 and a one-line message.
+``register(cli: click.Group)``, called the first time the group looks a command up. Bad input exits with code 2 and a one-line message.
 """
 
 from __future__ import annotations
@@ -29,6 +29,24 @@ COMMAND_MODULES = (
 
 
 class _Group(click.Group):
+    """Registers the command modules on first use, so any import order works (the modules
+    import this one for ``get_store``)."""
+
+    _registered = False
+
+    def _ensure(self) -> None:
+        if not _Group._registered:
+            _Group._registered = True
+            _register_commands()
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._ensure()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._ensure()
+        return super().get_command(ctx, cmd_name)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -83,5 +101,3 @@ if __name__ == "__main__":
     from threadline.cli.main import main as _main
 
     _main()
-else:
-    _register_commands()
