@@ -1,7 +1,8 @@
 """Entry point: ``threadline [--store URL] COMMAND``.
 
 Command modules register themselves: each module listed in ``COMMAND_MODULES`` defines
-``register(cli: click.Group)``, called the first time the group looks a command up. Bad input exits with code 2 and a one-line message.
+``register(cli: click.Group)``, called the first time the group looks a command up. Bad input
+exits with code 2 and a one-line message.
 """
 
 from __future__ import annotations
