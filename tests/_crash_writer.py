@@ -47,7 +47,7 @@ def self_kills(seed: int) -> bool:
 # -- child -------------------------------------------------------------------------------------
 
 
-def child(directory: str, sid: str, seed: int) -> None:
+def child(directory: str, sid: str, seed: int, kill_at_call: int | None = None) -> None:
     import threadline as tl
     import threadline.store.jsonl as jsonl
 
@@ -55,6 +55,8 @@ def child(directory: str, sid: str, seed: int) -> None:
     write_rng = random.Random(seed + 7)
     cap = rng.choice([1, 3, 7, 16, 64])
     kill_at = rng.randint(1, 800) if self_kills(seed) else None
+    if kill_at_call is not None:  # die at the first partial write from this call on
+        kill_at = kill_at_call
     calls = 0
     real_write = os.write
 
@@ -125,11 +127,13 @@ def _fail(seed: int, what: str) -> AssertionError:
     return AssertionError(f"crash trial seed={seed}: {what}")
 
 
-def spawn_writer(store_dir: Path, sid: str, seed: int) -> subprocess.Popen[bytes]:
+def spawn_writer(store_dir: Path, sid: str, seed: int, kill_at_call: int | None = None
+                 ) -> subprocess.Popen[bytes]:
     """Start the child writer and wait until it has the session open."""
     env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     # unbuffered: readline() must not swallow lines that communicate() (raw reads) never sees
-    proc = subprocess.Popen([sys.executable, str(HERE), str(store_dir), sid, str(seed)],
+    extra = [] if kill_at_call is None else [str(kill_at_call)]
+    proc = subprocess.Popen([sys.executable, str(HERE), str(store_dir), sid, str(seed), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, bufsize=0)
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()
@@ -268,4 +272,5 @@ def verify(store: Any, sid: str, seed: int, seed_id: str | None, out: bytes) -> 
 
 
 if __name__ == "__main__":
-    child(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    child(sys.argv[1], sys.argv[2], int(sys.argv[3]),
+          int(sys.argv[4]) if len(sys.argv) > 4 else None)

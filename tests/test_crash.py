@@ -14,6 +14,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 import threadline as tl
@@ -151,3 +152,39 @@ def test_every_append_and_navigation_is_synced_unless_durability_is_flush(
     s.append_message("assistant", "b")
     s.branch(a)
     assert len(synced) == syncs
+
+
+@pytest.mark.parametrize("seed", [1, 5, 7, 11, 15])  # odd: self-kill; none creates
+def test_a_writer_killed_while_repairing_a_torn_tail_loses_nothing(
+        jsonl_store: tl.store.BaseStore, seed: int) -> None:
+    sid = "twice"
+    with jsonl_store.create(session_id=sid) as s0:
+        s0.append_message("user", "first")
+    root = Path(jsonl_store.url)
+    first_crash = spawn_writer(root, sid, seed)
+    first_crash.communicate(timeout=60)
+    assert first_crash.returncode == -signal.SIGKILL
+    after_first = jsonl_store.open(sid, read_only=True)
+    torn = _file(jsonl_store, sid).read_bytes()[-after_first.load_report.torn_bytes:]
+    assert after_first.load_report.torn_bytes > 0
+    known = {e.id: msgspec.json.encode(e) for e in after_first.entries()}
+    # the second writer dies at its first partial write: copying the tail into .torn, or the
+    # append right after the repair
+    second_crash = spawn_writer(root, sid, seed + 1000, kill_at_call=1)
+    second_crash.communicate(timeout=60)
+    assert second_crash.returncode == -signal.SIGKILL
+    after_second = jsonl_store.open(sid)
+    rep = after_second.load_report
+    assert (rep.corrupt_lines, rep.duplicate_ids, rep.orphans, rep.cycles) == ([], [], [], [])
+    assert {e.id: msgspec.json.encode(e) for e in after_second.entries()
+            if e.id in known} == known
+    extra = [e for e in after_second.entries() if e.id not in known]
+    assert len(extra) <= 1
+    assert all(e.parent_id == after_first.leaf_id for e in extra)
+    last = after_second.append_message("user", "third writer")
+    after_second.close()
+    assert torn + b"\n" in (root / f"{sid}.jsonl.torn").read_bytes()
+    final = jsonl_store.open(sid)
+    assert final.load_report.clean
+    assert final.leaf_id == last
+    assert set(known) <= {e.id for e in final.entries()}
