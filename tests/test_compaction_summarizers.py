@@ -4,6 +4,7 @@ extractive one section by section on a real pi transcript."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -238,3 +239,37 @@ def test_compaction_of_a_real_pi_session_keeps_the_tail_and_tracks_files() -> No
     assert ctx[0].text == result.summary
     assert ctx[1].role != "tool"
     formats.dump_context("anthropic", ctx)
+
+
+def test_a_foreign_previous_summary_is_kept_under_earlier_summary_and_carried_forward() -> None:
+    from threadline.formats import pi
+
+    s = pi.import_session(tl.open_store("memory://"),
+                          REALDATA / "pi_session" / "badlogic_pi-mono__before-compaction.jsonl")
+    pi_summary = s.entry("L629").payload.summary  # pi's own (LLM-written) compaction summary
+    first = compact(s, keep_recent_tokens=20_000)
+    assert first.plan.previous_compaction_id == "L629"
+    earlier = first.summary.split("\n## Earlier summary\n", 1)[1].split("\n\n## Turn")[0]
+    assert earlier.startswith("#### Context Checkpoint: Coding Agent Refactoring\n\n##### Branch\n")
+    # verbatim, headings three levels down
+    assert re.sub(r"^###(#+ )", r"\1", earlier, flags=re.MULTILINE) == pi_summary.strip()
+    for f in formats.PROVIDER_FORMATS:
+        formats.dump_context(f, list(s.context().messages))
+    _fill(s, 30)
+    second = compact(s, keep_recent_tokens=500)
+    assert second.summary.split("\n## Earlier summary\n", 1)[1].split("\n\n## Turn")[0] == earlier
+
+    def goal_lines(summary: str) -> list[str]:  # "## Goal" and a turn in progress' "### Goal"
+        out = []
+        for part in summary.split("## Goal\n")[1:]:
+            out += [ln for ln in part.split("\n\n")[0].splitlines() if ln.startswith("- ")]
+        return out
+
+    def requests(msgs: list[Message]) -> list[str]:
+        return [f"- {first_line(m.text)}" for m in msgs
+                if m.is_user_input or m.role in ("bashExecution", "custom")]
+
+    # every request of the first summary, then the newly summarized ones, then the split turn's
+    assert goal_lines(second.summary) == (goal_lines(first.summary)
+                                          + requests(second.plan.messages_to_summarize)
+                                          + requests(second.plan.turn_prefix))

@@ -414,6 +414,31 @@ def _section(summary: str, name: str) -> list[str]:
     return out
 
 
+_EARLIER = "## Earlier summary\n"
+
+
+def _is_extractive(summary: str) -> bool:
+    """Was ``summary`` written by :class:`ExtractiveSummarizer` (its Progress counters)?"""
+    return bool(re.search(r"^## Progress\n- Assistant replies: \d+$", summary, re.MULTILINE))
+
+
+def _earlier_summary(prev: str) -> str | None:
+    """The text to keep under ``## Earlier summary``: a foreign previous summary (headings
+    moved three levels down so they never read as sections), or the section carried by an
+    extractive one."""
+    if not prev.strip():
+        return None
+    if not _is_extractive(prev):
+        return re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 3) + " ", prev.strip(),
+                      flags=re.MULTILINE)
+    start = prev.find("\n" + _EARLIER)
+    if start < 0:
+        return None
+    body = prev[start + 1 + len(_EARLIER):]
+    end = re.search(r"^## ", body, re.MULTILINE)  # nested headings are all #### or deeper
+    return (body[:end.start()] if end else body).strip() or None
+
+
 _COUNT = re.compile(r"^(?P<key>[A-Za-z ]+): (?P<n>\d+)(?: \((?P<detail>.*)\))?$")
 
 
@@ -446,6 +471,10 @@ class ExtractiveSummarizer:
     first line of the last three assistant replies; **Next steps** points at the latest request;
     **Files** lists files read and modified. With ``max_tokens``, the oldest requests are folded
     into one ``… N earlier requests`` line until the summary fits.
+
+    A previous summary written by something else (an LLM, another tool's import) cannot be
+    merged section by section, so it is kept verbatim under ``## Earlier summary`` (its
+    headings moved down below the sections) and carried forward by later summaries.
     """
 
     name = "extractive"
@@ -457,6 +486,9 @@ class ExtractiveSummarizer:
                   files: FileOps | None = None, purpose: Purpose = "compaction",
                   max_tokens: int | None = None) -> str:
         prev = previous_summary or ""
+        earlier = _earlier_summary(prev)
+        if earlier is not None and not _is_extractive(prev):
+            prev = ""  # nothing to merge section by section
         requests = [r for r in _section(prev, "Goal") if not r.startswith("… ")]
         folded = sum(int(hit.group(1)) for r in _section(prev, "Goal")
                      if (hit := re.match(r"… (\d+) earlier requests?", r)))
@@ -495,6 +527,8 @@ class ExtractiveSummarizer:
                 fl.append(f"- Modified: {', '.join(files.modified)}")
             parts = [("Goal", goal), ("Progress", progress), ("Key decisions", decided),
                      ("Next steps", nxt), ("Files", fl or ["- (none)"])]
+            if earlier:
+                parts.append(("Earlier summary", [earlier]))
             return "\n\n".join(f"## {name}\n" + "\n".join(lines) for name, lines in parts)
 
         out = render(0)
