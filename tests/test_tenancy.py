@@ -14,6 +14,7 @@ from psycopg import sql
 
 import threadline as tl
 from conftest import PG_URL, pg_schema
+from threadline.embedding import HashingEmbedder
 from threadline.errors import UserError
 from threadline.store.postgres import APP_ROLE, TABLES, PostgresStore, audit_rls
 
@@ -31,7 +32,7 @@ class World:
                 s.append_message("assistant", f"noted for {tenant}")
                 s.append_session_info(f"{tenant} session")
             self.sessions[tenant] = s.id
-            st.catalog.embedder = tl.embedding.HashingEmbedder()
+            st.catalog.embedder = HashingEmbedder()
             st.catalog.search("plans", mode="semantic")  # fills tl_vectors
             st.catalog.add_tags(s.id, ["project"])
             st.catalog.delete_tag("project")  # a preview: leaves a row in tl_tag_tokens
