@@ -1,10 +1,11 @@
 """A stateful model of the session tree (DESIGN §4-§5), checked after every step.
 
-Hypothesis drives random appends, branches, labels, compactions, branch summaries, reopens and
-forks against a real session and against :class:`Reference`, a deliberately simple pure-Python
-reading of the design: a dict of entries, a leaf, a dict of labels, and the context rules of §5
-written out as plainly as possible. After every step the session's leaf, path, context (ids,
-roles, texts, model, thinking level), flat tree and labels must equal the reference's.
+Hypothesis drives random appends, branches, labels, compactions, branch summaries, reopens,
+forks and a second writer against a real session and against :class:`Reference`, a deliberately
+simple pure-Python reading of the design: a dict of entries, a leaf, a dict of labels, and the
+context rules of §5 written out as plainly as possible. After every step the session's leaf,
+path, context (ids, roles, texts, model, thinking level), flat tree and labels must equal the
+reference's.
 Runs on every backend of conftest.BACKENDS.
 """
 
@@ -196,6 +197,22 @@ class SessionMachine(RuleBasedStateMachine):
         self.s.close()
         self.s = self.store.open(self.s.id)
         assert self.s.load_report.clean
+
+    @rule(body=TEXT, data=st.data())
+    def another_writer_then_this_one(self, body: str, data: st.DataObject) -> None:
+        """Another Session object writes while this one is closed; this one's next append must
+        first read those records (its parent is never stale)."""
+        self.s.close()
+        other = self.store.open(self.s.id)
+        theirs = other.append_message("user", body)
+        self.ref.add(theirs, "message", other.entry(theirs).timestamp, role="user", text=body)
+        if data.draw(st.booleans()):
+            target = data.draw(st.sampled_from(list(self.ref.entries)))
+            other.branch(target)
+            self.ref.leaf = target
+        other.close()
+        self._add(self.s.append_message("assistant", body), "message", role="assistant",
+                  text=body)
 
     @rule()
     def fork(self) -> None:
