@@ -800,3 +800,16 @@ def test_a_session_dropped_without_close_releases_the_lock(store: tl.store.BaseS
     s2 = store.open(sid)
     second = s2.append_message("user", "y")
     assert s2.path_ids() == [first, second]
+
+
+def test_line_separators_and_escapes_in_text_survive_a_reopen(store: tl.store.BaseStore) -> None:
+    body = 'a\u2028b\u2029c\x85d\re\nf "q" \\ \U0001f600 \u4e2d'
+    s = store.create()
+    u = s.append_message("user", body)
+    a = s.append_message("assistant", [text(body), tool_use("t", body, {body: [body]})])
+    s.close()
+    again = store.open(s.id)
+    assert again.load_report.clean
+    assert again.path_ids() == [u, a]
+    assert again.entry(u).message.text == body
+    assert again.entry(a).message.content == [text(body), tool_use("t", body, {body: [body]})]
