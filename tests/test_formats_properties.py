@@ -149,7 +149,7 @@ def _alternate(messages: list[Message]) -> list[Message]:
     return out
 
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize("name", formats.PROVIDER_FORMATS)
