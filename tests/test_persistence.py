@@ -450,3 +450,26 @@ def test_garbage_lines_between_records_never_lose_the_valid_ones(
         s.append_message("user", "e")
         s.close()
         assert [e.id for e in store.open("s1").path()][:4] == ["a", "b", "c", "d"]
+
+
+def test_every_entry_encodes_with_to_builtins_exactly_as_its_line_in_the_file(
+        jsonl_store: tl.store.BaseStore) -> None:
+    s = jsonl_store.create()
+    u = s.append_message("user", [text("hi"), image("iVBO")])
+    s.append_model_change("openai", "gpt-4o")
+    s.append_thinking_level("high")
+    s.append_message("assistant", [thinking("hmm", "sig"), tool_use("t1", "ls", {"p": "/"})],
+                     usage={"input": 1, "output": 2}, stop_reason="tool_use")
+    s.append_message("tool", [tool_result("t1", [text("bin")], is_error=True)])
+    s.set_label(u, "start")
+    s.append_session_info("name")
+    s.append_custom("ext", {"k": [1, None]})
+    s.append_compaction("sum", u, 5)
+    s.branch_with_summary(u, "gave up")
+    s.close()
+    lines = (Path(jsonl_store.url) / f"{s.id}.jsonl").read_bytes().split(b"\n")[1:-1]
+    by_id = {json.loads(x)["id"]: json.loads(x) for x in lines}
+    again = jsonl_store.open(s.id)
+    assert len(again.entries()) == 10
+    for e in again.entries():
+        assert msgspec.to_builtins(e) == by_id[e.id]
