@@ -226,7 +226,8 @@ def test_an_invalid_or_path_traversing_session_id_is_refused_everywhere(
     outside = sorted(p.name for p in tmp_path.iterdir())
     message = f"Invalid session id {bad!r}: use 1-64 letters, digits, '_' or '-'"
     for call in (lambda: store.create(session_id=bad), lambda: store.open(bad),
-                 lambda: store.fork(bad), lambda: store.delete(bad)):
+                 lambda: store.fork(bad), lambda: store.delete(bad),
+                 lambda: store.exists(bad)):
         with pytest.raises(UserError) as info:
             call()
         assert str(info.value) == message

@@ -91,7 +91,7 @@ class MemoryStore(BaseStore):
         self._sessions: dict[str, _Data] = {}
 
     def exists(self, session_id: str) -> bool:
-        return session_id in self._sessions
+        return check_session_id(session_id) in self._sessions  # refused like every backend
 
     def _open_log(self, session_id: str) -> MemoryLog:
         return MemoryLog(self._sessions[session_id], session_id)
