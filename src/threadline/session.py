@@ -50,6 +50,9 @@ if TYPE_CHECKING:
     from threadline.store.base import Store
 
 
+_AT_LEAF = object()  # _write's default parent: the current leaf
+
+
 class TreeNode(msgspec.Struct, kw_only=True):
     """A node of :meth:`Session.tree`: the entry, its children (ordered), its label."""
 
@@ -273,11 +276,18 @@ class Session:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def _write(self, kind: str, payload: Any, *, tree: bool = True) -> str:
-        """Append one record of ``kind`` (a tree entry under the leaf, or a meta record)."""
+    def _write(self, kind: str, payload: Any, *, tree: bool = True,
+               parent_id: str | object | None = _AT_LEAF) -> str:
+        """Append one record of ``kind``: a tree entry (under the leaf, or under ``parent_id``)
+        or a meta record (``tree=False``)."""
         self._ensure_writer()
         cls = RECORD_CLASSES[kind]
-        parent = self._leaf if tree else None
+        if not tree:
+            parent = None
+        elif parent_id is _AT_LEAF:
+            parent = self._leaf
+        else:
+            parent = parent_id  # type: ignore[assignment]
         rec: Any = cls(id=new_id(), parent_id=parent, timestamp=now(), **{kind: payload})
         line = encode_checked(encode, rec)
         check_record(payload, line, 1 if parent is None else 0)
@@ -293,6 +303,9 @@ class Session:
         if not rec.tree:
             if rec.type in ("leaf", "op_state", "purge"):
                 self._invalidate()
+            return
+        if rec.parent_id != prev_leaf:  # written under another entry (branch_with_summary)
+            self._invalidate()
             return
         path = self._path
         if path is not None and path[0] == prev_leaf:
@@ -415,12 +428,11 @@ class Session:
         """Branch to ``entry_id`` and append a summary of the abandoned path as its child."""
         if entry_id is not None and entry_id not in self._slots:
             raise self._unknown(entry_id)
-        self._ensure_writer()
-        abandoned = self._leaf
-        if entry_id != self._leaf:
-            self._write("leaf", Leaf(target_id=entry_id), tree=False)
+        # One record: a tree entry appended under entry_id becomes the leaf by itself (DESIGN
+        # §4), so there is no window where the leaf moved but the summary is missing.
         return self._write("branch_summary",
-                           BranchSummary(summary=summary, from_id=abandoned, details=details))
+                           BranchSummary(summary=summary, from_id=self._leaf, details=details),
+                           parent_id=entry_id)
 
     def create_branched_session(self, leaf_id: str | None = None) -> Session:
         """A new session holding the path to ``leaf_id`` (same ids) and the labels on it."""
