@@ -473,3 +473,17 @@ def test_every_entry_encodes_with_to_builtins_exactly_as_its_line_in_the_file(
     assert len(again.entries()) == 10
     for e in again.entries():
         assert msgspec.to_builtins(e) == by_id[e.id]
+
+
+def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_untouched(
+        jsonl_store: tl.store.BaseStore, tmp_path: Path) -> None:
+    path = write_session(jsonl_store, [m("a", None, "a")])
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious")
+    (path.parent / "s1.lock").symlink_to(victim)
+    before = path.read_bytes()
+    s = jsonl_store.open("s1")
+    with pytest.raises(tl.StoreError, match=r"Cannot open the lock file .*s1\.lock .*symbolic"):
+        s.append_message("user", "b")
+    assert victim.read_bytes() == b"precious"
+    assert path.read_bytes() == before

@@ -191,7 +191,12 @@ class JsonlLog:
     def acquire(self) -> list[Slot]:
         if self._lock_fd is not None:
             return []
-        lfd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, 0o644)
+        try:
+            lfd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
+                          0o644)
+        except OSError as exc:  # a symlink planted as the lock file (ELOOP), permissions
+            raise StoreError(f"Cannot open the lock file {self.lock_path} ({exc.strerror}); "
+                             "remove it if it is a symbolic link, then retry") from None
         try:
             fcntl.flock(lfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
