@@ -499,3 +499,19 @@ def test_a_session_context_with_summaries_and_a_digest_dumps_to_every_provider()
             "branchSummary", "system"], name
     assert anthropic.load(anthropic.dump(messages))[4:] == messages[4:]
     assert read in s.context().view.ids()
+
+
+def test_gemini_accepts_the_same_id_less_function_called_again_in_a_later_turn() -> None:
+    call = {"functionCall": {"name": "transfer", "args": {}}}
+    answer = {"functionResponse": {"name": "transfer", "response": {"ok": True}}}
+    payload = {"contents": [
+        {"role": "user", "parts": [{"text": "go"}]},
+        {"role": "model", "parts": [call]},
+        {"role": "user", "parts": [answer]},
+        {"role": "model", "parts": [call]},
+        {"role": "user", "parts": [answer]},
+    ]}
+    gemini.validate(payload)  # no "used twice": id-less calls pair by position
+    payload["contents"].pop()
+    with pytest.raises(UserError, match=r"tool call 'transfer#1@3' has no result"):
+        gemini.validate(payload)

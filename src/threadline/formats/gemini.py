@@ -356,14 +356,14 @@ def validate(payload: Any) -> None:
             p.add(where, "content without parts")
             turns.append((where, role, [], []))
             continue
-        calls, results = _check_parts(p, where, role, parts)
+        calls, results = _check_parts(p, where, role, parts, n)
         turns.append((where, role, calls, results))
     check_alternation(p, roles, "user")
     check_adjacent_pairing(p, turns)
     p.raise_if_any()
 
 
-def _check_parts(p: Problems, where: str, role: str, parts: list[Any]
+def _check_parts(p: Problems, where: str, role: str, parts: list[Any], turn: int
                  ) -> tuple[list[str], list[str]]:
     calls: list[str] = []
     results: list[str] = []
@@ -373,7 +373,9 @@ def _check_parts(p: Problems, where: str, role: str, parts: list[Any]
         if fn.get("id"):
             return str(fn["id"])
         n = seen[f"{kind}:{fn['name']}"] = seen.get(f"{kind}:{fn['name']}", 0) + 1
-        return f"{fn['name']}#{n}"
+        # id-less: the n-th call of a name in its turn, answered in the next turn; anchored to
+        # the call's turn so the same name called again later is not a duplicate id
+        return f"{fn['name']}#{n}@{turn if kind == 'call' else turn - 1}"
 
     for k, raw in enumerate(parts):
         pw = f"{where}.parts[{k}]"
