@@ -180,8 +180,19 @@ def validate_tag(tag: str | None, what: str = "tag") -> str:
     return tag
 
 
+# Words too common to rank by (PostgreSQL's english configuration drops them too); a query made
+# of nothing else keeps them.
+STOP_WORDS = frozenset(
+    "a an and are as at be but by can could did do does for from had has have how i if in into "
+    "is it its me my no not of on or our so such that the their then there these they this to "
+    "was we were what when where which who why will with would you your".split())
+
+
 def fts_terms(query: str) -> list[str]:
-    return re.findall(r"\w+", query.lower())
+    """The words of a query, lower-cased, stop words left out unless nothing else remains."""
+    words = re.findall(r"\w+", query.lower())
+    content = [w for w in words if w not in STOP_WORDS]
+    return content or words
 
 
 def set_digest(session_ids: Sequence[str]) -> str:
@@ -546,6 +557,8 @@ class SqliteCatalog(Catalog):
 
         self.path = path
         self._synced_stamp: Any = None
+        self._embedded_upto = 0
+        self._embedded_model = ""
         self._same_db = path != ":memory:" and getattr(store, "path", None) == path
         try:
             self.conn = connect(path)
@@ -624,6 +637,7 @@ class SqliteCatalog(Catalog):
             conn.execute("INSERT INTO cat_fts (cat_fts) VALUES ('rebuild')")
         self._vec_cache = None
         self._synced_stamp = None
+        self._embedded_upto = 0
         self.sync()
 
     def forget(self, session_id: str, entry_ids: Sequence[str]) -> None:
@@ -702,8 +716,9 @@ class SqliteCatalog(Catalog):
         return {(r[0], r[1]) for r in rows}
 
     def _vector_stamp(self, embedder: Embedder) -> Any:
-        return self.conn.execute("SELECT count(*), coalesce(max(msg_rowid), 0) FROM cat_vectors "
-                                 "WHERE model = ?", (embedder.name,)).fetchone()
+        # O(1) on the primary key; vectors only ever get higher row ids (deletions in this
+        # process drop the cache; a vector deleted elsewhere finds no message and is skipped)
+        return self.conn.execute("SELECT max(msg_rowid) FROM cat_vectors").fetchone()[0]
 
     def _load_vectors(self, embedder: Embedder) -> tuple[list[Key], list[bytes]]:
         rows = self.conn.execute(
@@ -713,11 +728,18 @@ class SqliteCatalog(Catalog):
         return [(r[0], r[1]) for r in rows], [r[2] for r in rows]
 
     def _pending_vectors(self, embedder: Embedder, limit: int) -> list[tuple[Any, str]]:
-        return [(r[0], r[1]) for r in self.conn.execute(
+        # messages only get higher row ids, so everything at or below the high-water mark of
+        # the last complete pass (for this model) is embedded already
+        mark = self._embedded_upto if self._embedded_model == embedder.name else 0
+        rows = [(r[0], r[1]) for r in self.conn.execute(
             "SELECT m.rowid, m.etext FROM cat_messages m LEFT JOIN cat_vectors v "
-            "ON v.msg_rowid = m.rowid AND v.model = ? WHERE v.msg_rowid IS NULL "
-            "AND m.etext IS NOT NULL "
-            "ORDER BY m.rowid LIMIT ?", (embedder.name, limit))]
+            "ON v.msg_rowid = m.rowid AND v.model = ? WHERE m.rowid > ? AND "
+            "v.msg_rowid IS NULL AND m.etext IS NOT NULL ORDER BY m.rowid LIMIT ?",
+            (embedder.name, mark, limit))]
+        if not rows:
+            top = self.conn.execute("SELECT max(rowid) FROM cat_messages").fetchone()[0]
+            self._embedded_upto, self._embedded_model = top or 0, embedder.name
+        return rows
 
     def _store_vectors(self, embedder: Embedder, rows: list[tuple[Any, bytes]]) -> None:
         with self._tx() as conn:

@@ -6,7 +6,7 @@ CREATE TABLE IF NOT EXISTS cat_sessions (
 );
 
 CREATE TABLE IF NOT EXISTS cat_messages (
-    rowid      INTEGER PRIMARY KEY,
+    rowid      INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: vectors follow row ids
     session_id TEXT NOT NULL,
     entry_id   TEXT NOT NULL,
     role       TEXT NOT NULL,
