@@ -95,7 +95,8 @@ def main() -> None:
             lat.sort()
             p95 = lat[min(len(lat) - 1, round(0.95 * (len(lat) - 1)))]
             print(f"{mode:>8}: p50 {statistics.median(lat) * 1000:.1f} ms, "
-                  f"p95 {p95 * 1000:.1f} ms over {len(queries)} queries")
+                  f"p95 {p95 * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms over {len(queries)} "
+                  "queries")
         store.close()
 
 
