@@ -182,10 +182,13 @@ def validate_tag(tag: str | None, what: str = "tag") -> str:
 
 # Words too common to rank by (PostgreSQL's english configuration drops them too); a query made
 # of nothing else keeps them.
-STOP_WORDS = frozenset(
-    "a an and are as at be but by can could did do does for from had has have how i if in into "
-    "is it its me my no not of on or our so such that the their then there these they this to "
-    "was we were what when where which who why will with would you your".split())
+STOP_WORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "could", "did", "do", "does",
+    "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me",
+    "my", "no", "not", "of", "on", "or", "our", "so", "such", "that", "the", "their", "then",
+    "there", "these", "they", "this", "to", "was", "we", "were", "what", "when", "where", "which",
+    "who", "why", "will", "with", "would", "you", "your"
+})
 
 
 def fts_terms(query: str) -> list[str]:
