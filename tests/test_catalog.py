@@ -121,6 +121,29 @@ def test_hybrid_fuses_keyword_and_semantic_ranks_reciprocally(store: tl.store.Ba
         2 / (RRF_K + 1), 1 / (RRF_K + 2) + 1 / (RRF_K + 3), 1 / (RRF_K + 2)])
 
 
+def test_a_search_with_an_embedding_budget_does_not_wait_for_the_backlog(
+        store: tl.store.BaseStore) -> None:
+    embedder = TopicEmbedder()
+    calls: list[int] = []
+
+    def counting(texts: list[str]) -> Any:
+        calls.append(len(texts))
+        return TopicEmbedder.embed(embedder, texts)
+
+    embedder.embed = counting  # type: ignore[method-assign]
+    store.catalog.embedder = embedder
+    s = session_with(store, "my kitten sleeps all day", "the engine makes noise")
+    store.catalog.embed_budget = 0.0
+    hits = store.catalog.search("kitten", k=5)
+    assert calls == []  # the backlog waits (and with no vectors the query needs none)
+    assert keys(hits) == [(s.id, s.path_ids()[0])]  # the keyword half still finds it
+    assert store.catalog.embed_pending(max_seconds=None) is True
+    assert calls == [2]
+    hits = store.catalog.search("feline", k=5, mode="semantic")
+    assert calls == [2, 1]
+    assert keys(hits) == [(s.id, s.path_ids()[0]), (s.id, s.path_ids()[1])]
+
+
 def test_query_syntax_characters_are_plain_text(store: tl.store.BaseStore) -> None:
     store.catalog.embedder = None
     session_with(store, "plain words only")

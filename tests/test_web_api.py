@@ -325,3 +325,21 @@ def test_a_write_while_another_writer_holds_the_lock_is_a_409_and_changes_nothin
                  "open read-only")
         leaf = agent.leaf_id
     assert store.open(s.id).leaf_id == leaf
+
+
+def test_the_running_viewer_embeds_the_search_backlog_in_the_background(store: Any) -> None:
+    import time
+
+    from threadline.embedding import HashingEmbedder
+
+    s = store.create()
+    s.append_message("user", "a message waiting to be embedded")
+    s.close()
+    store.catalog.embedder = HashingEmbedder()
+    assert store.catalog.embed_budget is None
+    with TestClient(create_app(store), base_url="http://127.0.0.1"):  # runs the lifespan
+        assert store.catalog.embed_budget == 1.0  # searches never wait long for the backlog
+        deadline = time.monotonic() + 30
+        while store.catalog._pending_vectors(store.catalog.embedder, 10):
+            assert time.monotonic() < deadline, "the backlog was never embedded"
+            time.sleep(0.05)

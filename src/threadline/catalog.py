@@ -28,6 +28,7 @@ import re
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -210,6 +211,10 @@ class Catalog:
         self.store = store
         self._embedder_choice = embedder
         self._lock = threading.RLock()
+        #: Seconds of embedding one search may spend on messages not embedded yet (None: all
+        #: of them, so results are complete). Interactive callers set a budget and run
+        #: :meth:`embed_pending` in the background.
+        self.embed_budget: float | None = None
         self._vec_cache: tuple[Any, list[Key], Any] | None = None
 
     # -- configuration ------------------------------------------------------------------------
@@ -282,7 +287,9 @@ class Catalog:
     def _semantic(self, query: str, f: Filters, limit: int) -> list[tuple[Key, float]]:
         embedder = self.embedder
         assert embedder is not None
-        self._embed_pending(embedder)
+        # With a budget, messages not embedded yet are simply not in the semantic half of this
+        # search (the keyword half still finds them); they join as the backlog is worked off.
+        self._embed_pending(embedder, self.embed_budget)
         keys, matrix = self._vectors(embedder)
         if not keys:
             return []
@@ -314,17 +321,31 @@ class Catalog:
             self._vec_cache = cache = (stamp, keys, matrix)
         return cache[1], cache[2]
 
-    def _embed_pending(self, embedder: Embedder, batch: int = 256) -> int:
-        """Embed every indexed message that has no vector for ``embedder`` yet."""
-        done = 0
+    def embed_pending(self, max_seconds: float | None = None) -> bool:
+        """Embed messages that have no vector yet, for at most ``max_seconds`` (``None``: all).
+        Returns True when none is left. An application can call it in the background so that
+        searches never wait for a large backlog (see ``embed_budget``)."""
+        with self._lock:
+            self.sync()
+            embedder = self.embedder
+            if embedder is None:
+                return True
+            return self._embed_pending(embedder, max_seconds)
+
+    def _embed_pending(self, embedder: Embedder, max_seconds: float | None = None) -> bool:
+        """Embed indexed messages without a vector for ``embedder``; stop once ``max_seconds``
+        have passed. True when none is left."""
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        batch = 256 if deadline is None else 16
         while True:
             rows = self._pending_vectors(embedder, batch)
             if not rows:
-                return done
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
             vecs = embedder.embed([text for _, text in rows])
             self._store_vectors(embedder, [(ref, vecs[i].astype("float32").tobytes())
                                            for i, (ref, _) in enumerate(rows)])
-            done += len(rows)
 
     # -- tags -------------------------------------------------------------------------------
 

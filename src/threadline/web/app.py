@@ -14,8 +14,11 @@ another site can neither post a form here nor reach the server through a rebound
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Awaitable, Callable
+import logging
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
 from typing import Any
 
@@ -81,6 +84,9 @@ def _page_args(request: Request, default: int = 200) -> tuple[int, int]:
 
 def _id_set(value: str | None) -> set[str]:
     return {v for v in (value or "").split(",") if v}
+
+
+log = logging.getLogger(__name__)
 
 
 class Viewer:
@@ -409,6 +415,36 @@ class Viewer:
 def create_app(store: Any) -> Starlette:
     """The viewer for ``store`` (a :func:`threadline.open_store` result) as an ASGI app."""
     viewer = Viewer(store)
-    app = Starlette(routes=viewer.routes())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        stop = threading.Event()
+        warm = threading.Thread(target=_embed_in_background, args=(viewer, stop),
+                                name="threadline-embed", daemon=True)
+        warm.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            warm.join(timeout=5)
+
+    app = Starlette(routes=viewer.routes(), lifespan=lifespan)
     app.state.viewer = viewer
     return app
+
+
+def _embed_in_background(viewer: Viewer, stop: threading.Event) -> None:
+    """Work the semantic index's backlog off in short slices, so that a search (which spends
+    at most ``embed_budget`` seconds embedding) never waits minutes on a fresh store."""
+    catalog = viewer._catalog()
+    if catalog is None or not hasattr(catalog, "embed_pending"):
+        return
+    catalog.embed_budget = 1.0
+    while not stop.is_set():
+        try:
+            done = catalog.embed_pending(max_seconds=0.5)
+        except Exception as exc:  # the viewer keeps working on keyword search
+            log.warning("background embedding failed: %s", exc)
+            stop.wait(30)
+            continue
+        stop.wait(5.0 if done else 0.05)
