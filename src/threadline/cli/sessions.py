@@ -13,14 +13,7 @@ from rich.markup import escape
 
 from threadline.cli.main import get_store
 from threadline.errors import UserError
-from threadline.model.content import (
-    ImageBlock,
-    Message,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-)
+from threadline.render import block_text, message_text, one_line
 from threadline.session import FlatNode, Session
 
 
@@ -36,34 +29,8 @@ def open_session(ctx: click.Context, session_id: str, *, read_only: bool = False
     return get_store(ctx).open(session_id, read_only=read_only)  # type: ignore[no-any-return]
 
 
-def one_line(s: str, width: int = 80) -> str:
-    s = " ".join(s.split())
-    return s if len(s) <= width else s[: width - 1] + "…"
-
-
-def block_text(block: Any) -> str:
-    if isinstance(block, TextBlock):
-        return block.text.content
-    if isinstance(block, ToolUseBlock):
-        args = json.dumps(block.tool_use.input, ensure_ascii=False)
-        return f"→ {block.tool_use.name}({one_line(args, 200)}) [{block.tool_use.id}]"
-    if isinstance(block, ToolResultBlock):
-        r = block.tool_result
-        body = r.content if isinstance(r.content, str) else " ".join(
-            b.text.content if isinstance(b, TextBlock) else "[image]" for b in r.content)
-        err = " error" if r.is_error else ""
-        return f"← result{err} [{r.tool_use_id}]: {body}"
-    if isinstance(block, ThinkingBlock):
-        return "(thinking, redacted)" if block.thinking.redacted else \
-            f"(thinking) {block.thinking.content}"
-    if isinstance(block, ImageBlock):
-        src = block.image.source
-        return f"[image {src.media_type or src.type}]"
-    return str(block)
-
-
-def message_text(msg: Message) -> str:
-    return "\n".join(block_text(b) for b in msg.content)
+__all__ = ["block_text", "console", "echo_json", "entry_summary", "message_text", "one_line",
+           "open_session", "register"]
 
 
 def entry_summary(entry: Any) -> str:

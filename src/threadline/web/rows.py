@@ -13,14 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from threadline.model.content import (
-    ImageBlock,
-    Message,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-)
+from threadline.model.content import Message
+from threadline.render import block_text, one_line
 
 if TYPE_CHECKING:
     from threadline.context import Context
@@ -31,34 +25,8 @@ PREVIEW_CHARS = 240
 OUTLINE_TYPES = frozenset({"compaction", "branch_summary", "session_info", "model_change"})
 
 
-def one_line(s: str, width: int = PREVIEW_CHARS) -> str:
-    s = " ".join(s.split())
-    return s if len(s) <= width else s[: width - 1] + "…"
-
-
-def block_text(block: Any) -> str:
-    """A readable one-paragraph rendering of a content block."""
-    if isinstance(block, TextBlock):
-        return block.text.content
-    if isinstance(block, ToolUseBlock):
-        args = json.dumps(block.tool_use.input, ensure_ascii=False)
-        return f"→ {block.tool_use.name}({args})"
-    if isinstance(block, ToolResultBlock):
-        r = block.tool_result
-        body = r.content if isinstance(r.content, str) else " ".join(
-            b.text.content if isinstance(b, TextBlock) else "[image]" for b in r.content)
-        return f"← {'error ' if r.is_error else ''}result: {body}"
-    if isinstance(block, ThinkingBlock):
-        return "(thinking, redacted)" if block.thinking.redacted else \
-            f"(thinking) {block.thinking.content}"
-    if isinstance(block, ImageBlock):
-        src = block.image.source
-        return f"[image {src.media_type or src.type}]"
-    return str(block)
-
-
 def message_preview(msg: Message, width: int = PREVIEW_CHARS) -> str:
-    return one_line(" ".join(block_text(b) for b in msg.content), width)
+    return one_line(" ".join(block_text(b, with_ids=False) for b in msg.content), width)
 
 
 def entry_summary(session: Session, entry_id: str) -> tuple[str | None, str]:
