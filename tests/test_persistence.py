@@ -487,3 +487,26 @@ def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_untouched(
         s.append_message("user", "b")
     assert victim.read_bytes() == b"precious"
     assert path.read_bytes() == before
+
+
+def test_list_sees_appends_that_bring_a_repaired_file_back_to_its_listed_size(
+        tmp_path: Path) -> None:
+    import threadline as tl
+
+    store = tl.open_store(tmp_path / "s")
+    with store.create(session_id="grow") as s:
+        s.append_message("user", "first")
+    path = tmp_path / "s" / "grow.jsonl"
+    with open(path, "ab") as fh:
+        fh.write(b'{"type":"message","id":"zz","junk":"' + b"j" * 3000)  # a torn tail
+    assert [r.message_count for r in store.list()] == [1]
+    size = path.stat().st_size
+    s = store.open("grow")
+    s.append_message("user", "x")  # repairs the tail (moved to .torn), then appends
+    before = path.stat().st_size
+    s.append_custom("pad", "")
+    fixed = path.stat().st_size - before  # a pad record's size without data
+    s.append_custom("pad", "p" * (size - path.stat().st_size - fixed))
+    s.close()
+    assert path.stat().st_size == size  # same inode, same size as when it was listed
+    assert [r.message_count for r in store.list()] == [2]

@@ -352,6 +352,8 @@ class _CacheRow(msgspec.Struct):
     size: int
     offset: int
     summary: SessionSummary
+    # a torn tail repaired and followed by appends can bring a file back to its cached size
+    mtime_ns: int = 0
 
 
 class JsonlStore(BaseStore):
@@ -425,7 +427,8 @@ class JsonlStore(BaseStore):
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
         try:
             st = os.fstat(fd)
-            if cached is not None and cached.inode == st.st_ino and cached.size == st.st_size:
+            if (cached is not None and cached.inode == st.st_ino and cached.size == st.st_size
+                    and cached.mtime_ns == st.st_mtime_ns):
                 return cached
             if cached is not None and cached.inode == st.st_ino and cached.offset <= st.st_size:
                 start, summary = cached.offset, cached.summary
@@ -447,7 +450,8 @@ class JsonlStore(BaseStore):
         report = LoadReport()
         slots, end = parse_lines(data, 0, len(data), report, 0, {})
         summary = _extend_summary(summary, slots)
-        return _CacheRow(inode=st.st_ino, size=st.st_size, offset=start + end, summary=summary)
+        return _CacheRow(inode=st.st_ino, size=st.st_size, offset=start + end, summary=summary,
+                         mtime_ns=st.st_mtime_ns)
 
     def _read_cache(self) -> dict[str, _CacheRow]:
         try:
