@@ -510,3 +510,26 @@ def test_list_sees_appends_that_bring_a_repaired_file_back_to_its_listed_size(
     s.close()
     assert path.stat().st_size == size  # same inode, same size as when it was listed
     assert [r.message_count for r in store.list()] == [2]
+
+
+def test_a_block_of_an_unknown_type_becomes_a_placeholder_and_the_rest_of_the_message_stays(
+        tmp_path: Path) -> None:
+    import threadline as tl
+
+    store = tl.open_store(tmp_path / "s")
+    with store.create(session_id="newer") as s:
+        s.append_message("user", "before")
+    line = (b'{"type":"message","id":"m2","parent_id":null,"timestamp":"2030-01-01T00:00:00.000Z",'
+            b'"message":{"role":"user","content":[{"type":"text","text":{"content":"listen"}},'
+            b'{"type":"audio","audio":{"format":"wav","data":"UklGRg=="}}]}}\n')
+    path = tmp_path / "s" / "newer.jsonl"
+    with open(path, "ab") as fh:
+        fh.write(line)
+    s = store.open("newer")
+    msg = s.entry("m2").message  # type: ignore[union-attr]
+    assert msg.text == "listen\n[audio block: not supported by this version of threadline]"
+    assert msg.content[1].provider_details == {
+        "unknown_block": {"type": "audio", "audio": {"format": "wav", "data": "UklGRg=="}}}
+    assert s.load_report.clean
+    forked = store.fork("newer")
+    assert line in (tmp_path / "s" / f"{forked.id}.jsonl").read_bytes()  # kept byte for byte

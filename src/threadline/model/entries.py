@@ -388,7 +388,39 @@ def _decode_slow(line: bytes) -> AnyRecord:
         )
         return rec  # type: ignore[no-any-return]
     except msgspec.ValidationError as exc:
+        if kind == "message":
+            lenient = _lenient_message(rid, parent, ts, payload)
+            if lenient is not None:
+                return lenient
         raise RecordError(f"invalid {kind} record: {exc}") from None
+
+
+def _lenient_message(rid: str, parent: str | None, ts: str, payload: dict[str, Any]
+                     ) -> MessageEntry | None:
+    """A message holding blocks of a type this version does not know (say ``audio`` from a
+    newer writer): the known blocks are kept, each unknown one becomes a text placeholder with
+    the block itself under ``provider_details["unknown_block"]``. The file keeps the original
+    line; only the view uses the placeholder."""
+    from threadline.model.content import Block, Text, TextBlock
+
+    content = payload.get("content")
+    if not isinstance(content, list):
+        return None
+    blocks: list[Any] = []
+    for raw in content:
+        try:
+            blocks.append(msgspec.convert(raw, Block))
+        except msgspec.ValidationError:
+            kind = raw.get("type") if isinstance(raw, dict) else type(raw).__name__
+            blocks.append(TextBlock(text=Text(content=f"[{kind} block: not supported by this "
+                                              "version of threadline]"),
+                                    provider_details={"unknown_block": raw}))
+    try:
+        msg = msgspec.convert({**payload, "content": []}, Message)
+    except msgspec.ValidationError:
+        return None
+    msg.content = blocks
+    return MessageEntry(id=rid, parent_id=parent, timestamp=ts, message=msg)
 
 
 class Envelope(msgspec.Struct):
