@@ -9,6 +9,7 @@ session costs a walk of ids, and decoding happens only for the messages a caller
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, overload
 
@@ -129,52 +130,48 @@ class ViewState:
 
 
 def build_view(session: Session, path: Sequence[str], active_tags: frozenset[str]) -> ViewState:
-    """Steps 1-4 of DESIGN §5 over ``path`` (root .. leaf entry ids)."""
+    """Steps 1-4 of DESIGN §5 over ``path`` (root .. leaf entry ids), in one pass."""
+    special = session._special  # the few non-message entries; everything else is a message
     types = session._types
     model: ModelChange | None = None
     thinking = "off"
-    last_compaction = -1
+    last_compaction: str | None = None
     op_ids: list[str] = []
-    for i, eid in enumerate(path):
-        t = types[eid]
-        if t == "message":
+    ids: list[str] = []  # entries that become messages, in path order
+    seen_at: dict[str, int] = {}  # len(ids) when each non-message entry was passed
+    append = ids.append
+    for eid in path:
+        if eid not in special:
+            append(eid)
             continue
-        if t == "compaction":
-            last_compaction = i
+        seen_at[eid] = len(ids)
+        t = types[eid]
+        if t == "branch_summary":
+            if session._payload(eid).summary:  # empty summaries are skipped
+                append(eid)
+        elif t == "compaction":
+            last_compaction = eid
         elif t == "model_change":
             model = session._payload(eid)
         elif t == "thinking_level":
             thinking = session._payload(eid).thinking_level
         elif t == "context_op":
             op_ids.append(eid)
-
-    ids: list[str] = []
+    if last_compaction is not None:
+        # the latest compaction wins: its summary, then the path from its first kept entry
+        # (or, when that is not on the path, from after the compaction) to the leaf
+        start = seen_at[last_compaction]
+        first_kept = session._payload(last_compaction).first_kept_entry_id
+        if first_kept is not None and first_kept != last_compaction:
+            if first_kept in seen_at:
+                start = seen_at[first_kept]
+            elif first_kept not in special:
+                with contextlib.suppress(ValueError):  # not on this path: keep the default
+                    start = ids.index(first_kept)
+        ids = [last_compaction, *ids[start:]]
     purged = session._purged
-    if last_compaction >= 0:
-        comp_id = path[last_compaction]
-        ids.append(comp_id)
-        first_kept = session._payload(comp_id).first_kept_entry_id
-        start = last_compaction + 1
-        if first_kept is not None and first_kept != comp_id:
-            try:
-                idx = path.index(first_kept)
-            except ValueError:
-                idx = -1
-            if idx >= 0:
-                start = idx
-        walk: Sequence[str] = path[start:]
-    else:
-        walk = path
-    append = ids.append
-    for eid in walk:
-        t = types[eid]
-        if t == "message":
-            if eid not in purged:
-                append(eid)
-        elif t == "branch_summary" and eid not in purged and session._payload(eid).summary:
-            append(eid)
-        # older compactions, labels, session_info, custom, context_op: no message
     if purged:
+        ids = [x for x in ids if x not in purged]
         ids = _drop_orphaned_tool_partners(session, ids)
     if op_ids:
         from threadline.operations import apply_operations

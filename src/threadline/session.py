@@ -96,6 +96,9 @@ class Session:
         self._tree = TreeIndex()
         self._slots: dict[str, Slot] = {}
         self._types: dict[str, str] = {}
+        # tree entries that are not messages (about 1% of a real session): context building
+        # tests this small set instead of looking every path entry's type up
+        self._special: set[str] = set()
         self._labels: dict[str, str] = {}
         self._bookmarks: dict[str, Bookmark] = {}
         self._bookmark_times: dict[str, str] = {}
@@ -201,6 +204,8 @@ class Session:
             self._tree.add(rid, rec.parent_id, rec.timestamp or "")
             store_slots[rid] = rec
             self._types[rid] = kind
+            if kind != "message":
+                self._special.add(rid)
             if not isinstance(rec, UnknownRecord):  # only known tree entries move the leaf
                 self._leaf = rid
             if kind == "message":

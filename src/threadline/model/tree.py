@@ -89,14 +89,17 @@ class TreeIndex:
     def path(self, leaf: str | None) -> list[str]:
         """Entry ids from the root to ``leaf`` (inclusive); empty for ``None``."""
         out: list[str] = []
+        append = out.append
         parent = self.parent
         node = leaf
-        limit = len(parent)
-        while node is not None:
-            out.append(node)
+        # bounded, so a cycle (impossible after settle()) cannot loop forever
+        for _ in range(len(parent) + 1):
+            if node is None:
+                break
+            append(node)
             node = parent[node]
-            if len(out) > limit:  # cannot happen after settle(); guards against misuse
-                raise RuntimeError("parent cycle in a settled tree")
+        else:
+            raise RuntimeError("parent cycle in a settled tree")
         out.reverse()
         return out
 
