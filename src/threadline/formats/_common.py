@@ -17,11 +17,15 @@ Three ideas every format module relies on:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+import msgspec
 
 from threadline.errors import UserError
 from threadline.model.content import (
@@ -357,3 +361,21 @@ def place_foreign(known: list[Any], foreign: Sequence[Sequence[Any]] | None) -> 
     for index, raw in sorted(foreign, key=lambda f: int(f[0])):
         out.insert(min(int(index), len(out)), raw)
     return out
+
+
+# -- transcript exports (``dump`` of the importer formats) -----------------------------------
+
+EPOCH = "1970-01-01T00:00:00.000Z"
+"""The timestamp a transcript dump writes: a message carries no time, and a dump must not depend
+on the clock (the same messages always give the same file)."""
+
+
+def position_uuid(n: int) -> str:
+    """A UUID-shaped id made from a position, for formats whose records need ids."""
+    return f"00000000-0000-4000-8000-{n:012x}"
+
+
+def messages_uuid(messages: Sequence[Message]) -> str:
+    """A session id derived from the messages, so equal histories give equal dumps."""
+    digest = hashlib.sha256(msgspec.json.encode(list(messages), order="sorted")).hexdigest()
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"threadline:{digest}"))

@@ -23,10 +23,14 @@ its parent, and the message's ``create_time`` as timestamp; ``current_node`` bec
 
 from __future__ import annotations
 
+import json
 from collections import deque
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from threadline.errors import UserError
+from threadline.formats._common import messages_uuid, position_uuid
 from threadline.importing import (
     Draft,
     ImportReport,
@@ -39,7 +43,12 @@ from threadline.importing import (
 )
 from threadline.model.content import (
     Block,
+    ImageBlock,
     Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
     image_url,
     text,
     thinking,
@@ -250,6 +259,176 @@ def _content_text(content: dict[str, Any]) -> str:
     return ""
 
 
+# -- dump -----------------------------------------------------------------------------------
+
+_ROOT = "client-created-root"
+_PARTS_TYPES = ("text", "multimodal_text")
+
+
+def dump(messages: Sequence[Message]) -> dict[str, Any]:
+    """One ChatGPT conversation (an item of ``conversations.json``) for ``messages``: a
+    ``mapping`` holding a linear chain under ChatGPT's message-less root node, ``current_node``
+    its last node.
+
+    What ``load`` keeps in ``provider_details["chatgpt_export"]`` (author, metadata, content
+    type…) is written back, so ``load(dump(load(f))) == load(f)`` for an export. Node ids are
+    positions, except a tool call's node, whose id is the call id (ChatGPT pairs calls and results
+    through the tree, and ``load`` takes the call id from the node). ChatGPT has no place for a
+    few things, which come back changed: a message without those details comes back with them
+    (author, content type, ``metadata.model_slug``…); a ``tool_use`` becomes a message of its own
+    (after the message's other blocks; thinking goes before them as a ``thoughts`` message,
+    without its signature) with
+    input ``{"code": …}`` or ``{"text": …}``, any other input coming back as ``{"text": <its
+    JSON>}``; a ``tool_result`` (also one inside a user message) becomes a ``tool`` message of its
+    own whose content is its text (images and ``is_error`` are dropped), and several results of
+    parallel calls pair with the last call; a base64 image becomes an image URL (a ``data:``
+    URL); the roles ChatGPT lacks (summaries, ``bashExecution``) come back as ``custom`` with the
+    original role in the details.
+    """
+    names = {u.id: u.name for m in messages for u in m.tool_uses}
+    nodes: list[tuple[str, dict[str, Any]]] = []
+    for m in messages:
+        for node_id, msg in _nodes(m, names):
+            nodes.append((node_id or position_uuid(len(nodes) + 1), msg))
+    mapping: dict[str, Any] = {_ROOT: {"id": _ROOT, "message": None, "parent": None,
+                                       "children": []}}
+    parent = _ROOT
+    for node_id, msg in nodes:
+        mapping[parent]["children"].append(node_id)
+        mapping[node_id] = {"id": node_id, "message": {**msg, "id": node_id},
+                            "parent": parent, "children": []}
+        parent = node_id
+    sid = messages_uuid(messages)
+    return {"title": "", "create_time": 0.0, "update_time": 0.0, "mapping": mapping,
+            "current_node": parent, "conversation_id": sid, "id": sid}
+
+
+def _nodes(m: Message, names: dict[str, str]) -> list[tuple[str | None, dict[str, Any]]]:
+    """The ChatGPT messages (node id or None for a fresh one, message) for one message."""
+    mine = dict(m.provider_details.get(NAME) or {}) if m.provider_details else {}
+    thoughts = [b for b in m.content if isinstance(b, ThinkingBlock)]
+    calls = [b for b in m.content if isinstance(b, ToolUseBlock)]
+    results = [b for b in m.content if isinstance(b, ToolResultBlock)]
+    plain: list[Block] = [b for b in m.content if isinstance(b, (TextBlock, ImageBlock))]
+    if m.role == "assistant" and mine.get("content_type") == "thoughts" and thoughts \
+            and len(thoughts) == len(m.content):
+        return [(None, _thoughts(m, thoughts, mine))]
+    if m.role == "assistant" and len(calls) == 1 and len(m.content) == 1:
+        return [(calls[0].tool_use.id, _call(m, calls[0], mine))]
+    if (m.role in ("tool", "custom") and len(results) == 1 and len(m.content) == 1):
+        return [(None, _result(results[0], names, mine))]
+    if len(plain) != len(m.content):  # split what one ChatGPT message cannot hold
+        out: list[tuple[str | None, dict[str, Any]]] = []
+        for r in results:
+            out.extend(_nodes(Message(role="tool", content=[r]), names))
+        if thoughts:
+            out.extend(_nodes(Message(role=m.role, content=list[Block](thoughts),
+                                      provider_details={NAME: {"content_type": "thoughts"}}),
+                              names))
+        if plain or not (results or thoughts or calls):
+            out.extend(_nodes(Message(role=m.role, content=plain, model=m.model,
+                                      stop_reason=m.stop_reason,
+                                      provider_details=m.provider_details), names))
+        for c in calls:
+            out.extend(_nodes(Message(role="assistant", content=[c], model=m.model), names))
+        return out
+    role = mine.pop("role", m.role)
+    author = mine.pop("author", None) or {"role": role}
+    ctype = mine.pop("content_type", None) or (
+        "text" if all(isinstance(b, TextBlock) and not b.provider_details for b in plain)
+        else "multimodal_text")
+    msg = {**mine, "author": author, "content": _content(ctype, mine.pop("content", {}), plain)}
+    if m.role == "assistant":
+        _set_model(msg, m)
+    return [(None, msg)]
+
+
+def _set_model(msg: dict[str, Any], m: Message) -> None:
+    meta = dict(msg.get("metadata") or {})
+    if m.model is not None and meta.get("model_slug") != m.model:
+        meta["model_slug"] = m.model
+    finish = meta.get("finish_details")
+    if m.stop_reason is not None and not (isinstance(finish, dict)
+                                          and finish.get("type") == m.stop_reason):
+        meta["finish_details"] = {**(finish if isinstance(finish, dict) else {}),
+                                  "type": m.stop_reason}
+    if meta or "metadata" in msg:
+        msg["metadata"] = meta
+
+
+def _thoughts(m: Message, blocks: list[ThinkingBlock], mine: dict[str, Any]) -> dict[str, Any]:
+    mine.pop("content_type", None)
+    extra = dict(mine.pop("content", {}))
+    kept = extra.pop("thoughts", None)
+    raw = kept if isinstance(kept, list) else []
+    thoughts = [{**(raw[k] if k < len(raw) and isinstance(raw[k], dict) else {"summary": ""}),
+                 "content": b.thinking.content} for k, b in enumerate(blocks)]
+    msg = {**mine, "author": mine.pop("author", None) or {"role": "assistant"},
+           "content": {**extra, "content_type": "thoughts", "thoughts": thoughts}}
+    _set_model(msg, m)
+    return msg
+
+
+def _call(m: Message, b: ToolUseBlock, mine: dict[str, Any]) -> dict[str, Any]:
+    u = b.tool_use
+    given = u.input if isinstance(u.input, dict) else None
+    if given is not None and given.keys() == {"code"} and isinstance(given["code"], str):
+        ctype, body = "code", given["code"]
+    elif given is not None and given.keys() == {"text"} and isinstance(given["text"], str):
+        ctype, body = mine.get("content_type") or "text", given["text"]
+        if ctype == "code":
+            ctype = "text"
+    else:
+        ctype, body = "text", json.dumps(u.input, ensure_ascii=False)
+    mine.pop("content_type", None)
+    extra = mine.pop("content", {})
+    msg = {**mine, "author": mine.pop("author", None) or {"role": "assistant"},
+           "recipient": u.name, "content": _content(ctype, extra, [text(body)])}
+    _set_model(msg, m)
+    return msg
+
+
+def _result(b: ToolResultBlock, names: dict[str, str], mine: dict[str, Any]
+            ) -> dict[str, Any]:
+    r = b.tool_result
+    body = r.content if isinstance(r.content, str) else "\n".join(
+        p.text.content for p in r.content if isinstance(p, TextBlock))
+    author = mine.pop("author", None) or {"role": "tool", "name": names.get(r.tool_use_id)}
+    ctype = mine.pop("content_type", None) or "text"
+    return {**mine, "author": author, "content": _content(ctype, mine.pop("content", {}),
+                                                          [text(body)])}
+
+
+def _content(ctype: str, extra: dict[str, Any], blocks: Sequence[Block]) -> dict[str, Any]:
+    """A ChatGPT ``content`` object of type ``ctype`` holding ``blocks`` (text and images)."""
+    out: dict[str, Any] = {"content_type": ctype, **extra}
+    if ctype in _PARTS_TYPES or "parts" in extra:
+        out["parts"] = [_part(b) for b in blocks]
+        return out
+    body = "\n".join(b.text.content for b in blocks if isinstance(b, TextBlock))
+    if ctype == "tether_quote":
+        head = " ".join(str(extra.get(k, "")) for k in ("title", "url") if extra.get(k))
+        if head:
+            body = body[len(head) + 1:] if body.startswith(f"{head}\n") else ""
+    if body or ctype not in ("reasoning_recap",):
+        out["result" if ctype == "tether_browsing_display" else "text"] = body
+    return out
+
+
+def _part(b: Block) -> Any:
+    extra = b.provider_details.get(NAME) if b.provider_details else None
+    extra = dict(extra) if isinstance(extra, dict) else {}
+    if isinstance(b, TextBlock):
+        if not b.text.content and "part" in extra:
+            return extra["part"]  # a part threadline has no block for
+        return b.text.content
+    if isinstance(b, ImageBlock):
+        src = b.image.source
+        url = src.data if src.type == "url" else f"data:{src.media_type};base64,{src.data}"
+        return {"content_type": "image_asset_pointer", **extra, "asset_pointer": url}
+    raise UserError(f"a ChatGPT message part cannot hold a {type(b).__name__}")
+
+
 def load(data: Source) -> list[Message]:
     """The messages of the first conversation at its ``current_node``."""
     drafts = parse(data)
@@ -271,4 +450,4 @@ def import_sessions(store: Any, source: Source) -> list[Any]:
     return write(store, parse(source))
 
 
-__all__ = ["import_session", "import_sessions", "load", "parse"]
+__all__ = ["dump", "import_session", "import_sessions", "load", "parse"]

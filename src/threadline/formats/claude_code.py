@@ -37,9 +37,17 @@ entry id, its parent and its timestamp.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from threadline.formats import anthropic
+from threadline.formats._common import (
+    EPOCH,
+    WRAPPED_ROLES,
+    place_foreign,
+    position_uuid,
+    wrap,
+)
 from threadline.importing import (
     Draft,
     ImportReport,
@@ -51,7 +59,7 @@ from threadline.importing import (
     source_name,
     write,
 )
-from threadline.model.content import Block, Message, Usage, text
+from threadline.model.content import Block, Message, TextBlock, Usage, text
 from threadline.model.entries import (
     Compaction,
     CompactionEntry,
@@ -332,6 +340,126 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+# -- dump -----------------------------------------------------------------------------------
+
+
+def dump(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """A Claude Code transcript for ``messages``: its records as dicts (write each as one JSON
+    line to get the ``.jsonl`` file), one ``user`` or ``assistant`` record per message chained
+    by ``uuid``/``parentUuid``, each ``message`` in Anthropic shape
+    (:func:`threadline.formats.anthropic.dump_block`).
+
+    What ``load`` keeps in ``provider_details["claude_code"]`` (``sessionId``, ``cwd``, the
+    API's ``id`` and raw ``usage``, a tool result's original ``parentUuid``…) is written back, so
+    ``load(dump(load(f))) == load(f)`` for a transcript. Uuids are positions, except that the
+    record of a call whose result names its original parent takes that uuid again, so the result
+    can name it, and a ``progress`` record (``data.type`` ``threadline_placeholder``) stands for
+    what Claude Code wrote between a call and its result when ``load`` moved that result (its
+    details name the original parent); timestamps are
+    :data:`~threadline.formats._common.EPOCH`. A leading
+    ``compactionSummary`` becomes Claude Code's compact boundary and summary records. Claude
+    Code has no place for a few things, which come back changed: a ``tool`` message comes back as
+    a ``user`` message (Claude Code's tool results are user records); ``system``, ``custom``,
+    ``bashExecution``, ``branchSummary`` and a later ``compactionSummary`` come back as ``user``
+    messages holding their text in a tag (``<system_message>…``); usage without the raw API usage
+    comes back with it in the details and ``total`` recomputed.
+    """
+    call_owner = {u.id: k for k, m in enumerate(messages) for u in m.tool_uses}
+    uuids = [position_uuid(k + 1) for k in range(len(messages))]
+    original = [_mine(m).get("parentUuid") for m in messages]
+    for k, m in enumerate(messages):
+        result = next(iter(m.tool_results), None)
+        if isinstance(original[k], str) and result is not None \
+                and call_owner.get(result.tool_use_id, k) < k:
+            uuids[call_owner[result.tool_use_id]] = str(original[k])
+    # A reply Claude Code wrote before the last result of its parallel calls: load put that
+    # result before it and kept the reply's own parent (the record before the result). Writing
+    # the reply first, under that record, makes load do the same again.
+    late = {k for k in range(2, len(messages))
+            if isinstance(original[k], str) and not messages[k].tool_results
+            and isinstance(original[k - 1], str) and messages[k - 1].tool_results
+            and uuids[k - 2] == position_uuid(k - 1)}
+    for k in late:
+        uuids[k - 2] = str(original[k])
+    known = set(uuids)
+    order = []
+    for k in range(len(messages)):
+        if k in late:
+            continue
+        if k + 1 in late:
+            order.append(k + 1)
+        order.append(k)
+    records: list[dict[str, Any]] = []
+    for k in order:
+        m = messages[k]
+        uid = uuids[k]
+        if m.role == "compactionSummary" and k == 0 and _plain_text(m) is not None:
+            boundary = position_uuid(len(messages) + 1)
+            records.append({"type": "system", "subtype": "compact_boundary", "uuid": boundary,
+                            "parentUuid": None, "timestamp": EPOCH,
+                            "content": "Conversation compacted",
+                            "compactMetadata": {"trigger": "manual", "preTokens": 0}})
+            records.append({"type": "user", "uuid": uid, "parentUuid": boundary,
+                            "timestamp": EPOCH, "isCompactSummary": True,
+                            "message": {"role": "user", "content": _plain_text(m)}})
+            continue
+        mine = _mine(m)
+        moved = mine.pop("parentUuid", None)
+        link = uuids[k - 1] if k else None
+        if isinstance(moved, str) and (k == 0 or k in late
+                                       or (moved in known and m.tool_results)):
+            # load moves the record back under ``link`` and keeps ``moved`` in its details
+            if m.tool_results and k and uuids[k - 1] == moved:
+                # load moved it because its call had another child (a progress record)
+                records.append({"type": "progress", "uuid": position_uuid(len(messages) + 2
+                                                                          + k),
+                                "parentUuid": moved, "timestamp": EPOCH,
+                                "data": {"type": "threadline_placeholder"}})
+            link = moved
+        records.append({**mine, "type": "assistant" if m.role == "assistant" else "user",
+                        "uuid": uid, "parentUuid": link, "timestamp": EPOCH,
+                        "message": _api_message(m, mine)})
+    return records
+
+
+def _mine(m: Message) -> dict[str, Any]:
+    found = m.provider_details.get(NAME) if m.provider_details else None
+    return dict(found) if isinstance(found, dict) else {}
+
+
+def _plain_text(m: Message) -> str | None:
+    if len(m.content) == 1 and isinstance(m.content[0], TextBlock) \
+            and not m.content[0].provider_details:
+        return m.content[0].text.content
+    return None
+
+
+def _api_message(m: Message, mine: dict[str, Any]) -> dict[str, Any]:
+    """The Anthropic ``message`` of a record (pops the record's message details from
+    ``mine``)."""
+    api = dict(mine.pop("message", None) or {})
+    foreign = mine.pop("blocks", None)
+    role = "assistant" if m.role == "assistant" else "user"
+    blocks = m.content if m.role in ("user", "assistant", "tool") else wrap(
+        m, WRAPPED_ROLES.get(m.role, "custom_message"))
+    out: dict[str, Any] = {**api, "role": role}
+    single = _plain_text(Message(role=role, content=list(blocks)))
+    if role == "user" and single is not None and not foreign:
+        out["content"] = single
+    else:
+        out["content"] = place_foreign([anthropic.dump_block(b) for b in blocks], foreign)
+    if m.model is not None:
+        out["model"] = m.model
+    if m.stop_reason is not None:
+        out["stop_reason"] = m.stop_reason
+    if m.usage is not None and "usage" not in api:
+        u = m.usage
+        out["usage"] = {"input_tokens": u.input, "output_tokens": u.output,
+                        "cache_read_input_tokens": u.cache_read,
+                        "cache_creation_input_tokens": u.cache_write}
+    return out
+
+
 def load(data: Source) -> list[Message]:
     """The messages of the transcript's main conversation at its last message."""
     (draft,) = parse(data)
@@ -345,4 +473,4 @@ def import_session(store: Any, source: Source, *, session_id: str | None = None)
     return session
 
 
-__all__ = ["import_session", "load", "message_from_record", "parse"]
+__all__ = ["dump", "import_session", "load", "message_from_record", "parse"]

@@ -25,10 +25,12 @@ The session id is the first ``session_meta`` id; the leaf is the last line.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from threadline.errors import UserError
 from threadline.formats import openai_responses
+from threadline.formats._common import EPOCH, details, messages_uuid
 from threadline.importing import (
     Draft,
     ImportReport,
@@ -40,7 +42,13 @@ from threadline.importing import (
     source_name,
     write,
 )
-from threadline.model.content import Message, tool_result, tool_use
+from threadline.model.content import (
+    Message,
+    ToolResultBlock,
+    ToolUseBlock,
+    tool_result,
+    tool_use,
+)
 from threadline.model.entries import (
     Compaction,
     CompactionEntry,
@@ -187,6 +195,46 @@ def _messages(item: dict[str, Any], report: ImportReport, n: int) -> list[Messag
     return msgs or None
 
 
+def dump(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """A Codex rollout for ``messages``: its lines as dicts (write each as one JSON line), a
+    ``session_meta`` line and then one ``response_item`` line per Responses item.
+
+    Items come from :func:`threadline.formats.openai_responses.dump`, one message at a time, so
+    roles the Responses API has no slot for travel as tagged user text, as there; a tool call or
+    output ``load`` read from a ``custom_tool_call`` item is written as one again. The session id
+    is derived from the messages and every timestamp is
+    :data:`~threadline.formats._common.EPOCH`. ``load(dump(load(f))) == load(f)`` for a rollout;
+    a message the Responses API holds as several items (an assistant reply with reasoning, text
+    and calls) comes back as one message per item, thinking from another provider comes back
+    unsigned (it travels as ``<think>`` text), and a message with nothing for the Responses API
+    (no content, no details) is left out.
+    """
+    sid = messages_uuid(messages)
+    lines: list[dict[str, Any]] = [{"timestamp": EPOCH, "type": "session_meta",
+                                    "payload": {"id": sid, "timestamp": EPOCH}}]
+    for m in messages:
+        for item in _items(m):
+            lines.append({"timestamp": EPOCH, "type": "response_item", "payload": item})
+    return lines
+
+
+def _items(m: Message) -> list[dict[str, Any]]:
+    if len(m.content) == 1 and not m.provider_details:
+        b = m.content[0]
+        mine = details(b, NAME)
+        kind = mine.pop("type", None)
+        if isinstance(b, ToolUseBlock) and kind == "custom_tool_call" and m.role == "assistant":
+            u = b.tool_use
+            value = u.input.get("input") if isinstance(u.input, dict) else None
+            return [{"type": kind, **mine, "call_id": u.id, "name": u.name, "input": value}]
+        if isinstance(b, ToolResultBlock) and m.role == "tool" and kind in (
+                "custom_tool_call_output", "function_call_output"):
+            r = b.tool_result
+            # "output" in the details is the original output (an object, or a list of parts)
+            return [{"type": kind, "call_id": r.tool_use_id, "output": r.content, **mine}]
+    return openai_responses.dump([m])
+
+
 def load(data: Source) -> list[Message]:
     """The messages of a rollout as the model last saw them (after the latest compaction)."""
     (draft,) = parse(data)
@@ -200,4 +248,4 @@ def import_session(store: Any, source: Source, *, session_id: str | None = None)
     return session
 
 
-__all__ = ["import_session", "load", "parse"]
+__all__ = ["dump", "import_session", "load", "parse"]

@@ -274,6 +274,25 @@ def dump(messages: Sequence[Message]) -> JSON:
     return payload
 
 
+def dump_content(message: Message, names: dict[str, str]) -> JSON | None:
+    """One message as one ``Content`` on its own, not merged with its neighbours (for formats
+    that keep one message per record, such as Google ADK events): a system message, a tool
+    message and the summary roles become user content as in :func:`dump`. ``names`` maps call
+    ids to function names (a function response needs its call's name). None when the message has
+    nothing for Gemini."""
+    _, turns = provider_turns([message], NAME, system_first=False)
+    if not turns:
+        return None
+    role, (m,) = turns[0]
+    own = details(m, NAME)
+    foreign = own.pop("parts", None)
+    parts = place_foreign([p for b in m.content for p in _dump_part(b, names)], foreign)
+    content: JSON = {**own, "role": "model" if role == "assistant" else "user", "parts": parts}
+    if own.get("role", "") is None:
+        del content["role"]
+    return content
+
+
 def _dump_part(b: Block, names: dict[str, str]) -> list[JSON]:
     extra = details(b, NAME)
     if isinstance(b, TextBlock):

@@ -20,11 +20,13 @@ as absent, and a part whose fields are all null is no part.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from threadline.errors import UserError
 from threadline.formats import gemini
+from threadline.formats._common import messages_uuid, position_uuid
 from threadline.importing import (
     Draft,
     ImportReport,
@@ -180,6 +182,37 @@ def _eval_case(doc: dict[str, Any], case: Any, k: int, label: str) -> Draft:
     return draft
 
 
+def dump(messages: Sequence[Message]) -> dict[str, Any]:
+    """A Google ADK session dump for ``messages``: ``{"id", "app_name", "user_id", "state",
+    "events", "last_update_time"}`` with one event per message.
+
+    Each event's ``content`` is the message as a google-genai ``Content``
+    (:func:`threadline.formats.gemini.dump_content`: system, tool and summary messages become
+    ``user`` content, other roles tagged user text). What ``load`` keeps in
+    ``provider_details["google_adk"]`` (``author``, ``invocation_id``, ``actions``…) is written
+    back into the event; a message without it gets ``author`` ``"user"`` or ``"model"`` (ADK
+    requires one), which ``load`` then keeps there. Event ids are positions, timestamps count
+    seconds from the epoch, the session id is derived from the messages. A ``tool`` message comes
+    back as ``user`` (Gemini sends function responses as user content) and another provider's
+    thinking without its signature.
+    ``load(dump(load(f))) == load(f)`` for a session dump or an eval set (an eval case's fields
+    ride along in the events).
+    """
+    names = {u.id: u.name for m in messages for u in m.tool_uses}
+    events: list[dict[str, Any]] = []
+    for m in messages:
+        content = gemini.dump_content(m, names)
+        if content is None:  # an empty message (an eval case's answer that was only calls)
+            content = {"role": "user" if m.role == "user" else "model", "parts": []}
+        extras = m.provider_details.get(NAME) if m.provider_details else None
+        if not isinstance(extras, dict):
+            extras = {"author": "model" if content.get("role") == "model" else "user"}
+        events.append({"id": position_uuid(len(events) + 1), "timestamp": float(len(events)),
+                       **extras, "content": content})
+    return {"id": messages_uuid(messages), "app_name": "threadline", "user_id": "user",
+            "state": {}, "events": events, "last_update_time": float(len(events))}
+
+
 def load(data: Source) -> list[Message]:
     """The messages of a session dump (or of the first eval case of an eval set)."""
     drafts = parse(data)
@@ -201,4 +234,4 @@ def import_sessions(store: Any, source: Source) -> list[Any]:
     return write(store, parse(source))
 
 
-__all__ = ["import_session", "import_sessions", "load", "parse"]
+__all__ = ["dump", "import_session", "import_sessions", "load", "parse"]

@@ -367,10 +367,10 @@ def _dump_assistant(m: Message) -> list[JSON]:
 
 
 def _dump_call(b: ToolUseBlock, extra: JSON) -> JSON:
+    kept = "arguments" in extra  # a kept null is an original value too
     raw_args = extra.pop("arguments", None)
     u = b.tool_use
-    args = raw_args if raw_args is not None and _same_args(raw_args, u.input) \
-        else dump_arguments(u.input)
+    args = raw_args if kept and _same_args(raw_args, u.input) else dump_arguments(u.input)
     return {"type": "function_call", **extra, "call_id": u.id, "name": u.name, "arguments": args}
 
 

@@ -27,12 +27,13 @@ Mapping (pi → threadline):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgspec
 
 from threadline.errors import UserError
+from threadline.formats._common import EPOCH, details, messages_uuid
 from threadline.importing import (
     Draft,
     ImportReport,
@@ -50,6 +51,9 @@ from threadline.model.content import (
     ImageBlock,
     Message,
     TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
     Usage,
     image,
     text,
@@ -397,6 +401,110 @@ def _known(keys: tuple[str, ...]) -> frozenset[str]:
     return found
 
 
+# -- dump -----------------------------------------------------------------------------------
+
+
+def dump(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """A pi version 3 session file for ``messages``: its lines as dicts, the ``session`` header
+    first, then one ``message`` entry per message chained by ``id``/``parentId`` (write each
+    dict as one JSON line to get the ``.jsonl`` file).
+
+    Ids are the entry's position (``00000001``…), the session id is derived from the messages
+    and every timestamp is :data:`~threadline.formats._common.EPOCH`, so equal histories give
+    equal files. What ``load`` keeps in ``provider_details["pi"]`` is written back, so
+    ``load(dump(load(f))) == load(f)`` for a pi file. pi has no place for a few things, which
+    come back changed: an image given by URL becomes the text ``[image: <url>]``; a
+    ``tool_result`` block becomes a ``toolResult`` message of its own (a message holding several
+    becomes several, its other blocks a ``user`` message after them) whose string content
+    becomes one text block; a ``bashExecution`` message without pi's command fields, and a
+    summary message with other than one text block, become a ``custom`` message.
+    """
+    lines: list[dict[str, Any]] = [{"type": "session", "version": 3,
+                                    "id": messages_uuid(messages), "timestamp": EPOCH}]
+    parent: str | None = None
+    for m in messages:
+        for msg in _to_pi(m):
+            eid = f"{len(lines):08x}"
+            env = {"type": "message", "id": eid, "parentId": parent, "timestamp": EPOCH}
+            if msg.get("entryType") == "custom_message" and msg.get("role") == "custom":
+                entry = {k: v for k, v in msg.items() if k not in ("entryType", "role")}
+                lines.append({**entry, **env, "type": "custom_message"})
+            else:
+                lines.append({**env, "message": msg})
+            parent = eid
+    return lines
+
+
+def _to_pi(m: Message) -> list[dict[str, Any]]:
+    """One threadline message as pi ``AgentMessage`` dicts (usually one)."""
+    extras = details(m, NAME)
+    results = [b for b in m.content if isinstance(b, ToolResultBlock)]
+    if results and (m.role != "tool" or len(m.content) != 1):
+        rest: list[Block] = [b for b in m.content if not isinstance(b, ToolResultBlock)]
+        split = [Message(role="tool", content=[b]) for b in results]
+        if rest:
+            split.append(Message(role="user", content=rest))
+        return [d for part in split for d in _to_pi(part)]
+    if m.role == "tool" and results:
+        r = results[0].tool_result
+        out: dict[str, Any] = {**extras, "role": "toolResult", "toolCallId": r.tool_use_id,
+                               "content": r.content if isinstance(r.content, str)
+                               else [_block_to_pi(b) for b in r.content]}
+        if r.is_error:
+            out["isError"] = True
+        return [out]
+    blocks = [_block_to_pi(b) for b in m.content]
+    if m.role == "assistant":
+        usage_rest = extras.pop("usage", None)
+        out = {**extras, "role": "assistant", "content": blocks}
+        if m.model is not None:
+            out["model"] = m.model
+        if m.usage is not None:
+            u = m.usage
+            out["usage"] = {**(usage_rest if isinstance(usage_rest, dict) else {}),
+                            "input": u.input, "output": u.output, "cacheRead": u.cache_read,
+                            "cacheWrite": u.cache_write, "totalTokens": u.total}
+        if m.stop_reason is not None:
+            out["stopReason"] = m.stop_reason
+        return [out]
+    if m.role == "bashExecution" and "command" in extras:
+        return [{**extras, "role": "bashExecution"}]
+    if m.role in ("branchSummary", "compactionSummary") and len(m.content) == 1 \
+            and isinstance(m.content[0], TextBlock) and not m.content[0].provider_details:
+        return [{**extras, "role": m.role, "summary": m.content[0].text.content}]
+    if m.role in ("user", "system"):
+        return [{**extras, "role": m.role, "content": blocks}]
+    # custom (pi's custom and hookMessage roles, unknown roles kept under "role") and the roles
+    # pi cannot hold as they are
+    role = extras.pop("role", "custom") if m.role == "custom" else "custom"
+    return [{**extras, "role": role, "content": blocks}]
+
+
+def _block_to_pi(b: Block) -> dict[str, Any]:
+    extra = details(b, NAME)
+    if isinstance(b, TextBlock):
+        if not b.text.content and extra.keys() == {"block"}:
+            return dict(extra["block"])  # a block pi has that threadline has no type for
+        return {**extra, "type": "text", "text": b.text.content}
+    if isinstance(b, ThinkingBlock):
+        th = b.thinking
+        out: dict[str, Any] = {**extra, "type": "thinking", "thinking": th.content}
+        if th.signature is not None:
+            out["thinkingSignature"] = th.signature
+        if th.redacted:
+            out["redacted"] = True
+        return out
+    if isinstance(b, ToolUseBlock):
+        u = b.tool_use
+        return {**extra, "type": "toolCall", "id": u.id, "name": u.name, "arguments": u.input}
+    if isinstance(b, ImageBlock):
+        src = b.image.source
+        if src.type != "base64":  # pi holds inline images only
+            return {"type": "text", "text": f"[image: {src.data}]"}
+        return {**extra, "type": "image", "data": src.data, "mimeType": src.media_type}
+    raise UserError("a pi message cannot hold a tool_result block inside another block")
+
+
 # -- the format module contract --------------------------------------------------------------
 
 
@@ -425,4 +533,4 @@ def import_session(store: Any, source: Source, *, session_id: str | None = None)
     return session
 
 
-__all__ = ["bash_text", "import_session", "load", "message_from_pi", "parse"]
+__all__ = ["bash_text", "dump", "import_session", "load", "message_from_pi", "parse"]
