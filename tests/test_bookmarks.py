@@ -564,3 +564,31 @@ def test_cli_tags_only_reports_invalid_tags_while_another_process_writes(tmp_pat
         0, "Found 2 invalid tag(s): early, six (not removed: another process is writing this "
            "session)")
     assert sorted(s._bookmarks) == ["early", "kept", "six"]
+
+
+def test_untag_removes_a_tag_durably_and_refuses_the_reserved_and_unknown_ones(
+        store: tl.store.BaseStore) -> None:
+    s = store.create()
+    s.append_message("user", "hello")
+    s.tag("keep")
+    s.tag("drop", 0)
+    s.untag("drop")
+    assert [t.name for t in s.tags()] == ["__session_start__", "keep"]
+    with pytest.raises(tl.UserError, match="'__session_start__' is threadline's own"):
+        s.untag("__session_start__")
+    with pytest.raises(tl.NotFoundError, match="Tag 'drop' not found"):
+        s.untag("drop")
+    s.close()
+    assert [t.name for t in store.open(s.id).tags()] == ["__session_start__", "keep"]
+
+
+def test_cli_untag_removes_the_tag_and_refuses_an_unknown_one(tmp_path: Path) -> None:
+    store = tl.open_store(tmp_path)
+    with store.create() as s:
+        s.append_message("user", "hello")
+        s.tag("old")
+        sid = s.id
+    assert run(tmp_path, "untag", sid, "old") == (0, "Tag 'old' removed\n")
+    code, out = run(tmp_path, "untag", sid, "old")
+    assert (code, out) == (2, f"Error: Tag 'old' not found in session '{sid}'; run "
+                              f"'threadline tags {sid}' to list the tags\n")

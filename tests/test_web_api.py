@@ -343,3 +343,14 @@ def test_the_running_viewer_embeds_the_search_backlog_in_the_background(store: A
         while store.catalog._pending_vectors(store.catalog.embedder, 10):
             assert time.monotonic() < deadline, "the backlog was never embedded"
             time.sleep(0.05)
+
+
+def test_a_tag_is_removed_through_the_api(store: Any, client: TestClient) -> None:
+    s, _ids = branched(store)
+    with store.open(s.id) as w:
+        w.tag("checkpoint")
+    assert "untag" in client.get("/api/info").json()["actions"]
+    r = client.post(f"/api/sessions/{s.id}/apply", headers=WRITE,
+                    json={"action": "untag", "args": {"name": "checkpoint"}})
+    assert r.status_code == 200
+    assert [t.name for t in store.open(s.id).tags()] == ["__session_start__"]

@@ -279,6 +279,18 @@ def tag(session: Session, name: str | None = None, position: int | None = None) 
                      timestamp=session._bookmark_times.get(name, ""), hash=digest)
 
 
+def untag(session: Session, name: str) -> None:
+    """Remove tag ``name`` (a ``bookmark`` record with ``removed``; nothing else changes).
+    ``__session_start__`` always exists and cannot be removed."""
+    if name.startswith("__"):
+        raise UserError(f"Tag '{name}' is threadline's own and cannot be removed")
+    if name not in session._bookmarks:
+        raise NotFoundError(f"Tag '{name}' not found in session '{session.id}'; run "
+                            f"'threadline tags {session.id}' to list the tags")
+    session._ensure_writer()
+    _remove(session, name)
+
+
 def tags(session: Session) -> TagListing:
     """Every tag with its status, sorted by position (``__session_start__`` first).
 

@@ -655,6 +655,12 @@ def _bind() -> None:
 
         return bookmarks.tags(self)
 
+    def untag(self: Session, name: str) -> None:
+        """Remove tag ``name`` (``__session_start__`` cannot be removed)."""
+        from threadline import bookmarks
+
+        bookmarks.untag(self, name)
+
     def undo(self: Session, n: int = 1) -> Any:
         """Move the leaf to just before the n-th last user input message."""
         from threadline import bookmarks
@@ -680,7 +686,7 @@ def _bind() -> None:
 
         return history.purge(self, entry_ids, all=all, dry_run=dry_run)
 
-    for fn in (tag, tags, undo, undo_to, clear, purge):
+    for fn in (tag, tags, untag, undo, undo_to, clear, purge):
         setattr(Session, fn.__name__, fn)
 
     def op_method(name: str) -> Any:

@@ -122,7 +122,7 @@ def _echo(lines: list[str]) -> None:
 
 
 def register(cli: click.Group) -> None:
-    for cmd in (tag, tags, undo, clear):
+    for cmd in (tag, tags, untag, undo, clear):
         cli.add_command(cmd)
 
 
@@ -144,6 +144,17 @@ def tag(ctx: click.Context, session_id: str, name: str | None, position: str | N
             echo_json(t)
         else:
             click.echo(format_tag_created(t, moved))
+
+
+@click.command()
+@click.argument("session_id")
+@click.argument("name")
+@click.pass_context
+def untag(ctx: click.Context, session_id: str, name: str) -> None:
+    """Remove the tag NAME (the conversation is not touched)."""
+    with _open(ctx, session_id) as s:
+        bookmarks.untag(s, name)
+        click.echo(f"Tag '{name}' removed")
 
 
 @click.command()

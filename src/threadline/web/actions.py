@@ -76,6 +76,7 @@ def _label(s: Session, a: Args) -> Any:
 
 ACTIONS: dict[str, Callable[[Session, Args], Any]] = {
     "tag": _tag,
+    "untag": lambda s, a: s.untag(_str(a, "name")),  # type: ignore[attr-defined]
     "undo": lambda s, a: s.undo(_int(a, "n")),  # type: ignore[attr-defined]
     "undo_to": lambda s, a: s.undo_to(_str(a, "name")),  # type: ignore[attr-defined]
     "clear": lambda s, a: s.clear(),  # type: ignore[attr-defined]
@@ -106,7 +107,7 @@ def available(session_cls: type) -> list[str]:
 def _implemented(session_cls: type, method: str) -> bool:
     if not hasattr(session_cls, method):
         return False
-    module = {"tag": "bookmarks", "tags": "bookmarks", "undo": "bookmarks",
+    module = {"tag": "bookmarks", "tags": "bookmarks", "untag": "bookmarks", "undo": "bookmarks",
               "undo_to": "bookmarks", "clear": "bookmarks",
               "digest": "operations", "snip": "operations", "tag_messages": "operations",
               "toggle": "operations", "revert": "operations"}.get(method)

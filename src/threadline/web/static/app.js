@@ -669,6 +669,9 @@ class SessionPage {
       if (this.has("undo_to") && (t.status === "valid" || t.status === "other_branch")) {
         li.append(h("button", { "data-testid": "undo-to", onclick: () => this.undoTo(t.name) }, "Undo to"));
       }
+      if (this.has("untag") && !t.special) {
+        li.append(h("button", { "data-testid": "untag", onclick: () => writeFlow(this, `Remove tag ${t.name}`, "untag", [], { name: t.name }) }, "Remove"));
+      }
       list.append(li);
     }
     if (!this.tagList.length) list.append(h("li", { class: "muted" }, "No tags."));
