@@ -161,6 +161,15 @@ def test_example_store_walkthrough(page: Page, tmp_path: Path) -> None:
         assert len(s.context().messages) == 2
         assert s.leaf_id == s.context().view[1].entry_id
 
+        # -- remove the tag ----------------------------------------------------------------
+        page.get_by_test_id("tab-tags").click()
+        page.locator('li[data-tag="checkpoint"]').get_by_test_id("untag").click()
+        confirm_write(page, "Remove tag checkpoint")
+        s = assert_page_matches_disk(page, store_dir, sid)
+        assert [t.name for t in s.tags().tags] == ["__session_start__"]
+        page.get_by_test_id("tab-tags").click()
+        expect(page.locator('li[data-tag="checkpoint"]')).to_have_count(0)
+
         # -- digest positions 0-1, then switch the digest off --------------------------------
         page.locator('.ctx-row[data-position="0"]').click()
         page.locator('.ctx-row[data-position="1"]').click(modifiers=["Shift"])
