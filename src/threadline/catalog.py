@@ -669,8 +669,10 @@ class SqliteCatalog(Catalog):
             with self._tx() as conn:
                 conn.executemany("DELETE FROM cat_messages WHERE session_id = ? AND entry_id = ?",
                                  [(session_id, e) for e in entry_ids])
-            # merge the FTS segments so the deleted terms leave the index files too
+            # merge the FTS segments so the deleted terms leave the index files too, then empty
+            # the WAL so no frame of the old pages stays behind
             self.conn.execute("INSERT INTO cat_fts (cat_fts) VALUES ('optimize')")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._vec_cache = None
 
     # -- search -------------------------------------------------------------------------------

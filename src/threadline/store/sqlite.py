@@ -67,7 +67,14 @@ def connect(path: str, durability: Durability = "fsync") -> sqlite3.Connection:
     conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'fsync' else 'NORMAL'}")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=30000")
+    conn.execute("PRAGMA secure_delete=ON")  # deleted (purged) text is zeroed, not left in pages
     return conn
+
+
+def checkpoint(conn: sqlite3.Connection) -> None:
+    """Copy the WAL into the database and empty it, so that text a purge removed survives in
+    neither file (with ``secure_delete`` the database pages were zeroed)."""
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def upgrade(conn: sqlite3.Connection, track: str) -> list[int]:
@@ -230,6 +237,9 @@ class SqliteLog:
                 "WHERE session_id = ?",
                 (header, len(data) + 1, d.modified, d.message_count, d.name, d.first_message,
                  self.session_id))
+            checkpoint_after = conn
+        with self._store.lock:
+            checkpoint(checkpoint_after)
         self._seen = len(data)
 
     def backup(self, suffix: str) -> str | None:
