@@ -237,9 +237,8 @@ class SqliteLog:
                 "WHERE session_id = ?",
                 (header, len(data) + 1, d.modified, d.message_count, d.name, d.first_message,
                  self.session_id))
-            checkpoint_after = conn
         with self._store.lock:
-            checkpoint(checkpoint_after)
+            checkpoint(self._store.conn)
         self._seen = len(data)
 
     def backup(self, suffix: str) -> str | None:
