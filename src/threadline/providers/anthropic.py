@@ -15,8 +15,8 @@ from threadline.errors import ProviderError
 from threadline.model.content import Block, Message, Usage, text, thinking, tool_use
 from threadline.providers.base import (
     StreamEvent,
+    StreamingProvider,
     ToolSpec,
-    complete_from_stream,
     load_json,
     parse_tool_input,
     post_stream,
@@ -48,7 +48,7 @@ def request_messages(messages: Sequence[Message], system: str | None
     return out, sys_part
 
 
-class AnthropicProvider:
+class AnthropicProvider(StreamingProvider):
     """A client for Anthropic's Messages API; the key comes from ``$ANTHROPIC_API_KEY``."""
 
     def __init__(self, model: str, *, base_url: str | None = None,
@@ -61,14 +61,6 @@ class AnthropicProvider:
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(model={self.model!r}, base_url={self.base_url!r})"
-
-    def complete(self, messages: Sequence[Message], *, system: str | None = None,
-                 tools: Sequence[ToolSpec] = (), max_tokens: int | None = None,
-                 timeout: float = 60.0) -> Message:
-        """The whole assistant reply (the stream, drained)."""
-        return complete_from_stream(
-            self.stream(messages, system=system, tools=tools, max_tokens=max_tokens,
-                        timeout=timeout), self.endpoint)
 
     def stream(self, messages: Sequence[Message], *, system: str | None = None,
                tools: Sequence[ToolSpec] = (), max_tokens: int | None = None,

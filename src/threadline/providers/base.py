@@ -63,6 +63,26 @@ class Provider(Protocol):
                timeout: float = 60.0) -> Iterator[StreamEvent]: ...
 
 
+class StreamingProvider:
+    """Base of the HTTP providers: ``complete`` is ``stream`` drained."""
+
+    model: str
+    endpoint: str
+
+    def complete(self, messages: Sequence[Message], *, system: str | None = None,
+                 tools: Sequence[ToolSpec] = (), max_tokens: int | None = None,
+                 timeout: float = 60.0) -> Message:
+        """The whole assistant reply (the stream, drained)."""
+        return complete_from_stream(
+            self.stream(messages, system=system, tools=tools, max_tokens=max_tokens,
+                        timeout=timeout), self.endpoint)
+
+    def stream(self, messages: Sequence[Message], *, system: str | None = None,
+               tools: Sequence[ToolSpec] = (), max_tokens: int | None = None,
+               timeout: float = 60.0) -> Iterator[StreamEvent]:
+        raise NotImplementedError
+
+
 def complete_from_stream(events: Iterator[StreamEvent], endpoint: str) -> Message:
     """The ``done`` message of a stream (``complete`` is ``stream`` drained)."""
     for ev in events:

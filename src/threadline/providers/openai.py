@@ -15,8 +15,8 @@ from threadline.errors import ProviderError
 from threadline.model.content import Block, Message, Usage, text, thinking, tool_use
 from threadline.providers.base import (
     StreamEvent,
+    StreamingProvider,
     ToolSpec,
-    complete_from_stream,
     load_json,
     parse_tool_input,
     post_stream,
@@ -39,7 +39,7 @@ def chat_messages(messages: Sequence[Message], system: str | None) -> list[dict[
     return out
 
 
-class OpenAICompatProvider:
+class OpenAICompatProvider(StreamingProvider):
     """A client for any server speaking OpenAI's Chat Completions API.
 
     ``base_url`` defaults to ``$OPENAI_BASE_URL``, then ``https://api.openai.com/v1``; the key to
@@ -56,14 +56,6 @@ class OpenAICompatProvider:
 
     def __repr__(self) -> str:
         return f"OpenAICompatProvider(model={self.model!r}, base_url={self.base_url!r})"
-
-    def complete(self, messages: Sequence[Message], *, system: str | None = None,
-                 tools: Sequence[ToolSpec] = (), max_tokens: int | None = None,
-                 timeout: float = 60.0) -> Message:
-        """The whole assistant reply (the stream, drained)."""
-        return complete_from_stream(
-            self.stream(messages, system=system, tools=tools, max_tokens=max_tokens,
-                        timeout=timeout), self.endpoint)
 
     def stream(self, messages: Sequence[Message], *, system: str | None = None,
                tools: Sequence[ToolSpec] = (), max_tokens: int | None = None,
