@@ -533,3 +533,32 @@ def test_streamed_reasoning_gets_its_own_line_and_is_kept_in_the_reply():
     assert screen.run("q") == ["Let me think.", "Answer."]
     reply = screen.chat.session.context().messages[1]
     assert [type(b).__name__ for b in reply.content] == ["ThinkingBlock", "TextBlock"]
+
+
+def test_the_repl_compacts_by_itself_once_the_context_passes_the_window() -> None:
+    store = tl.open_store("memory://")
+    buf = io.StringIO()
+    chat = Chat(store, store.create(), TestProvider(),
+                console=Console(file=buf, width=200, color_system=None),
+                context_window=1_000, reserve_tokens=200)
+    for i in range(12):
+        assert chat.handle(f"question {i} " + "words " * 40) is True
+    s = chat.session
+    compactions = [e for e in s.path() if e.type == "compaction"]
+    assert compactions, buf.getvalue()
+    assert "Context compacted automatically:" in buf.getvalue()
+    agent = chat.agent()
+    assert agent is not None and agent.tokens().tokens <= 1_000 - 200  # under the threshold
+    assert s.context().messages[0].role == "compactionSummary"
+
+
+def test_the_chat_command_refuses_a_reserve_that_leaves_no_room(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from threadline.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["--store", str(tmp_path), "chat", "--context-window", "100",
+                                   "--reserve-tokens", "100"], input="")
+    assert res.exit_code == 2
+    assert res.output == ("Error: --reserve-tokens 100 leaves no room in a context window of "
+                          "100 tokens; lower it or raise --context-window\n")

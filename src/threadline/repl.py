@@ -34,6 +34,7 @@ from prompt_toolkit.history import InMemoryHistory
 from rich.console import Console
 
 from threadline import bookmarks
+from threadline.agent import AgentSession
 from threadline.compaction import (
     DEFAULT_KEEP_RECENT_TOKENS,
     ExtractiveSummarizer,
@@ -166,9 +167,14 @@ class Chat:
     def __init__(self, store: BaseStore, session: Session, provider: Provider, *,
                  provider_name: str | None = None, console: Console | None = None,
                  tools: dict[str, tuple[ToolSpec, ToolFn]] | None = None,
-                 system: str | None = None, summarizer: Summarizer | None = None) -> None:
+                 system: str | None = None, summarizer: Summarizer | None = None,
+                 context_window: int | None = None, reserve_tokens: int = 16384) -> None:
         self.store = store
         self.session = session
+        #: with a window, every turn goes through an AgentSession, which compacts the session
+        #: once its context passes ``context_window - reserve_tokens`` (None: never on its own)
+        self.context_window = context_window
+        self.reserve_tokens = reserve_tokens
         self.provider = provider
         self.provider_name = provider_name or provider_kind(provider.model, None)
         self.out = console or Console(highlight=False, soft_wrap=True)
@@ -256,6 +262,7 @@ class Chat:
             s.append_message(reply)
             calls = reply.tool_uses
             if not calls:
+                self._auto_compact()
                 return
             results = []
             for call in calls:
@@ -265,6 +272,24 @@ class Chat:
             s.append_message("user", results)
         self.say(f"Stopped after {MAX_TOOL_ROUNDS} tool rounds; send a message to continue.",
                  style="yellow")
+
+    def agent(self) -> AgentSession | None:
+        """The agent loop over the current session (None without a context window)."""
+        if self.context_window is None:
+            return None
+        keep = min(DEFAULT_KEEP_RECENT_TOKENS, (self.context_window - self.reserve_tokens) // 2)
+        return AgentSession(self.session, context_window=self.context_window,
+                            reserve_tokens=self.reserve_tokens, keep_recent_tokens=keep,
+                            summarizer=self.summarizer)
+
+    def _auto_compact(self) -> None:
+        agent = self.agent()
+        result = agent.maybe_compact() if agent is not None else None
+        if result is not None:
+            n = len(result.plan.summarize_ids) + len(result.plan.turn_prefix_ids)
+            self.say(f"Context compacted automatically: {n} messages summarized "
+                     f"({result.plan.tokens_before} tokens before, window "
+                     f"{self.context_window})", style="yellow")
 
     def _record_model(self) -> None:
         model = self.session.context().model

@@ -24,12 +24,18 @@ def register(cli: click.Group) -> None:
 @click.option("--llm-summaries", is_flag=True,
               help="Write /compact and /branch --summarize summaries with the chat model "
                    "(default: the offline extractive summarizer).")
+@click.option("--context-window", type=int, default=128_000, show_default=True,
+              help="The model's context window in tokens; the session is compacted "
+                   "automatically when its context passes the window minus --reserve-tokens "
+                   "(0: never).")
+@click.option("--reserve-tokens", type=int, default=16_384, show_default=True,
+              help="Tokens kept free for the reply.")
 @click.option("--continue", "-c", "resume_recent", is_flag=True,
               help="Continue the most recently modified session.")
 @click.pass_context
 def chat(ctx: click.Context, session_id: str | None, model: str, base_url: str | None,
          provider: str | None, system: str | None, no_tools: bool, llm_summaries: bool,
-         resume_recent: bool) -> None:
+         context_window: int, reserve_tokens: int, resume_recent: bool) -> None:
     """Chat with a model in SESSION (default: a new session); /help lists the commands.
 
     Keys come from the environment ($OPENAI_API_KEY, $ANTHROPIC_API_KEY). Every message, reply
@@ -42,6 +48,9 @@ def chat(ctx: click.Context, session_id: str | None, model: str, base_url: str |
 
     if session_id and resume_recent:
         raise UserError("Give either SESSION or --continue, not both")
+    if context_window and not 0 <= reserve_tokens < context_window:
+        raise UserError(f"--reserve-tokens {reserve_tokens} leaves no room in a context window of "
+                        f"{context_window} tokens; lower it or raise --context-window")
     store = get_store(ctx)
     llm = get_provider(model, base_url=base_url, provider=provider)
     if session_id:
@@ -57,7 +66,8 @@ def chat(ctx: click.Context, session_id: str | None, model: str, base_url: str |
 
         summarizer = LLMSummarizer(llm)
     repl = Chat(store, session, llm, provider_name=provider_kind(model, provider),
-                tools={} if no_tools else None, system=system, summarizer=summarizer)
+                tools={} if no_tools else None, system=system, summarizer=summarizer,
+                context_window=context_window or None, reserve_tokens=reserve_tokens)
     repl.run()
     if created is not None:
         _drop_if_unused(store, created)
