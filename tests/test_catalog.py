@@ -360,7 +360,7 @@ def test_the_jsonl_catalog_is_a_sqlite_file_beside_the_sessions(
 
 
 def test_mcp_manage_tags_previews_then_executes_with_the_token() -> None:
-    from threadline.mcp_server import create_server
+    from threadline.mcp.server import create_server
 
     store = tl.open_store("memory://")
     store.catalog.embedder = None

@@ -18,7 +18,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 import threadline as tl
-from threadline.mcp_server import DATA_NOTICE
+from threadline.mcp.server import DATA_NOTICE
 
 T = TypeVar("T")
 CLI = [sys.executable, "-c", "from threadline.cli.main import main; main()"]
@@ -365,7 +365,7 @@ def test_the_server_answers_over_streamable_http(conv: tuple[Path, str, list[str
 def test_creating_the_server_leaves_the_root_logger_alone() -> None:
     import logging
 
-    from threadline.mcp_server import create_server
+    from threadline.mcp.server import create_server
 
     root = logging.getLogger()
     before = (root.level, list(root.handlers))

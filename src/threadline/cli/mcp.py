@@ -21,7 +21,7 @@ def register(cli: click.Group) -> None:
 def mcp(ctx: click.Context, http: bool, port: int) -> None:
     """Run the MCP server (tools to read and curate histories) for agents."""
     try:
-        from threadline.mcp_server import run
+        from threadline.mcp.server import run
     except ImportError as exc:
         raise UserError(str(exc)) from None
     if http:

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from threadline.catalog import (
+from threadline.catalog.base import (
     Catalog,
     Filters,
     Hit,

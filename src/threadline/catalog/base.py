@@ -1,10 +1,10 @@
 """The catalog: a cross-session index of a store for listing, search and session tags (DESIGN §9).
 
 ``store.catalog`` exists on every store. The SQLite-backed catalog
-(``threadline.store.sqlite_catalog.SqliteCatalog``)
+(``threadline.catalog.sqlite.SqliteCatalog``)
 serves the JSONL store (a ``.catalog.sqlite`` file beside the sessions), the SQLite store (tables
 in the same database) and the memory store (an in-memory database); the PostgreSQL store has its
-own (``threadline.store.postgres.PostgresCatalog``) over the same base class.
+own (``threadline.catalog.postgres.PostgresCatalog``) over the same base class.
 
 Indexing is lazy and crash-proof: before answering, the SQLite catalog reads what every session
 appended since it was last indexed (a per-session cursor: inode and offset for files, generation
@@ -36,13 +36,8 @@ import msgspec
 
 from threadline.embedding import INSTALL_HINT, Embedder, default_embedder
 from threadline.errors import StoreError, UserError
-from threadline.model.content import (
-    Message,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-)
 from threadline.model.entries import MessageEntry, PurgeRecord, RecordError
+from threadline.model.search_text import embed_text, message_text
 from threadline.store.base import LazyMessage, Slot
 
 if TYPE_CHECKING:
@@ -55,8 +50,6 @@ RRF_K = 60
 #: cosine similarity from which a message counts as matching in ``find_and_tag`` (MiniLM scale)
 MATCH_SIMILARITY = 0.5
 SAMPLE_SIZE = 5
-BODY_LIMIT = 20_000
-EMBED_LIMIT = 1_000
 TAG_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,64}$")
 
 
@@ -119,33 +112,6 @@ class Filters(msgspec.Struct, kw_only=True):
     def until_bound(self) -> str | None:
         # a bare date includes the whole day: '~' sorts after every RFC 3339 character
         return None if self.until is None else self.until + "~"
-
-
-def message_text(msg: Message) -> str:
-    """The searchable text of a message: text blocks, tool calls (name and input) and tool
-    results; thinking is left out."""
-    parts: list[str] = []
-    for block in msg.content:
-        if isinstance(block, TextBlock):
-            parts.append(block.text.content)
-        elif isinstance(block, ToolUseBlock):
-            call = block.tool_use
-            parts.append(f"{call.name} {json.dumps(call.input, ensure_ascii=False)[:500]}")
-        elif isinstance(block, ToolResultBlock):
-            content = block.tool_result.content
-            if isinstance(content, str):
-                parts.append(content[:1000])
-            else:
-                parts.extend(b.text.content[:1000] for b in content
-                             if isinstance(b, TextBlock))
-    return "\n".join(p for p in parts if p)[:BODY_LIMIT]
-
-
-def embed_text(msg: Message) -> str | None:
-    """What the semantic index embeds: the message's own words (text blocks), not tool traffic,
-    which keyword search covers; ``None`` when there are none."""
-    text = msg.text.strip()
-    return text[:EMBED_LIMIT] if text else None
 
 
 def indexable(slots: Sequence[Slot]
@@ -587,9 +553,9 @@ def catalog_for(store: BaseStore) -> Catalog:
     maker = getattr(store, "_make_catalog", None)
     if maker is not None:
         return maker()  # type: ignore[no-any-return]
+    from threadline.catalog.sqlite import SqliteCatalog
     from threadline.store.jsonl import JsonlStore
     from threadline.store.sqlite import SqliteStore
-    from threadline.store.sqlite_catalog import SqliteCatalog
 
     if isinstance(store, JsonlStore):
         return SqliteCatalog(store, str(Path(store.directory) / ".catalog.sqlite"))
@@ -600,7 +566,7 @@ def catalog_for(store: BaseStore) -> Catalog:
 
 def register_catalog_tools(server: Any, store: BaseStore) -> None:
     """Add the MCP tools ``search_history`` and ``manage_tags`` (see
-    :mod:`threadline.mcp_catalog`) to ``server``; ``threadline.mcp_server`` calls this."""
-    from threadline.mcp_catalog import register_catalog_tools as register
+    :mod:`threadline.mcp.catalog_tools`) to ``server``; ``threadline.mcp.server`` calls this."""
+    from threadline.mcp.catalog_tools import register_catalog_tools as register
 
     register(server, store)

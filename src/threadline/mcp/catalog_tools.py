@@ -1,6 +1,6 @@
 """The catalog's MCP tools: ``search_history`` and ``manage_tags``.
 
-``threadline.mcp_server`` calls :func:`register_catalog_tools` (through
+``threadline.mcp.server`` calls :func:`register_catalog_tools` (through
 ``threadline.catalog.register_catalog_tools``). The model passes queries and tag names only,
 never session ids: the tool finds the sessions itself, previews first (``dry_run=True`` by
 default) and executes only with the single-use token of a preview.
