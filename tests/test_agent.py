@@ -45,7 +45,7 @@ def test_agent_loop_of_500_turns_compacts_and_stays_under_the_window() -> None:
         tokens = agent.tokens().tokens
         peak = max(peak, tokens)
         assert tokens < window, f"turn {i}: {tokens} tokens"
-    comp_ids = [e for e in session.path_ids() if session._types[e] == "compaction"]
+    comp_ids = [e for e in session.path_ids() if session.state.types[e] == "compaction"]
     assert len(agent.compactions) == len(comp_ids)
     assert len(agent.compactions) == 156  # deterministic: estimator and script are fixed
     assert agent.threshold - 1000 < peak < window
@@ -97,7 +97,7 @@ def test_a_failing_llm_summarizer_during_auto_compaction_changes_nothing() -> No
                 agent.record(_user(f"q{i} " + "x" * 400))
                 recorded += 1
         # the turn that triggered compaction is persisted; no compaction was written
-        types = [session._types[e] for e in session.path_ids()]
+        types = [session.state.types[e] for e in session.path_ids()]
         assert types == ["message"] * (recorded + 1)
         assert session.context().messages[-1].text.startswith(f"q{recorded} ")
         assert agent.compactions == []

@@ -43,7 +43,7 @@ def test_tag_defaults_to_the_end_and_binds_the_last_message_and_its_hash(store):
     assert (t.name, t.position, t.status, t.entry_id) == ("end", 4, "valid", ids[3])
     assert t.hash == content_hash(s.entry(ids[3]).message)
     assert len(t.hash) == 16
-    rec = s._bookmarks["end"]
+    rec = s.state.bookmarks["end"]
     assert (rec.target_id, rec.position, rec.hash) == (ids[3], 4, t.hash)
 
 
@@ -53,8 +53,8 @@ def test_tag_at_the_end_follows_its_message_as_the_conversation_grows(store):
     s.tag("here")
     talk(s, "two", "three")
     assert s.tags().get("here") == TagStatus(
-        name="here", position=2, status="valid", entry_id=s._bookmarks["here"].target_id,
-        timestamp=s._bookmark_times["here"], hash=s._bookmarks["here"].hash)
+        name="here", position=2, status="valid", entry_id=s.state.bookmarks["here"].target_id,
+        timestamp=s.state.bookmark_times["here"], hash=s.state.bookmarks["here"].hash)
 
 
 def test_tag_at_position_zero_binds_no_entry(store):
@@ -71,7 +71,7 @@ def test_a_position_outside_the_view_is_refused(store, position):
     with pytest.raises(tl.UserError) as err:
         s.tag("x", position)
     assert str(err.value) == f"Invalid position {position} (0-4 allowed)"
-    assert "x" not in s._bookmarks
+    assert "x" not in s.state.bookmarks
 
 
 def test_anonymous_tags_are_numbered_from_one(store):
@@ -188,7 +188,7 @@ def test_removal_of_invalid_tags_is_durable(jsonl_store):
     s, _ids = compacted(jsonl_store)
     s.tags()
     s.close()
-    assert sorted(jsonl_store.open(s.id)._bookmarks) == ["kept"]
+    assert sorted(jsonl_store.open(s.id).state.bookmarks) == ["kept"]
 
 
 def test_listing_only_reports_invalid_tags_while_another_writer_holds_the_lock(jsonl_store):
@@ -197,7 +197,7 @@ def test_listing_only_reports_invalid_tags_while_another_writer_holds_the_lock(j
     listing = reader.tags()
     assert (listing.removed, listing.removal_skipped) == ([], True)
     assert [t.name for t in listing if t.status == "invalid"] == ["early", "six"]
-    assert sorted(reader._bookmarks) == ["early", "kept", "six"]
+    assert sorted(reader.state.bookmarks) == ["early", "kept", "six"]
     assert writer.tags().removed == ["early", "six"]
 
 
@@ -272,8 +272,8 @@ def test_clearing_undo_sets_session_start_again(store):
     s = store.create()
     talk(s, "one")
     s.undo(5)
-    assert s._bookmarks["__session_start__"].position == 0
-    assert s.tags()[0].timestamp == s._bookmark_times["__session_start__"]
+    assert s.state.bookmarks["__session_start__"].position == 0
+    assert s.tags()[0].timestamp == s.state.bookmark_times["__session_start__"]
 
 
 @pytest.mark.parametrize("n", [0, -1])
@@ -389,7 +389,7 @@ def test_undo_to_an_invalid_tag_removes_it_and_does_not_move(store):
         s.undo_to("early")
     assert str(err.value) == "Tag 'early' is no longer valid (hash mismatch). Tag removed."
     assert s.leaf_id == leaf
-    assert "early" not in s._bookmarks
+    assert "early" not in s.state.bookmarks
     with pytest.raises(InvalidTagError) as err:
         s.undo_to("six")
     assert str(err.value) == ("Tag 'six' is no longer valid (Position 6 out of range (0-5)). "
@@ -424,7 +424,7 @@ def test_clear_resets_the_leaf_keeps_everything_and_restarts_session_start(store
     assert s.entry_ids() == ids
     listing = s.tags()
     assert names(listing) == [("__session_start__", 0, "valid"), ("mark", 4, "other_branch")]
-    assert listing[0].timestamp == s._bookmark_times["__session_start__"]
+    assert listing[0].timestamp == s.state.bookmark_times["__session_start__"]
     new = s.append_message("user", "fresh start")
     assert s.entry(new).parent_id is None
 
@@ -503,8 +503,8 @@ def test_cli_tag_tags_undo_and_clear_print_the_documented_lines(tmp_path):
         2, "Error: Invalid position 11 (0-10 allowed)\n")
     s = store.open(sid, read_only=True)
     t_start = clock(s.header.timestamp)
-    t_base = clock(s._bookmark_times["baseline"])
-    t_exp = clock(s._bookmark_times["experiment"])
+    t_base = clock(s.state.bookmark_times["baseline"])
+    t_exp = clock(s.state.bookmark_times["experiment"])
     assert run(tmp_path, "tags", sid) == (0, (
         "Current tags:\n"
         f"  [SPECIAL] __session_start__ → position    0 ({t_start})\n"
@@ -563,7 +563,7 @@ def test_cli_tags_only_reports_invalid_tags_while_another_process_writes(tmp_pat
     assert (code, out.splitlines()[-1]) == (
         0, "Found 2 invalid tag(s): early, six (not removed: another process is writing this "
            "session)")
-    assert sorted(s._bookmarks) == ["early", "kept", "six"]
+    assert sorted(s.state.bookmarks) == ["early", "kept", "six"]
 
 
 def test_untag_removes_a_tag_durably_and_refuses_the_reserved_and_unknown_ones(

@@ -130,7 +130,7 @@ def test_compaction_replaces_history_with_a_summary_and_keeps_the_tail() -> None
     assert ctx.messages[0].role == "compactionSummary"
     assert ctx.messages[0].text == result.summary
     kept = result.plan.kept_ids
-    assert [v for v in ctx.view.ids()[1:]] == [k for k in kept if s._types[k] == "message"]
+    assert [v for v in ctx.view.ids()[1:]] == [k for k in kept if s.state.types[k] == "message"]
     assert [m.text for m in ctx.messages[1:]] == before[-len(ctx.messages) + 1:]
     entry = s.entry(result.entry_id)
     assert entry.payload.details["read_files"] == result.plan.files.read
@@ -150,7 +150,7 @@ def test_chained_compactions_never_lose_a_message() -> None:
     assert first.plan.kept_ids[0] in (second.plan.summarize_ids + second.plan.turn_prefix_ids
                                       + second.plan.kept_ids)
     in_context = set(s.context().view.ids())
-    message_ids = [e for e in s.path_ids() if s._types[e] == "message"]
+    message_ids = [e for e in s.path_ids() if s.state.types[e] == "message"]
     missing = [e for e in message_ids if e not in covered and e not in in_context]
     assert missing == []
     # the second summary still lists the requests the first one summarized
@@ -289,7 +289,7 @@ def test_chained_compactions_cover_every_message(batches: list[Any], keep: int) 
         for fmt in formats.PROVIDER_FORMATS:
             formats.dump_context(fmt, ctx)
     in_context = set(s.context().view.ids())
-    messages = [e for e in s.path_ids() if s._types[e] == "message"]
+    messages = [e for e in s.path_ids() if s.state.types[e] == "message"]
     assert [e for e in messages if e not in covered and e not in in_context] == []
 
 

@@ -82,14 +82,14 @@ def test_a_failing_summarizer_leaves_the_session_unchanged(jsonl_store: Any,
     _fill(s, 6)
     before_entries = len(s.entries())
     before_leaf = s.leaf_id
-    before_bytes = s._log.path.read_bytes()
+    before_bytes = s.state.log.path.read_bytes()
     with FakeOpenAIServer([failure]) as srv:
         summarizer = LLMSummarizer(get_provider("m", base_url=srv.base_url), timeout=0.5)
         with pytest.raises(ProviderError, match=r"HTTP 500|timed out after 0\.5s"):
             compact(s, summarizer, keep_recent_tokens=200)
     assert len(s.entries()) == before_entries
     assert s.leaf_id == before_leaf
-    assert s._log.path.read_bytes() == before_bytes
+    assert s.state.log.path.read_bytes() == before_bytes
     reopened = jsonl_store.open(s.id)
     assert [m.text for m in reopened.context().messages] == [m.text for m in s.context().messages]
 
@@ -101,7 +101,7 @@ def test_an_empty_model_reply_is_an_error_not_an_empty_summary() -> None:
         summarizer = LLMSummarizer(get_provider("m", base_url=srv.base_url))
         with pytest.raises(ProviderError, match="returned an empty summary"):
             compact(s, summarizer, keep_recent_tokens=200)
-    assert s._types[s.path_ids()[-1]] == "message"
+    assert s.state.types[s.path_ids()[-1]] == "message"
 
 
 def test_llm_branch_summary_leaves_tool_results_out() -> None:

@@ -100,7 +100,7 @@ def test_a_failed_sync_truncates_back_and_drops_the_descriptor(
         s.append_message("user", "b")
     monkeypatch.undo()
     assert _file(jsonl_store, s.id).read_bytes() == before
-    assert s._log._fd is None  # type: ignore[attr-defined]  # never fsync it again
+    assert s.state.log._fd is None  # type: ignore[attr-defined]  # never fsync it again
     assert [e.id for e in s.entries()] == [a]
     c = s.append_message("user", "c")
     assert s.entry(c).parent_id == a

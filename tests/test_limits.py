@@ -27,13 +27,13 @@ TS = "2024-01-01T00:00:00.000Z"
 def snapshot(store: tl.store.BaseStore, sid: str) -> Any:
     """Everything stored for the session: every file of a JSONL store, else the record lines."""
     if not isinstance(store, JsonlStore):
-        return list(store.open(sid)._log.raw_lines())
+        return list(store.open(sid).state.log.raw_lines())
     root = Path(store.url)
     return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
 
 
 def stored_lines(store: tl.store.BaseStore, sid: str) -> list[bytes]:
-    return list(store.open(sid)._log.raw_lines())
+    return list(store.open(sid).state.log.raw_lines())
 
 
 def json_depth(line: bytes) -> int:

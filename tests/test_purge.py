@@ -43,7 +43,7 @@ def build(store: tl.store.BaseStore) -> tuple[tl.Session, dict[str, str]]:
 
 def test_a_preview_changes_nothing(store: tl.store.BaseStore) -> None:
     s, ids = build(store)
-    before = list(s._log.raw_lines())
+    before = list(s.state.log.raw_lines())
     plan = s.purge([ids["ask"]])  # type: ignore[attr-defined]
     assert plan.executed is False
     assert plan.entry_ids == [ids["ask"]]
@@ -52,7 +52,7 @@ def test_a_preview_changes_nothing(store: tl.store.BaseStore) -> None:
     assert plan.bytes == s.metadata()[0].size
     assert plan.leaves_view == [ids["ask"]]
     assert plan.also_leaving_view == []
-    assert list(s._log.raw_lines()) == before
+    assert list(s.state.log.raw_lines()) == before
     assert s.context().messages[0].text == f"my password is {SECRET}"
 
 
@@ -78,15 +78,15 @@ def test_purge_keeps_the_tree_and_drops_the_entries_from_the_view(
     assert [m.text for m in again.context().messages] == ["noted", "thanks"]
     assert msgspec.to_builtins(again.entry(ids["result"])) is not None
     assert again.entry(ids["answer"]).payload.text == "noted"
-    assert not any(SECRET.encode() in line for line in again._log.raw_lines())
+    assert not any(SECRET.encode() in line for line in again.state.log.raw_lines())
 
 
 def test_the_purged_line_is_a_marker_and_other_lines_are_untouched(
         store: tl.store.BaseStore) -> None:
     s, ids = build(store)
-    before = list(s._log.raw_lines())
+    before = list(s.state.log.raw_lines())
     s.purge([ids["ask"]], dry_run=False)  # type: ignore[attr-defined]
-    after = list(s._log.raw_lines())
+    after = list(s.state.log.raw_lines())
     marker = msgspec.json.decode(after[0])
     assert marker == {"type": "message", "id": ids["ask"], "parent_id": None,
                       "timestamp": msgspec.json.decode(before[0])["timestamp"],
@@ -100,10 +100,10 @@ def test_unknown_records_survive_a_purge_byte_for_byte(store: tl.store.BaseStore
     s.close()
     unknown = b'{"type":"future_thing","id":"u1","parent_id":null,"timestamp":"t","x":1}'
     w = store.open(s.id)
-    w._ensure_writer()
-    w._log.append([unknown])
+    w.state.ensure_writer()
+    w.state.log.append([unknown])
     w.purge([ids["ask"]], dry_run=False)  # type: ignore[attr-defined]
-    assert unknown in list(w._log.raw_lines())
+    assert unknown in list(w.state.log.raw_lines())
 
 
 def test_purge_all_removes_every_payload(store: tl.store.BaseStore) -> None:
@@ -117,11 +117,11 @@ def test_purge_all_removes_every_payload(store: tl.store.BaseStore) -> None:
 def test_purging_a_purged_entry_again_changes_nothing(store: tl.store.BaseStore) -> None:
     s, ids = build(store)
     s.purge([ids["ask"]], dry_run=False)  # type: ignore[attr-defined]
-    lines = list(s._log.raw_lines())
+    lines = list(s.state.log.raw_lines())
     plan = s.purge([ids["ask"]], dry_run=False)  # type: ignore[attr-defined]
     assert plan.entry_ids == []
     assert [i.already_purged for i in plan.items] == [True]
-    assert list(s._log.raw_lines()) == lines
+    assert list(s.state.log.raw_lines()) == lines
 
 
 @pytest.mark.parametrize(("kwargs", "error", "message"), [
@@ -149,7 +149,7 @@ def test_the_purged_text_is_gone_from_every_file_of_the_store(tmp_path: Path) ->
     directory = tmp_path / "sessions"
     store = tl.open_store(directory)
     s, ids = build(store)
-    s._log.backup("migrate")
+    s.state.log.backup("migrate")
     assert [r.first_message for r in store.list()] == [f"my password is {SECRET}"]
     s.close()
     # a torn tail: a crashed earlier write of the same message, cut inside the secret
@@ -337,13 +337,13 @@ def test_a_failing_index_hook_is_reported_after_the_file_is_clean(
     s, ids = build(store)
     with pytest.raises(StoreError, match=r"could not forget them .*index offline.*catalog rebuild"):
         s.purge([ids["ask"]], dry_run=False)  # type: ignore[attr-defined]
-    assert not any(SECRET.encode() in line for line in list(s._log.raw_lines())[:1])
+    assert not any(SECRET.encode() in line for line in list(s.state.log.raw_lines())[:1])
 
 
 def test_stats_count_the_marker_sizes_after_a_purge(store: tl.store.BaseStore) -> None:
     s, ids = build(store)
     s.purge([ids["ask"]], dry_run=False)  # type: ignore[attr-defined]
-    marker = next(line for line in s._log.raw_lines() if ids["ask"].encode() in line
+    marker = next(line for line in s.state.log.raw_lines() if ids["ask"].encode() in line
                   and b'"purged":true' in line)
     assert s.metadata()[0].size == len(marker)
     assert s.stats()["context_messages"] == 4

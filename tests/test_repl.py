@@ -203,7 +203,7 @@ def test_tag_undo_and_tags_print_the_documented_lines():
         screen.run(q)
     assert screen.run("/undo 2") == ["Removed last 2 user messages (4 total messages)"]
     s = screen.chat.session
-    times = {n: clock(t) for n, t in s._bookmark_times.items()}
+    times = {n: clock(t) for n, t in s.state.bookmark_times.items()}
     assert screen.run("/tags") == [
         "Current tags:",
         f"  [SPECIAL] __session_start__ → position    0 ({clock(s.header.timestamp)})",
@@ -231,7 +231,7 @@ def test_undo_to_an_invalid_tag_prints_the_error_and_removes_it():
     screen = Screen(store, TestProvider(), session=s)
     assert screen.run("/undo experiment") == [
         "Error: Tag 'experiment' is no longer valid (hash mismatch). Tag removed."]
-    assert "experiment" not in s._bookmarks
+    assert "experiment" not in s.state.bookmarks
 
 
 def test_clear_tree_branch_and_label():

@@ -192,14 +192,14 @@ def test_purge_preview_then_confirm_with_its_fingerprint(store: Any, client: Tes
     url = f"/api/sessions/{s.id}/purge"
     p = client.post(url, headers=WRITE, json={"entry_ids": [ids["a2"]]}).json()
     assert (p["executed"], p["plan"]["entry_ids"]) == (False, [ids["a2"]])
-    assert ids["a2"] not in store.open(s.id)._purged
+    assert ids["a2"] not in store.open(s.id).state.purged
     stale = client.post(url, headers=WRITE, json={"entry_ids": [ids["a2"]], "confirm": True,
                                                   "fingerprint": "other"})
     assert stale.status_code == 400
     done = client.post(url, headers=WRITE, json={"entry_ids": [ids["a2"]], "confirm": True,
                                                  "fingerprint": p["plan"]["fingerprint"]}).json()
     assert done["executed"] is True
-    assert ids["a2"] in store.open(s.id)._purged
+    assert ids["a2"] in store.open(s.id).state.purged
 
 
 def test_search_and_tag_filter_list_the_matching_sessions(store: Any, client: TestClient) -> None:

@@ -38,7 +38,7 @@ from threadline.model.content import content_hash
 from threadline.model.entries import Bookmark
 
 if TYPE_CHECKING:
-    from threadline.session import Session
+    from threadline.state import SessionState
 
 SESSION_START = "__session_start__"
 """The special tag at position 0: always valid, never set, moved or removed by users."""
@@ -147,7 +147,7 @@ class InvalidTagError(UserError):
 class _View:
     """The current view's ids, their positions, and the current path (computed once per call)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: SessionState) -> None:
         self.session = session
         self.ids: list[str] = session.context().view.ids()
         self.index = {vid: i for i, vid in enumerate(self.ids)}
@@ -166,7 +166,7 @@ class _View:
     def is_user_input(self, vid: str) -> bool:
         """A user input message that is an entry (not synthetic, not a summary)."""
         s = self.session
-        return s._types.get(vid) == "message" and s._message_for_view_id(vid).is_user_input
+        return s.types.get(vid) == "message" and s.message_for_view_id(vid).is_user_input
 
     def last_user_inputs(self, n: int) -> list[str]:
         """Up to ``n`` user input ids, newest first; walks back only as far as needed, so an
@@ -180,15 +180,15 @@ class _View:
         return out
 
 
-def _entry_of(session: Session, target: str) -> str | None:
+def _entry_of(session: SessionState, target: str) -> str | None:
     """The tree entry behind a view id (a synthetic ``<op_id>:<n>`` belongs to its op entry)."""
-    if target in session._types:
+    if target in session.types:
         return target
     base = target.rsplit(":", 1)[0]
-    return base if base in session._types else None
+    return base if base in session.types else None
 
 
-def _status(session: Session, view: _View, bm: Bookmark, stamp: str) -> TagStatus:
+def _status(session: SessionState, view: _View, bm: Bookmark, stamp: str) -> TagStatus:
     special = bm.name == SESSION_START
     if special or bm.target_id is None:
         return TagStatus(name=bm.name, position=0, status=VALID, timestamp=stamp,
@@ -212,9 +212,9 @@ def _status(session: Session, view: _View, bm: Bookmark, stamp: str) -> TagStatu
                      timestamp=stamp, hash=bm.hash)
 
 
-def _all_statuses(session: Session, view: _View) -> list[TagStatus]:
-    marks = dict(session._bookmarks)
-    times = dict(session._bookmark_times)
+def _all_statuses(session: SessionState, view: _View) -> list[TagStatus]:
+    marks = dict(session.bookmarks)
+    times = dict(session.bookmark_times)
     if SESSION_START not in marks:
         marks[SESSION_START] = Bookmark(name=SESSION_START, target_id=None, position=0, hash=None)
         times[SESSION_START] = session.header.timestamp
@@ -223,13 +223,13 @@ def _all_statuses(session: Session, view: _View) -> list[TagStatus]:
     return items
 
 
-def _valid_names(session: Session, view: _View) -> set[str]:
+def _valid_names(session: SessionState, view: _View) -> set[str]:
     return {t.name for t in _all_statuses(session, view) if t.status == VALID and not t.special}
 
 
-def _remove(session: Session, name: str) -> None:
-    bm = session._bookmarks[name]
-    session._write("bookmark", Bookmark(name=name, target_id=bm.target_id, position=bm.position,
+def _remove(session: SessionState, name: str) -> None:
+    bm = session.bookmarks[name]
+    session.write("bookmark", Bookmark(name=name, target_id=bm.target_id, position=bm.position,
                                         hash=bm.hash, removed=True), tree=False)
 
 
@@ -241,9 +241,9 @@ def _check_name(name: str) -> None:
         raise UserError(f"Invalid tag name {name!r}: use 1-64 letters, digits, '_', '.' or '-'")
 
 
-def _anonymous_name(session: Session) -> str:
+def _anonymous_name(session: SessionState) -> str:
     highest = 0
-    for name in session._bookmarks:
+    for name in session.bookmarks:
         m = _ANON_RE.match(name)
         if m:
             highest = max(highest, int(m.group(1)))
@@ -253,7 +253,7 @@ def _anonymous_name(session: Session) -> str:
 # -- public functions ----------------------------------------------------------------------------
 
 
-def tag(session: Session, name: str | None = None, position: int | None = None) -> TagStatus:
+def tag(session: SessionState, name: str | None = None, position: int | None = None) -> TagStatus:
     """Bookmark ``position`` (default: the end of the view) as ``name`` (default: ``tag_<k>``).
 
     Positions run from 0 (before the first message) to N (after the last). Setting an existing
@@ -261,7 +261,7 @@ def tag(session: Session, name: str | None = None, position: int | None = None) 
     """
     if name is not None:
         _check_name(name)
-    session._ensure_writer()  # take the lock first: the view then includes other writers' work
+    session.ensure_writer()  # take the lock first: the view then includes other writers' work
     view = _View(session)
     p = view.n if position is None else position
     if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p <= view.n:
@@ -272,26 +272,26 @@ def tag(session: Session, name: str | None = None, position: int | None = None) 
         target, digest = None, None
     else:
         target = view.ids[p - 1]
-        digest = content_hash(session._message_for_view_id(target))
-    session._write("bookmark", Bookmark(name=name, target_id=target, position=p, hash=digest),
+        digest = content_hash(session.message_for_view_id(target))
+    session.write("bookmark", Bookmark(name=name, target_id=target, position=p, hash=digest),
                    tree=False)
     return TagStatus(name=name, position=p, status=VALID, entry_id=target,
-                     timestamp=session._bookmark_times.get(name, ""), hash=digest)
+                     timestamp=session.bookmark_times.get(name, ""), hash=digest)
 
 
-def untag(session: Session, name: str) -> None:
+def untag(session: SessionState, name: str) -> None:
     """Remove tag ``name`` (a ``bookmark`` record with ``removed``; nothing else changes).
     ``__session_start__`` always exists and cannot be removed."""
     if name.startswith("__"):
         raise UserError(f"Tag '{name}' is threadline's own and cannot be removed")
-    if name not in session._bookmarks:
+    if name not in session.bookmarks:
         raise NotFoundError(f"Tag '{name}' not found in session '{session.id}'; run "
                             f"'threadline tags {session.id}' to list the tags")
-    session._ensure_writer()
+    session.ensure_writer()
     _remove(session, name)
 
 
-def tags(session: Session) -> TagListing:
+def tags(session: SessionState) -> TagListing:
     """Every tag with its status, sorted by position (``__session_start__`` first).
 
     Invalid tags are listed and removed (a ``bookmark`` record with ``removed``); the next
@@ -306,22 +306,19 @@ def tags(session: Session) -> TagListing:
     if session.read_only:
         return TagListing(tags=items, removal_skipped=True)
     try:
-        session._ensure_writer()
+        session.ensure_writer()
     except SessionLockedError:
         return TagListing(tags=items, removal_skipped=True)
     for name in invalid:
-        if name in session._bookmarks:
+        if name in session.bookmarks:
             _remove(session, name)
     return TagListing(tags=items, removed=invalid)
 
 
-def _move(session: Session, before: _View, valid_before: set[str], target: str | None
+def _move(session: SessionState, before: _View, valid_before: set[str], target: str | None
           ) -> UndoResult:
     """Move the leaf to ``target`` (``None``: before the first entry) and describe the change."""
-    if target is None:
-        session.reset_leaf()
-    else:
-        session.branch(target)
+    session.move_leaf(target)
     after = _View(session)
     gone = [vid for vid in before.ids if vid not in after.index]
     users_gone = sum(1 for vid in gone if before.is_user_input(vid))
@@ -329,16 +326,16 @@ def _move(session: Session, before: _View, valid_before: set[str], target: str |
     left = sorted(valid_before - _valid_names(session, after))
     return UndoResult(user_messages_removed=users_gone, messages_removed=len(gone),
                       messages_added=added, tags_left_behind=left, cleared=after.n == 0,
-                      leaf_id=session.leaf_id)
+                      leaf_id=session.leaf)
 
 
-def _restart(session: Session) -> None:
+def _restart(session: SessionState) -> None:
     """Re-set ``__session_start__`` so its timestamp records when the conversation restarted."""
-    session._write("bookmark", Bookmark(name=SESSION_START, target_id=None, position=0, hash=None),
+    session.write("bookmark", Bookmark(name=SESSION_START, target_id=None, position=0, hash=None),
                    tree=False)
 
 
-def undo(session: Session, n: int = 1) -> UndoResult:
+def undo(session: SessionState, n: int = 1) -> UndoResult:
     """Step back before the n-th last user input message of the view.
 
     Only user input counts: a user message carrying a tool result is not input, and synthetic
@@ -348,7 +345,7 @@ def undo(session: Session, n: int = 1) -> UndoResult:
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise UserError(f"Undo count must be a whole number of at least 1 (got {n!r})")
-    session._ensure_writer()
+    session.ensure_writer()
     before = _View(session)
     valid_before = _valid_names(session, before)
     inputs = before.last_user_inputs(n)
@@ -357,33 +354,33 @@ def undo(session: Session, n: int = 1) -> UndoResult:
         _restart(session)
         return result
     target = inputs[-1]
-    return _move(session, before, valid_before, session._tree.parent[target])
+    return _move(session, before, valid_before, session.tree.parent[target])
 
 
-def undo_to(session: Session, name: str) -> UndoResult:
+def undo_to(session: SessionState, name: str) -> UndoResult:
     """Restore the view to the position of tag ``name``.
 
     The tag is validated first: an invalid tag is removed and :class:`InvalidTagError` raised
     (the leaf does not move). When the view already ends at the tag, nothing moves
     (``already_there``). A tag on another branch switches to that branch.
     """
-    session._ensure_writer()
+    session.ensure_writer()
     view = _View(session)
     if name == SESSION_START:
         bm = Bookmark(name=SESSION_START, target_id=None, position=0, hash=None)
     else:
-        found = session._bookmarks.get(name)
+        found = session.bookmarks.get(name)
         if found is None:
             raise NotFoundError(f"Tag '{name}' not found in session '{session.id}'; "
                                 f"run 'threadline tags {session.id}' to list the tags")
         bm = found
-    st = _status(session, view, bm, session._bookmark_times.get(name, ""))
+    st = _status(session, view, bm, session.bookmark_times.get(name, ""))
     if st.status == INVALID:
         _remove(session, name)
         raise InvalidTagError(name, st.reason or "", removed=True)
     if st.position == view.n and st.status == VALID:
         return UndoResult(user_messages_removed=0, messages_removed=0, tag=name,
-                          position=st.position, already_there=True, leaf_id=session.leaf_id,
+                          position=st.position, already_there=True, leaf_id=session.leaf,
                           cleared=view.n == 0)
     valid_before = _valid_names(session, view)
     target = None if bm.target_id is None else _entry_of(session, bm.target_id)
@@ -394,10 +391,10 @@ def undo_to(session: Session, name: str) -> UndoResult:
     return result
 
 
-def clear(session: Session) -> UndoResult:
+def clear(session: SessionState) -> UndoResult:
     """Start the conversation over: the leaf moves before the first entry and
     ``__session_start__`` is set again. Nothing is deleted; tags stay, on the abandoned branch."""
-    session._ensure_writer()
+    session.ensure_writer()
     before = _View(session)
     result = _move(session, before, _valid_names(session, before), None)
     _restart(session)

@@ -147,7 +147,7 @@ def session_tokens(session: Session, leaf_id: str | None = None) -> ContextToken
     ctx = session.context(leaf_id)
     messages = ctx.messages  # lazy: only the messages after the last usage are decoded
     path = session.path_ids(leaf_id)
-    types = session._types
+    types = session.state.types
     last_comp = next((i for i in range(len(path) - 1, -1, -1)
                       if types[path[i]] == "compaction"), -1)
     if last_comp < 0:
@@ -250,7 +250,7 @@ def prepare_compaction(session: Session, *, keep_recent_tokens: int = DEFAULT_KE
     sid = session.id
     if not path:
         raise UserError(f"Session '{sid}' is empty; there is nothing to compact")
-    types = session._types
+    types = session.state.types
     if types[path[-1]] == "compaction":
         raise UserError(f"Session '{sid}' was just compacted; add messages before compacting "
                         "again")
@@ -261,7 +261,7 @@ def prepare_compaction(session: Session, *, keep_recent_tokens: int = DEFAULT_KE
     previous_id: str | None = None
     if last_comp >= 0:
         previous_id = path[last_comp]
-        comp: Any = session._record(previous_id).payload
+        comp: Any = session.state.record(previous_id).payload
         previous_summary = getattr(comp, "summary", None) or None
         previous_files = _previous_files(getattr(comp, "details", None))
         start = last_comp + 1
@@ -272,7 +272,7 @@ def prepare_compaction(session: Session, *, keep_recent_tokens: int = DEFAULT_KE
             except ValueError:
                 start = last_comp + 1
     region_ids = [e for e in path[start:] if types[e] != "compaction"]
-    region = [session._record(e) for e in region_ids]
+    region = [session.state.record(e) for e in region_ids]
     cut = find_cut_point(region, keep_recent_tokens, estimate_tokens)
     if cut.first_kept_index == 0:
         kept = sum((estimate_tokens or estimate_entry)(e) for e in region)
@@ -313,7 +313,7 @@ def _message_ids(region: Sequence[Any], lo: int, hi: int) -> list[str]:
 
 
 def _as_message(session: Session, entry_id: str) -> Message:
-    return session._message_for_view_id(entry_id)
+    return session.state.message_for_view_id(entry_id)
 
 
 class CompactionResult(msgspec.Struct, kw_only=True):
@@ -678,10 +678,10 @@ def prepare_branch_summary(session: Session, target_id: str | None, *,
     spent = 0
     budget_open = True
     for eid in reversed(abandoned):
-        kind = session._types[eid]
-        if kind not in ("message", "branch_summary", "compaction") or eid in session._purged:
+        kind = session.state.types[eid]
+        if kind not in ("message", "branch_summary", "compaction") or eid in session.state.purged:
             continue
-        rec: Any = session._record(eid)
+        rec: Any = session.state.record(eid)
         if kind == "message":
             m = rec.message
         else:

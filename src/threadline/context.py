@@ -19,7 +19,7 @@ from threadline.model.content import Message
 from threadline.model.entries import ModelChange
 
 if TYPE_CHECKING:
-    from threadline.session import Session
+    from threadline.state import SessionState
 
 
 class ViewItem(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,11 +98,11 @@ class Context:
 
     __slots__ = ("leaf_id", "messages", "model", "thinking_level", "view")
 
-    def __init__(self, ids: list[str], session: Session, model: ModelChange | None,
+    def __init__(self, ids: list[str], session: SessionState, model: ModelChange | None,
                  thinking_level: str, leaf_id: str | None) -> None:
         n = len(ids)
-        self.messages: Sequence[Message] = _Lazy(ids, n, session._message_for_view_id)
-        self.view: _View = _View(ids, n, session._view_item)
+        self.messages: Sequence[Message] = _Lazy(ids, n, session.message_for_view_id)
+        self.view: _View = _View(ids, n, session.view_item)
         self.model = model
         self.thinking_level = thinking_level
         self.leaf_id = leaf_id
@@ -129,10 +129,11 @@ class ViewState:
         self.thinking_level = thinking_level
 
 
-def build_view(session: Session, path: Sequence[str], active_tags: frozenset[str]) -> ViewState:
+def build_view(session: SessionState, path: Sequence[str], active_tags: frozenset[str]
+               ) -> ViewState:
     """Steps 1-4 of DESIGN §5 over ``path`` (root .. leaf entry ids), in one pass."""
-    special = session._special  # the few non-message entries; everything else is a message
-    types = session._types
+    special = session.special  # the few non-message entries; everything else is a message
+    types = session.types
     model: ModelChange | None = None
     thinking = "off"
     last_compaction: str | None = None
@@ -147,21 +148,21 @@ def build_view(session: Session, path: Sequence[str], active_tags: frozenset[str
         seen_at[eid] = len(ids)
         t = types[eid]
         if t == "branch_summary":
-            if session._payload(eid).summary:  # empty summaries are skipped
+            if session.payload(eid).summary:  # empty summaries are skipped
                 append(eid)
         elif t == "compaction":
             last_compaction = eid
         elif t == "model_change":
-            model = session._payload(eid)
+            model = session.payload(eid)
         elif t == "thinking_level":
-            thinking = session._payload(eid).thinking_level
+            thinking = session.payload(eid).thinking_level
         elif t == "context_op":
             op_ids.append(eid)
     if last_compaction is not None:
         # the latest compaction wins: its summary, then the path from its first kept entry
         # (or, when that is not on the path, from after the compaction) to the leaf
         start = seen_at[last_compaction]
-        first_kept = session._payload(last_compaction).first_kept_entry_id
+        first_kept = session.payload(last_compaction).first_kept_entry_id
         if first_kept is not None and first_kept != last_compaction:
             if first_kept in seen_at:
                 start = seen_at[first_kept]
@@ -169,7 +170,7 @@ def build_view(session: Session, path: Sequence[str], active_tags: frozenset[str
                 with contextlib.suppress(ValueError):  # not on this path: keep the default
                     start = ids.index(first_kept)
         ids = [last_compaction, *ids[start:]]
-    purged = session._purged
+    purged = session.purged
     if purged:
         ids = [x for x in ids if x not in purged]
         ids = _drop_orphaned_tool_partners(session, ids)
@@ -180,12 +181,12 @@ def build_view(session: Session, path: Sequence[str], active_tags: frozenset[str
     return ViewState(path[-1] if path else None, active_tags, ids, model, thinking)
 
 
-def _drop_orphaned_tool_partners(session: Session, ids: list[str]) -> list[str]:
+def _drop_orphaned_tool_partners(session: SessionState, ids: list[str]) -> list[str]:
     """A tool call or result whose partner was purged leaves the view with it."""
     calls: dict[str, str] = {}
     results: dict[str, str] = {}
     for vid in ids:
-        msg = session._message_for_view_id(vid)
+        msg = session.message_for_view_id(vid)
         for b in msg.tool_uses:
             calls[b.id] = vid
         for r in msg.tool_results:

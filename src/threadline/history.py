@@ -42,7 +42,7 @@ from threadline.model.entries import (
 from threadline.store.base import LazyMessage
 
 if TYPE_CHECKING:
-    from threadline.session import Session
+    from threadline.state import SessionState
 
 __all__ = ["PurgeItem", "PurgePlan", "on_purge", "purge"]
 
@@ -101,17 +101,17 @@ class PurgePlan(msgspec.Struct, kw_only=True):
 # -- planning --------------------------------------------------------------------------------
 
 
-def _targets(session: Session, entry_ids: Sequence[str] | None, all: bool) -> list[str]:
+def _targets(session: SessionState, entry_ids: Sequence[str] | None, all: bool) -> list[str]:
     if all and entry_ids:
         raise UserError("purge: give entry ids or all=True, not both")
     if all:
-        return list(session._slots)
+        return list(session.slots)
     if entry_ids is None or isinstance(entry_ids, str) or not list(entry_ids):
         raise UserError(f"purge: name the entries to purge from session '{session.id}' (or pass "
                         "all=True to purge every entry)")
     out: list[str] = []
     for eid in entry_ids:
-        if eid not in session._slots:
+        if eid not in session.slots:
             raise NotFoundError(f"Entry '{eid}' not found in session '{session.id}'; run "
                                 f"'threadline metadata {session.id}' to see the entry ids")
         if eid not in out:
@@ -119,19 +119,19 @@ def _targets(session: Session, entry_ids: Sequence[str] | None, all: bool) -> li
     return out
 
 
-def _view_after(session: Session, gone: set[str]) -> list[str]:
+def _view_after(session: SessionState, gone: set[str]) -> list[str]:
     from threadline.context import build_view
 
-    saved = session._purged
-    session._purged = saved | gone
+    saved = session.purged
+    session.purged = saved | gone
     try:
         return build_view(session, session.path_ids(), frozenset()).ids
     finally:
-        session._purged = saved
+        session.purged = saved
 
 
-def _companion_files(session: Session) -> list[Path]:
-    path: Path | None = getattr(session._log, "path", None)
+def _companion_files(session: SessionState) -> list[Path]:
+    path: Path | None = getattr(session.log, "path", None)
     if path is None:
         return []
     found = [p for p in path.parent.glob(f"{path.name}.*.bak") if p.is_file()]
@@ -142,17 +142,17 @@ def _companion_files(session: Session) -> list[Path]:
     return sorted(found)
 
 
-def _is_purged(session: Session, entry_id: str) -> bool:
+def _is_purged(session: SessionState, entry_id: str) -> bool:
     # a purged message line loads as a lazy slot; decoding it tells
-    return isinstance(session._record(entry_id), PurgedEntry)
+    return isinstance(session.record(entry_id), PurgedEntry)
 
 
-def _plan(session: Session, entry_ids: Sequence[str] | None, all: bool) -> PurgePlan:
+def _plan(session: SessionState, entry_ids: Sequence[str] | None, all: bool) -> PurgePlan:
     targets = _targets(session, entry_ids, all)
-    slots = session._slots
-    items = [PurgeItem(id=e, type=slots[e].type, bytes=session._sizes.get(e, 0),
+    slots = session.slots
+    items = [PurgeItem(id=e, type=slots[e].type, bytes=session.sizes.get(e, 0),
                        already_purged=_is_purged(session, e)) for e in targets]
-    pending = [e for e in session._purged
+    pending = [e for e in session.purged
                if e in slots and not _is_purged(session, e) and e not in targets]
     doomed = [i.id for i in items if not i.already_purged] + pending
     before = session.context().view.ids()
@@ -165,7 +165,7 @@ def _plan(session: Session, entry_ids: Sequence[str] | None, all: bool) -> Purge
     for part in (session.id, *doomed, "|", *(f"{i.id}:{i.bytes}" for i in items)):
         digest.update(part.encode() + b"\0")
     return PurgePlan(session_id=session.id, entry_ids=doomed, items=items,
-                     bytes=sum(session._sizes.get(e, 0) for e in doomed), leaves_view=leaves,
+                     bytes=sum(session.sizes.get(e, 0) for e in doomed), leaves_view=leaves,
                      also_leaving_view=also, pending=sorted(pending), files=files,
                      executed=False, fingerprint=digest.hexdigest()[:32])
 
@@ -187,13 +187,13 @@ def _strings(value: Any, out: set[bytes]) -> None:
             stack.extend(v)
 
 
-def _needles(session: Session, ids: Iterable[str]) -> set[bytes]:
+def _needles(session: SessionState, ids: Iterable[str]) -> set[bytes]:
     out: set[bytes] = set()
     for eid in ids:
-        slot = session._slots[eid]
+        slot = session.slots[eid]
         if isinstance(slot, PurgedEntry):
             continue
-        rec = session._record(eid) if isinstance(slot, LazyMessage) else slot
+        rec = session.record(eid) if isinstance(slot, LazyMessage) else slot
         payload = getattr(rec, "raw", None)
         if isinstance(payload, bytes):  # an unknown record: its whole line is the payload
             with contextlib.suppress(msgspec.DecodeError):
@@ -242,8 +242,8 @@ class _Scrubber:
         return out
 
 
-def _raw_header(session: Session) -> bytes:
-    log: Any = session._log
+def _raw_header(session: SessionState) -> bytes:
+    log: Any = session.log
     path: Path | None = getattr(log, "path", None)
     if path is not None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -256,7 +256,8 @@ def _raw_header(session: Session) -> bytes:
     return header if isinstance(header, bytes) else encode(session.header)
 
 
-def _clean_files(session: Session, files: list[Path], scrub: _Scrubber, everything: bool) -> None:
+def _clean_files(session: SessionState, files: list[Path], scrub: _Scrubber, everything: bool
+                 ) -> None:
     from threadline.store.jsonl import write_file_atomic
 
     for path in files:
@@ -281,7 +282,7 @@ def _clean_files(session: Session, files: list[Path], scrub: _Scrubber, everythi
         if tail and not scrub.mentions(tail):
             lines.append(tail)
         write_file_atomic(path.with_name(path.name + ".tmp"), path, head, lines, exclusive=False)
-    store = session._store
+    store = session.store
     forget_row = getattr(store, "_read_cache", None)
     if forget_row is not None:  # the JSONL listing cache holds each session's first message
         rows = forget_row()
@@ -290,14 +291,9 @@ def _clean_files(session: Session, files: list[Path], scrub: _Scrubber, everythi
             store._write_cache(rows)  # type: ignore[union-attr]
 
 
-def _reload(session: Session) -> None:
+def _reload(session: SessionState) -> None:
     """Re-read the rewritten log so no decoded copy (or mapping of the old file) survives."""
-    from threadline.session import Session as _Session
-
-    loaded = session._log.load()
-    writer = session._writer
-    _Session.__init__(session, session._store, session._log, loaded, read_only=session.read_only)
-    session._writer = writer
+    session.reload()
 
 
 def _catalog(store: Any) -> Any:
@@ -314,9 +310,9 @@ def _catalog(store: Any) -> Any:
     return getattr(store, "catalog", None)
 
 
-def _notify(session: Session, ids: list[str]) -> None:
+def _notify(session: SessionState, ids: list[str]) -> None:
     failures = []
-    forget = getattr(_catalog(session._store), "forget", None)
+    forget = getattr(_catalog(session.store), "forget", None)
     hooks: list[PurgeHook] = list(_hooks)
     if callable(forget):
         def catalog_forget(_store: Any, sid: str, eids: list[str]) -> None:
@@ -325,7 +321,7 @@ def _notify(session: Session, ids: list[str]) -> None:
         hooks.insert(0, catalog_forget)
     for hook in hooks:
         try:
-            hook(session._store, session.id, list(ids))
+            hook(session.store, session.id, list(ids))
         except Exception as exc:  # reported below: the session file itself is already clean
             failures.append(f"{getattr(hook, '__qualname__', hook)}: {exc}")
     if failures:
@@ -334,7 +330,7 @@ def _notify(session: Session, ids: list[str]) -> None:
             f"forget them ({'; '.join(failures)}); run 'threadline catalog rebuild'")
 
 
-def purge(session: Session, entry_ids: Sequence[str] | None = None, *, all: bool = False,
+def purge(session: SessionState, entry_ids: Sequence[str] | None = None, *, all: bool = False,
           dry_run: bool = True) -> PurgePlan:
     """Remove entries' content from the store, keeping their place in the tree.
 
@@ -345,18 +341,18 @@ def purge(session: Session, entry_ids: Sequence[str] | None = None, *, all: bool
     plan = _plan(session, entry_ids, all)
     if dry_run:
         return plan
-    session._ensure_writer()
+    session.ensure_writer()
     new = [i.id for i in plan.items if not i.already_purged]
     doomed = plan.entry_ids
     if not doomed and not plan.files:
         return msgspec.structs.replace(plan, executed=True)
     scrub = _Scrubber(set(doomed), _needles(session, doomed))
     if new:
-        session._write("purge", Purge(entry_ids=new), tree=False)
+        session.write("purge", Purge(entry_ids=new), tree=False)
     if doomed:
         header = _raw_header(session)
-        lines = scrub.lines(session._log.raw_lines())
-        session._log.rewrite(header, lines)
+        lines = scrub.lines(session.log.raw_lines())
+        session.log.rewrite(header, lines)
     _clean_files(session, _companion_files(session), scrub, everything=all)
     _reload(session)
     if doomed:

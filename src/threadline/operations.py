@@ -43,7 +43,7 @@ from threadline.model.content import ROLES, Message, coerce_content, text
 from threadline.model.entries import ContextOp, ContextOpEntry, MessageTags, OpState
 
 if TYPE_CHECKING:
-    from threadline.session import Session
+    from threadline.state import SessionState
 
 __all__ = [
     "OPERATION_KINDS",
@@ -96,13 +96,13 @@ class OperationInfo(msgspec.Struct, kw_only=True):
 # -- applying --------------------------------------------------------------------------------
 
 
-def _op_payload(session: Session, op_id: str) -> ContextOp | None:
-    rec = session._record(op_id)
+def _op_payload(session: SessionState, op_id: str) -> ContextOp | None:
+    rec = session.record(op_id)
     return rec.context_op if isinstance(rec, ContextOpEntry) else None  # purged: None
 
 
-def _state(session: Session, op_id: str) -> State:
-    st = session._op_states.get(op_id)
+def _state(session: SessionState, op_id: str) -> State:
+    st = session.op_states.get(op_id)
     if st is None or st.active:
         return "active"
     return "reverted" if st.reverted else "inactive"
@@ -151,7 +151,7 @@ def _apply_one(ids: list[str], op_id: str, op: ContextOp) -> tuple[list[str] | N
     return None, f"unknown operation kind {kind!r} (written by a newer threadline?)"
 
 
-def _run(session: Session, ids: list[str], op_ids: Sequence[str], active_tags: frozenset[str],
+def _run(session: SessionState, ids: list[str], op_ids: Sequence[str], active_tags: frozenset[str],
          report: dict[str, tuple[Standing, str | None]] | None = None) -> list[str]:
     for op_id in op_ids:
         op = _op_payload(session, op_id)
@@ -180,7 +180,7 @@ def _run(session: Session, ids: list[str], op_ids: Sequence[str], active_tags: f
     return ids
 
 
-def apply_operations(session: Session, ids: list[str], op_ids: list[str],
+def apply_operations(session: SessionState, ids: list[str], op_ids: list[str],
                      active_tags: frozenset[str]) -> list[str]:
     """Apply the active operations on the path, in creation order, to the view ids.
 
@@ -190,10 +190,10 @@ def apply_operations(session: Session, ids: list[str], op_ids: list[str],
     return _run(session, ids, op_ids, active_tags)
 
 
-def synthetic_message(session: Session, view_id: str) -> Message:
+def synthetic_message(session: SessionState, view_id: str) -> Message:
     """The message behind a synthetic view id ``<op_id>:<n>``."""
     op_id, _, n_text = view_id.rpartition(":")
-    op = _op_payload(session, op_id) if session._types.get(op_id) == "context_op" else None
+    op = _op_payload(session, op_id) if session.types.get(op_id) == "context_op" else None
     if op is not None and n_text.isdigit():
         n = int(n_text)
         if op.kind == "digest" and n == 0:
@@ -247,7 +247,7 @@ def _pair_problems(msgs: Sequence[Message], where: Sequence[str], *, open_end: b
     return problems
 
 
-def _view(session: Session, active_tags: Iterable[str] | None) -> list[str]:
+def _view(session: SessionState, active_tags: Iterable[str] | None) -> list[str]:
     return session.context(active_tags=active_tags).view.ids()
 
 
@@ -311,7 +311,7 @@ def _messages(values: Iterable[Any] | None, what: str, *, allow_empty: bool) -> 
     return msgs
 
 
-def _create(session: Session, op: ContextOp, ids: list[str], span: tuple[int, int],
+def _create(session: SessionState, op: ContextOp, ids: list[str], span: tuple[int, int],
             what: str) -> str:
     """Check that ``op`` applies to ``ids`` without breaking tool pairs, then write it.
 
@@ -330,7 +330,7 @@ def _create(session: Session, op: ContextOp, ids: list[str], span: tuple[int, in
         synthetic[f"{_PENDING}:{i}"] = m
 
     def resolve(vid: str) -> Message:
-        return synthetic[vid] if vid in synthetic else session._message_for_view_id(vid)
+        return synthetic[vid] if vid in synthetic else session.message_for_view_id(vid)
 
     n = len(ids)
     lo, hi = span
@@ -354,13 +354,13 @@ def _create(session: Session, op: ContextOp, ids: list[str], span: tuple[int, in
     if fresh:
         raise UserError(f"Refused: {what} would {fresh[0]}; choose positions that keep each tool "
                         "call together with its result (both inside or both outside)")
-    return session._write("context_op", op)
+    return session.write("context_op", op)
 
 
 # -- the operations --------------------------------------------------------------------------
 
 
-def digest(session: Session, start: int, end: int, summary: str, *,
+def digest(session: SessionState, start: int, end: int, summary: str, *,
            tags: Iterable[str] | None = None, active_tags: Iterable[str] | None = None) -> str:
     """Replace positions ``start``..``end`` (inclusive) with one ``system`` message holding
     ``summary``. Returns the op id."""
@@ -374,7 +374,7 @@ def digest(session: Session, start: int, end: int, summary: str, *,
     return _create(session, op, ids, (start, end), what)
 
 
-def revise(session: Session, start: int, end: int, replacements: Iterable[Any], *,
+def revise(session: SessionState, start: int, end: int, replacements: Iterable[Any], *,
            tags: Iterable[str] | None = None, active_tags: Iterable[str] | None = None) -> str:
     """Replace positions ``start``..``end`` with ``replacements`` (messages or dicts with
     ``role`` and ``content``; an empty list removes the range). Returns the op id."""
@@ -387,7 +387,7 @@ def revise(session: Session, start: int, end: int, replacements: Iterable[Any], 
     return _create(session, op, ids, (start, end), what)
 
 
-def snip(session: Session, start: int, end: int, *, tags: Iterable[str] | None = None,
+def snip(session: SessionState, start: int, end: int, *, tags: Iterable[str] | None = None,
          active_tags: Iterable[str] | None = None) -> str:
     """Remove positions ``start``..``end`` from the view (the op stays listed). Returns the op
     id."""
@@ -399,8 +399,8 @@ def snip(session: Session, start: int, end: int, *, tags: Iterable[str] | None =
     return _create(session, op, ids, (start, end), what)
 
 
-def resequence(session: Session, new_order: Sequence[int], *, tags: Iterable[str] | None = None,
-               active_tags: Iterable[str] | None = None) -> str:
+def resequence(session: SessionState, new_order: Sequence[int], *,
+               tags: Iterable[str] | None = None, active_tags: Iterable[str] | None = None) -> str:
     """Reorder messages: ``new_order`` is a permutation of a contiguous range of positions, the
     new order of those positions (``[8, 9, 5, 6, 7]`` moves 8 and 9 before 5). Returns the op
     id."""
@@ -422,7 +422,7 @@ def resequence(session: Session, new_order: Sequence[int], *, tags: Iterable[str
     return _create(session, op, ids, (lo, hi), what)
 
 
-def insert(session: Session, after: int, messages: Iterable[Any], *,
+def insert(session: SessionState, after: int, messages: Iterable[Any], *,
            tags: Iterable[str] | None = None, active_tags: Iterable[str] | None = None) -> str:
     """Insert synthetic ``messages`` after position ``after`` (``-1``: at the front). Returns the
     op id."""
@@ -438,7 +438,7 @@ def insert(session: Session, after: int, messages: Iterable[Any], *,
     return _create(session, op, ids, (after, after) if after >= 0 else (0, -1), what)
 
 
-def tag_messages(session: Session, start: int, end: int, tags: Iterable[str], *,
+def tag_messages(session: SessionState, start: int, end: int, tags: Iterable[str], *,
                  remove: bool = False, active_tags: Iterable[str] | None = None) -> int:
     """Add ``tags`` to (or, with ``remove=True``, remove them from) the messages at positions
     ``start``..``end``; they show in ``Context.view``. Returns how many messages were tagged."""
@@ -451,39 +451,37 @@ def tag_messages(session: Session, start: int, end: int, tags: Iterable[str], *,
     targets = ids[start:end + 1]
     payload = (MessageTags(target_ids=targets, remove=clean) if remove
                else MessageTags(target_ids=targets, add=clean))
-    session._write("message_tags", payload, tree=False)
+    session.write("message_tags", payload, tree=False)
     return len(targets)
 
 
 # -- listing and switching -------------------------------------------------------------------
 
 
-def _require_op(session: Session, op_id: str) -> None:
-    if session._types.get(op_id) != "context_op":
+def _require_op(session: SessionState, op_id: str) -> None:
+    if session.types.get(op_id) != "context_op":
         raise NotFoundError(f"Operation '{op_id}' not found in session '{session.id}'; "
                             "list the operations to see their ids")
 
 
-def operations(session: Session, active_only: bool = False,
+def operations(session: SessionState, active_only: bool = False,
                active_tags: Iterable[str] | None = None) -> list[OperationInfo]:
     """Every op of the session in creation order, with its state and standing relative to the
     current leaf and ``active_tags``. ``active_only`` keeps the ops whose state is active."""
     tags = frozenset(active_tags or ())
     path = session.path_ids()
-    on_path = [e for e in path if session._types.get(e) == "context_op"]
+    on_path = [e for e in path if session.types.get(e) == "context_op"]
     report: dict[str, tuple[Standing, str | None]] = {}
     if on_path:
         # replay what the context builder does, recording where each op stands
-        from threadline.context import build_view
-
-        without_ops = [e for e in path if session._types.get(e) != "context_op"]
-        _run(session, build_view(session, without_ops, tags).ids, on_path, tags, report)
+        without_ops = [e for e in path if session.types.get(e) != "context_op"]
+        _run(session, session.build_view(without_ops, tags).ids, on_path, tags, report)
     out = []
-    for op_id in session._ops:
+    for op_id in session.ops:
         state = _state(session, op_id)
         if active_only and state != "active":
             continue
-        rec = session._record(op_id)
+        rec = session.record(op_id)
         op = rec.context_op if isinstance(rec, ContextOpEntry) else None
         standing, reason = report.get(op_id, ("not_on_branch",
                                               "the operation is not on the current branch"))
@@ -500,22 +498,22 @@ def operations(session: Session, active_only: bool = False,
     return out
 
 
-def _info(session: Session, op_id: str) -> OperationInfo:
+def _info(session: SessionState, op_id: str) -> OperationInfo:
     return next(i for i in operations(session) if i.id == op_id)
 
 
-def toggle(session: Session, op_id: str, active: bool) -> OperationInfo:
+def toggle(session: SessionState, op_id: str, active: bool) -> OperationInfo:
     """Switch an op on or off (session-wide); ``toggle(op_id, True)`` also brings a reverted op
     back. Returns the op's row as :func:`operations` lists it."""
     _require_op(session, op_id)
     if not isinstance(active, bool):
         raise UserError(f"toggle: active must be true or false, got {active!r}")
-    session._write("op_state", OpState(op_id=op_id, active=active), tree=False)
+    session.write("op_state", OpState(op_id=op_id, active=active), tree=False)
     return _info(session, op_id)
 
 
-def revert(session: Session, op_id: str) -> OperationInfo:
+def revert(session: SessionState, op_id: str) -> OperationInfo:
     """Switch an op off and mark it reverted; ``toggle(op_id, True)`` brings it back."""
     _require_op(session, op_id)
-    session._write("op_state", OpState(op_id=op_id, active=False, reverted=True), tree=False)
+    session.write("op_state", OpState(op_id=op_id, active=False, reverted=True), tree=False)
     return _info(session, op_id)

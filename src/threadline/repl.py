@@ -33,7 +33,6 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.history import InMemoryHistory
 from rich.console import Console
 
-from threadline import bookmarks
 from threadline.agent import AgentSession
 from threadline.compaction import (
     DEFAULT_KEEP_RECENT_TOKENS,
@@ -248,7 +247,8 @@ class Chat:
     def chat(self, line: str) -> None:
         """Send ``line`` (and any tool results that follow) and record the turn."""
         s = self.session
-        s._ensure_writer()  # a session locked by another writer fails here, before the model call
+        # a session locked by another writer fails here, before the model call
+        s.state.ensure_writer()
         pending: list[Message] = [Message(role="user", content=[text(line)])]
         for _ in range(MAX_TOOL_ROUNDS):
             reply = self._ask(list(s.context().messages) + pending)
@@ -371,13 +371,13 @@ class Chat:
             raise UserError("Usage: /tag [name] [position]")
         name = args[0] if args else None
         position = parse_position(args[1]) if len(args) > 1 else None
-        moved = name is not None and name in self.session._bookmarks
-        self.say(format_tag_created(bookmarks.tag(self.session, name, position), moved))
+        moved = name is not None and name in self.session.state.bookmarks
+        self.say(format_tag_created(self.session.tag(name, position), moved))
 
     def cmd_tags(self, args: list[str]) -> None:
         from threadline.cli.bookmarks import format_listing
 
-        self._lines(format_listing(bookmarks.tags(self.session)))
+        self._lines(format_listing(self.session.tags()))
 
     def cmd_undo(self, args: list[str]) -> None:
         from threadline.cli.bookmarks import format_undo, format_undo_to
@@ -388,14 +388,14 @@ class Chat:
         try:
             n = int(arg)
         except ValueError:
-            self._lines(format_undo_to(bookmarks.undo_to(self.session, arg)))
+            self._lines(format_undo_to(self.session.undo_to(arg)))
             return
-        self._lines(format_undo(bookmarks.undo(self.session, n), n))
+        self._lines(format_undo(self.session.undo(n), n))
 
     def cmd_clear(self, args: list[str]) -> None:
         from threadline.cli.bookmarks import format_clear
 
-        self._lines(format_clear(bookmarks.clear(self.session)))
+        self._lines(format_clear(self.session.clear()))
 
     def cmd_tree(self, args: list[str]) -> None:
         for line in tree_lines(self.session):
@@ -515,7 +515,7 @@ class Chat:
         """What the first argument of ``cmd`` may be, for tab completion."""
         s = self.session
         if cmd in ("/tag", "/undo"):
-            names = sorted(n for n in s._bookmarks if not n.startswith("__"))
+            names = sorted(n for n in s.state.bookmarks if not n.startswith("__"))
             return names + (["__session_start__"] if cmd == "/undo" else [])
         if cmd == "/resume":
             return [r.id for r in self.store.list()]
@@ -544,7 +544,7 @@ def tree_lines(session: Session) -> list[str]:
         e: Any = node.entry
         parent = node.parent_id
         parent_pad = pad.get(parent, "")
-        if len(session._tree.children(parent)) > 1:
+        if len(session.state.tree.children(parent)) > 1:
             own, pad[e.id] = parent_pad + "├─ ", parent_pad + "   "
         else:
             own = pad[e.id] = parent_pad

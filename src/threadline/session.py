@@ -16,23 +16,23 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from threadline.context import Context, ViewItem, ViewState, build_view
-from threadline.errors import NotFoundError, UserError
-from threadline.model.content import ROLES, Message, Usage, coerce_content, text
+from threadline import bookmarks as _bookmarks
+from threadline import history as _history
+from threadline import operations as _operations
+from threadline.bookmarks import TagListing, TagStatus, UndoResult
+from threadline.context import Context
+from threadline.errors import UserError
+from threadline.history import PurgePlan
+from threadline.model.content import ROLES, Message, Usage, coerce_content
 from threadline.model.entries import (
-    RECORD_CLASSES,
     AnyRecord,
-    Bookmark,
     BranchSummary,
     Compaction,
     Custom,
     KnownRecord,
     Label,
     LabelEntry,
-    Leaf,
-    MessageEntry,
     ModelChange,
-    OpState,
     PurgedEntry,
     SessionHeader,
     SessionInfo,
@@ -43,14 +43,13 @@ from threadline.model.entries import (
     now,
 )
 from threadline.model.limits import check_record, encode_checked
-from threadline.model.tree import TreeIndex
-from threadline.store.base import LazyMessage, Loaded, LoadReport, Log, Slot
+from threadline.operations import OperationInfo
+from threadline.state import SessionState
+from threadline.store.base import Loaded, LoadReport, Log
 
 if TYPE_CHECKING:
     from threadline.store.base import Store
 
-
-_AT_LEAF = object()  # _write's default parent: the current leaf
 
 
 class TreeNode(msgspec.Struct, kw_only=True):
@@ -81,48 +80,26 @@ class EntryMeta(msgspec.Struct, kw_only=True):
     parent_id: str | None = None
 
 
+
 class Session:
-    """One conversation tree. Get one from a store: ``store.create()``, ``store.open(id)``."""
+    """One conversation tree. Get one from a store: ``store.create()``, ``store.open(id)``.
+
+    Every public method is declared here. The bookkeeping lives in one :class:`SessionState`
+    (:attr:`state`), which the view modules (``context``, ``operations``, ``bookmarks``,
+    ``history``, ``compaction``) work on; the methods below delegate to them.
+    """
+
+    __slots__ = ("__weakref__", "_state")
 
     def __init__(self, store: Store | None, log: Log, loaded: Loaded, *, read_only: bool = False
                  ) -> None:
-        self._store = store
-        self._log = log
-        self.header: SessionHeader = loaded.header
-        self.id: str = loaded.header.id
-        self.load_report: LoadReport = loaded.report
-        self.read_only = read_only
-        self._sizes: dict[str, int] = loaded.sizes
-        self._tree = TreeIndex()
-        self._slots: dict[str, Slot] = {}
-        self._types: dict[str, str] = {}
-        # tree entries that are not messages (about 1% of a real session): context building
-        # tests this small set instead of looking every path entry's type up
-        self._special: set[str] = set()
-        self._labels: dict[str, str] = {}
-        self._bookmarks: dict[str, Bookmark] = {}
-        self._bookmark_times: dict[str, str] = {}
-        self._op_states: dict[str, OpState] = {}
-        self._ops: list[str] = []
-        self._message_tags: dict[str, list[str]] = {}
-        self._purged: set[str] = set()
-        self._name: str | None = None
-        self._leaf: str | None = None
-        self._writer = False
-        self._closed = False
-        self._view: ViewState | None = None
-        self._path: tuple[str | None, list[str]] | None = None
-        self._ingest(loaded.slots)
-        self._settle()
+        self._state = SessionState(store, log, loaded, read_only=read_only)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
         """Release the writer lock (if held). The session can still be read afterwards."""
-        if not self._closed:
-            self._closed = True
-            self._log.release()
-            self._writer = False
+        self._state.release()
 
     def __enter__(self) -> Session:
         return self
@@ -132,218 +109,66 @@ class Session:
 
     def __del__(self) -> None:
         try:
-            if self._writer:
-                self._log.release()
+            state = self._state
+            if state.writer:
+                state.log.release()
         except Exception:  # interpreter shutdown: the OS drops the flock with the descriptor
             pass
 
     def __repr__(self) -> str:
-        return f"<Session {self.id} entries={len(self._tree)} leaf={self._leaf}>"
+        return f"<Session {self.id} entries={len(self._state.tree)} leaf={self._state.leaf}>"
+
+    @property
+    def state(self) -> SessionState:
+        """The indexes behind this session, shared with the view modules (internal: its
+        attributes may change between releases; use the methods of Session)."""
+        return self._state
 
     @property
     def store(self) -> Store | None:
-        return self._store
+        """The store this session lives in (``None`` for a detached session)."""
+        return self._state.store
+
+    @property
+    def id(self) -> str:
+        """The session id (the header's ``id``)."""
+        return self._state.id
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header (id, version, timestamp, parent_session, cwd, metadata)."""
+        return self._state.header
+
+    @property
+    def load_report(self) -> LoadReport:
+        """What the load skipped or repaired (corrupt lines, duplicates, orphans, …)."""
+        return self._state.load_report
+
+    @property
+    def read_only(self) -> bool:
+        """True when opened with ``read_only=True``: every write raises ``UserError``."""
+        return self._state.read_only
 
     @property
     def leaf_id(self) -> str | None:
         """The current leaf (``None`` before the first entry or after ``reset_leaf``)."""
-        return self._leaf
+        return self._state.leaf
 
     @property
     def name(self) -> str | None:
         """The latest ``session_info`` name."""
-        return self._name
-
-    # -- loading -----------------------------------------------------------------------------
-
-    def _ingest(self, slots: Iterable[Slot]) -> None:
-        report = self.load_report
-        tree = self._tree
-        kinds = self._types
-        store_slots = self._slots
-        parents = tree.parent
-        stamps = tree.ts
-        forward = tree._forward
-        leaf = self._leaf
-        lazy = LazyMessage
-        for rec in slots:
-            rid = rec.id
-            if rec.__class__ is lazy:  # the hot path: most records of a big session
-                assert rid is not None
-                if rid in store_slots:
-                    report.duplicate_ids.append(rid)
-                    continue
-                p = rec.parent_id
-                if p is not None and p not in parents:
-                    forward.append(rid)
-                parents[rid] = p
-                stamps[rid] = rec.timestamp
-                store_slots[rid] = rec
-                kinds[rid] = "message"
-                leaf = rid
-                continue
-            self._leaf = leaf
-            self._ingest_record(rec)
-            leaf = self._leaf
-        self._leaf = leaf
-        tree._children = None
-
-
-    def _ingest_record(self, rec: Any) -> None:
-        """Index one decoded record (anything but a lazy message)."""
-        report = self.load_report
-        store_slots = self._slots
-        rid = rec.id
-        if rec.tree:
-            if rid is None:
-                return  # an unknown record without id: kept in the file only
-            if rid in store_slots:
-                report.duplicate_ids.append(rid)
-                return
-            kind = rec.type
-            self._tree.add(rid, rec.parent_id, rec.timestamp or "")
-            store_slots[rid] = rec
-            self._types[rid] = kind
-            if kind != "message":
-                self._special.add(rid)
-            if not isinstance(rec, UnknownRecord):  # only known tree entries move the leaf
-                self._leaf = rid
-            if kind == "message":
-                return
-            if kind == "label":
-                lab: Label = rec.payload
-                if lab.label:
-                    self._labels[lab.target_id] = lab.label
-                else:
-                    self._labels.pop(lab.target_id, None)
-            elif kind == "session_info" and not isinstance(rec, PurgedEntry):
-                self._name = rec.payload.name
-            elif kind == "context_op":
-                self._ops.append(rid)
-            return
-        kind = rec.type
-        payload = rec.payload
-        if kind == "leaf":
-            target = payload.target_id
-            if target is None or target in store_slots:
-                self._leaf = target
-            else:
-                report.unknown_leaf.append(target)
-        elif kind == "bookmark":
-            if payload.removed:
-                self._bookmarks.pop(payload.name, None)
-                self._bookmark_times.pop(payload.name, None)
-            else:
-                self._bookmarks[payload.name] = payload
-                self._bookmark_times[payload.name] = rec.timestamp
-        elif kind == "op_state":
-            self._op_states[payload.op_id] = payload
-        elif kind == "message_tags":
-            for target in payload.target_ids:
-                tags = self._message_tags.get(target, [])
-                tags = [t for t in tags if t not in payload.remove]
-                tags.extend(t for t in payload.add if t not in tags)
-                if tags:
-                    self._message_tags[target] = tags
-                else:
-                    self._message_tags.pop(target, None)
-        elif kind == "purge":
-            self._purged.update(payload.entry_ids)
-
-    def _settle(self) -> None:
-        tree = self._tree
-        had = (len(tree.orphans), len(tree.cycles))
-        tree.settle()
-        self.load_report.orphans.extend(tree.orphans[had[0]:])
-        self.load_report.cycles.extend(tree.cycles[had[1]:])
-        for eid, slot in self._slots.items():
-            if isinstance(slot, PurgedEntry):
-                self._purged.add(eid)
-
-    def _ensure_writer(self) -> None:
-        if self.read_only:
-            raise UserError(
-                f"Session '{self.id}' was opened read-only; open it without read_only to write"
-            )
-        if self._writer:
-            return
-        newer = self._log.acquire()
-        self._writer = True
-        self._closed = False
-        if newer:
-            self._ingest(newer)
-            self._settle()
-            self._invalidate()
-
-    def _invalidate(self) -> None:
-        self._view = None
-        self._path = None
+        return self._state.name
 
     # -- writing -----------------------------------------------------------------------------
-
-    def _write(self, kind: str, payload: Any, *, tree: bool = True,
-               parent_id: str | object | None = _AT_LEAF) -> str:
-        """Append one record of ``kind``: a tree entry (under the leaf, or under ``parent_id``)
-        or a meta record (``tree=False``)."""
-        self._ensure_writer()
-        cls = RECORD_CLASSES[kind]
-        if not tree:
-            parent = None
-        elif parent_id is _AT_LEAF:
-            parent = self._leaf
-        else:
-            parent = parent_id  # type: ignore[assignment]
-        rec: Any = cls(id=new_id(), parent_id=parent, timestamp=now(), **{kind: payload})
-        line = encode_checked(encode, rec)
-        check_record(payload, line, 1 if parent is None else 0)
-        self._log.append([line])
-        self._sizes[rec.id] = len(line)
-        self._after_write(rec)
-        return rec.id  # type: ignore[no-any-return]
-
-    def _after_write(self, rec: KnownRecord) -> None:
-        prev_leaf = self._leaf
-        self._ingest_record(rec)
-        view = self._view
-        if not rec.tree:
-            if rec.type in ("leaf", "op_state", "purge"):
-                self._invalidate()
-            return
-        if rec.parent_id != prev_leaf:  # written under another entry (branch_with_summary)
-            self._invalidate()
-            return
-        path = self._path
-        if path is not None and path[0] == prev_leaf:
-            path[1].append(rec.id)
-            self._path = (rec.id, path[1])
-        else:
-            self._path = None
-        if view is None or view.leaf != prev_leaf:
-            self._view = None
-            return
-        kind = rec.type
-        if kind == "message":
-            view.ids.append(rec.id)
-        elif kind == "branch_summary":
-            if rec.payload.summary:
-                view.ids.append(rec.id)
-        elif kind == "model_change":
-            view.model = rec.payload
-        elif kind == "thinking_level":
-            view.thinking_level = rec.payload.thinking_level
-        elif kind in ("compaction", "context_op"):
-            self._view = None
-            return
-        view.leaf = rec.id
 
     def append_records(self, records: Sequence[KnownRecord]) -> list[str]:
         """Append prepared records as they are (ids, parents, timestamps kept): the importers'
         and copiers' path. All are validated before anything is written; one durable batch."""
         if not records:
             return []
-        self._ensure_writer()
+        self._state.ensure_writer()
         lines = []
-        seen = set(self._slots)
+        seen = set(self._state.slots)
         for rec in records:
             if rec.tree and rec.id in seen:
                 raise UserError(f"Entry id '{rec.id}' already exists in session '{self.id}'")
@@ -351,12 +176,12 @@ class Session:
             line = encode_checked(encode, rec)
             check_record(rec.payload, line, 1 if rec.parent_id is None else 0)
             lines.append(line)
-        self._log.append(lines)
+        self._state.log.append(lines)
         for rec, line in zip(records, lines, strict=True):
-            self._sizes[rec.id] = len(line)
-        self._ingest(records)
-        self._settle()
-        self._invalidate()
+            self._state.sizes[rec.id] = len(line)
+        self._state.ingest(records)
+        self._state.settle()
+        self._state.invalidate()
         return [r.id for r in records]
 
     def append_message(self, role: str | Message, content: Any = None, *,
@@ -381,82 +206,81 @@ class Session:
                           stop_reason=stop_reason, provider_details=provider_details)
         if msg.role not in ROLES:
             raise UserError(f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}")
-        return self._write("message", msg)
+        return self._state.write("message", msg)
 
     def append_model_change(self, provider: str, model_id: str) -> str:
-        return self._write("model_change", ModelChange(provider=provider, model_id=model_id))
+        return self._state.write("model_change", ModelChange(provider=provider, model_id=model_id))
 
     def append_thinking_level(self, level: str) -> str:
-        return self._write("thinking_level", ThinkingLevel(thinking_level=level))
+        return self._state.write("thinking_level", ThinkingLevel(thinking_level=level))
 
     def append_compaction(self, summary: str, first_kept_entry_id: str | None,
                           tokens_before: int = 0, details: Any = None) -> str:
         """Record a compaction: the summary replaces the path before ``first_kept_entry_id``."""
-        if first_kept_entry_id is not None and first_kept_entry_id not in self._slots:
-            raise self._unknown(first_kept_entry_id)
-        return self._write("compaction", Compaction(
+        if first_kept_entry_id is not None and first_kept_entry_id not in self._state.slots:
+            raise self._state.unknown(first_kept_entry_id)
+        return self._state.write("compaction", Compaction(
             summary=summary, first_kept_entry_id=first_kept_entry_id,
             tokens_before=tokens_before, details=details))
 
     def append_session_info(self, name: str) -> str:
-        return self._write("session_info", SessionInfo(name=name))
+        return self._state.write("session_info", SessionInfo(name=name))
 
     def append_custom(self, custom_type: str, data: Any = None) -> str:
-        return self._write("custom", Custom(custom_type=custom_type, data=data))
+        return self._state.write("custom", Custom(custom_type=custom_type, data=data))
 
     def set_label(self, target_id: str, label: str | None) -> str:
         """Label an entry (session-global; the latest wins). ``""`` or ``None`` clears it."""
-        if target_id not in self._slots:
-            raise self._unknown(target_id)
-        return self._write("label", Label(target_id=target_id, label=label or None))
+        if target_id not in self._state.slots:
+            raise self._state.unknown(target_id)
+        return self._state.write("label", Label(target_id=target_id, label=label or None))
 
     def get_label(self, target_id: str) -> str | None:
-        return self._labels.get(target_id)
+        return self._state.labels.get(target_id)
 
     def labels(self) -> dict[str, str]:
         """Every current label, by target entry id."""
-        return dict(self._labels)
+        return dict(self._state.labels)
 
     # -- navigation --------------------------------------------------------------------------
 
     def branch(self, entry_id: str) -> None:
         """Move the leaf to an existing entry; the next append starts a sibling branch there."""
-        if entry_id not in self._slots:
-            raise self._unknown(entry_id)
-        self._write("leaf", Leaf(target_id=entry_id), tree=False)
+        if entry_id not in self._state.slots:
+            raise self._state.unknown(entry_id)
+        self._state.move_leaf(entry_id)
 
     def reset_leaf(self) -> None:
         """Move the leaf before the first entry: the next append starts a new root."""
-        self._write("leaf", Leaf(target_id=None), tree=False)
+        self._state.move_leaf(None)
 
     def branch_with_summary(self, entry_id: str | None, summary: str, details: Any = None) -> str:
         """Branch to ``entry_id`` and append a summary of the abandoned path as its child."""
-        if entry_id is not None and entry_id not in self._slots:
-            raise self._unknown(entry_id)
+        if entry_id is not None and entry_id not in self._state.slots:
+            raise self._state.unknown(entry_id)
         # One record: a tree entry appended under entry_id becomes the leaf by itself (DESIGN
         # §4), so there is no window where the leaf moved but the summary is missing.
-        return self._write("branch_summary",
-                           BranchSummary(summary=summary, from_id=self._leaf, details=details),
-                           parent_id=entry_id)
+        summary_entry = BranchSummary(summary=summary, from_id=self._state.leaf, details=details)
+        return self._state.write("branch_summary", summary_entry, parent_id=entry_id)
 
     def create_branched_session(self, leaf_id: str | None = None) -> Session:
         """A new session holding the path to ``leaf_id`` (same ids) and the labels on it."""
-        if self._store is None:
+        if self._state.store is None:
             raise UserError("This session has no store to create the branched session in")
-        leaf = self._leaf if leaf_id is None else leaf_id
-        if leaf is not None and leaf not in self._slots:
-            raise self._unknown(leaf)
-        path = self._tree.path(leaf)
+        leaf = self._state.leaf if leaf_id is None else leaf_id
+        if leaf is not None and leaf not in self._state.slots:
+            raise self._state.unknown(leaf)
+        path = self._state.tree.path(leaf)
         on_path = set(path)
         records: list[KnownRecord] = []
         for eid in path:
-            rec = self._record(eid)
+            rec = self._state.record(eid)
             if rec.type != "label" and not isinstance(rec, (PurgedEntry, UnknownRecord)):
                 records.append(rec)
         parent = records[-1].id if records else None
         stamp = now()
         for target in path:
-            label = self._labels.get(target)
+            label = self._state.labels.get(target)
             if label and target in on_path:
                 rec = LabelEntry(id=new_id(), parent_id=parent, timestamp=stamp,
                                  label=Label(target_id=target, label=label))
@@ -464,123 +288,58 @@ class Session:
                 parent = rec.id
         from threadline.store.base import BaseStore
 
-        assert isinstance(self._store, BaseStore)
-        return self._store.create(parent_session=self.id, cwd=self.header.cwd, records=records)
-
-    # -- reading -----------------------------------------------------------------------------
-
-    def _unknown(self, entry_id: str) -> NotFoundError:
-        return NotFoundError(
-            f"Entry '{entry_id}' not found in session '{self.id}'; "
-            f"run 'threadline tree {self.id}' to see the entry ids"
-        )
-
-    def _record(self, entry_id: str) -> AnyRecord:
-        slot = self._slots[entry_id]
-        if isinstance(slot, LazyMessage):
-            try:
-                rec = slot.decode()
-            except Exception as exc:
-                self.load_report.corrupt_lines.append((-1, f"entry {entry_id}: {exc}"))
-                rec = MessageEntry(id=slot.id, parent_id=slot.parent_id, timestamp=slot.timestamp,
-                                   message=Message(role="custom", content=[
-                                       text(f"[unreadable entry {entry_id}]")]))
-            self._slots[entry_id] = rec
-            return rec
-        return slot
-
-    def _payload(self, entry_id: str) -> Any:
-        return self._record(entry_id).payload
+        assert isinstance(self._state.store, BaseStore)
+        return self._state.store.create(parent_session=self.id, cwd=self.header.cwd,
+                                        records=records)
 
     def entry(self, entry_id: str) -> AnyRecord:
         """The entry with this id (a message, compaction, label, …)."""
-        if entry_id not in self._slots:
-            raise self._unknown(entry_id)
-        return self._record(entry_id)
+        if entry_id not in self._state.slots:
+            raise self._state.unknown(entry_id)
+        return self._state.record(entry_id)
 
     def has_entry(self, entry_id: str) -> bool:
-        return entry_id in self._slots
+        return entry_id in self._state.slots
 
     def entries(self) -> list[AnyRecord]:
         """Every tree entry in file order."""
-        return [self._record(e) for e in self._slots]
+        return [self._state.record(e) for e in self._state.slots]
 
     def entry_ids(self) -> list[str]:
-        return list(self._slots)
+        return list(self._state.slots)
 
     def children(self, entry_id: str | None) -> list[AnyRecord]:
         """Children of an entry (``None``: the roots), by timestamp then file order."""
-        if entry_id is not None and entry_id not in self._slots:
-            raise self._unknown(entry_id)
-        return [self._record(c) for c in self._tree.children(entry_id)]
+        if entry_id is not None and entry_id not in self._state.slots:
+            raise self._state.unknown(entry_id)
+        return [self._state.record(c) for c in self._state.tree.children(entry_id)]
 
     def path_ids(self, leaf_id: str | None = None) -> list[str]:
         """Entry ids from the root to ``leaf_id`` (default: the current leaf)."""
-        if leaf_id is None:
-            cached = self._path
-            if cached is not None and cached[0] == self._leaf:
-                return list(cached[1])
-            ids = self._tree.path(self._leaf)
-            self._path = (self._leaf, ids)
-            return list(ids)
-        if leaf_id not in self._slots:
-            raise self._unknown(leaf_id)
-        return self._tree.path(leaf_id)
+        return self._state.path_ids(leaf_id)
 
     def path(self, leaf_id: str | None = None) -> list[AnyRecord]:
         """Tree entries from the root to ``leaf_id`` (default: the current leaf)."""
-        return [self._record(e) for e in self.path_ids(leaf_id)]
+        return [self._state.record(e) for e in self.path_ids(leaf_id)]
 
     def context(self, leaf_id: str | None = None,
                 active_tags: Iterable[str] | None = None) -> Context:
         """What the model sees at ``leaf_id`` (default: the current leaf), DESIGN §5."""
-        tags = frozenset(active_tags or ())
-        if leaf_id is not None and leaf_id not in self._slots:
-            raise self._unknown(leaf_id)
-        leaf = self._leaf if leaf_id is None else leaf_id
-        view = self._view
-        if view is None or view.leaf != leaf or view.active_tags != tags:
-            path = self.path_ids() if leaf == self._leaf else self._tree.path(leaf)
-            view = build_view(self, path, tags)
-            if leaf == self._leaf:
-                self._view = view
-        return Context(view.ids, self, view.model, view.thinking_level, leaf)
-
-    def _message_for_view_id(self, view_id: str) -> Message:
-        kind = self._types.get(view_id)
-        if kind == "message":
-            rec = self._record(view_id)
-            return rec.message  # type: ignore[union-attr]
-        if kind == "compaction":
-            return Message(role="compactionSummary",
-                           content=[text(self._payload(view_id).summary)])
-        if kind == "branch_summary":
-            return Message(role="branchSummary",
-                           content=[text(self._payload(view_id).summary)])
-        from threadline.operations import synthetic_message
-
-        return synthetic_message(self, view_id)
-
-    def _view_item(self, view_id: str) -> ViewItem:
-        kind = self._types.get(view_id)
-        tags = list(self._message_tags.get(view_id, ()))
-        if kind is not None:
-            return ViewItem(id=view_id, kind=kind, entry_id=view_id, tags=tags)
-        return ViewItem(id=view_id, kind="synthetic", entry_id=view_id.rsplit(":", 1)[0],
-                        tags=tags)
+        return self._state.context(leaf_id, active_tags)
 
     def tree(self, flat: bool = False) -> list[TreeNode] | list[FlatNode]:
         """The whole tree: nested :class:`TreeNode` roots, or one :class:`FlatNode` per entry
         in depth-first order with ``flat=True``. Built without recursion."""
-        t = self._tree
+        t = self._state.tree
+        labels = self._state.labels
         if flat:
-            return [FlatNode(entry=self._record(eid), parent_id=t.parent[eid],
-                             children=t.children(eid), depth=depth, label=self._labels.get(eid))
+            return [FlatNode(entry=self._state.record(eid), parent_id=t.parent[eid],
+                             children=t.children(eid), depth=depth, label=labels.get(eid))
                     for eid, depth in t.preorder()]
         nodes: dict[str, TreeNode] = {}
         roots: list[TreeNode] = []
         for eid, _depth in t.preorder():
-            node = TreeNode(entry=self._record(eid), label=self._labels.get(eid))
+            node = TreeNode(entry=self._state.record(eid), label=self._state.labels.get(eid))
             nodes[eid] = node
             parent = t.parent[eid]
             (roots if parent is None else nodes[parent].children).append(node)
@@ -589,9 +348,10 @@ class Session:
     def metadata(self) -> list[EntryMeta]:
         """id, timestamp, type and encoded size of every tree entry, without decoding content."""
         out = []
-        for eid, slot in self._slots.items():
+        sizes, parents = self._state.sizes, self._state.tree.parent
+        for eid, slot in self._state.slots.items():
             out.append(EntryMeta(id=eid, timestamp=slot.timestamp or "", type=slot.type,
-                                 size=self._sizes.get(eid, 0), parent_id=self._tree.parent[eid]))
+                                 size=sizes.get(eid, 0), parent_id=parents[eid]))
         return out
 
     def stats(self, largest: int = 5) -> dict[str, Any]:
@@ -613,95 +373,110 @@ class Session:
         ctx = self.context()
         return {
             "session_id": self.id,
-            "name": self._name,
+            "name": self._state.name,
             "entries": len(metas),
             "bytes": sum(sizes),
-            "file_bytes": self._log.size(),
+            "file_bytes": self._state.log.size(),
             "by_type": dict(sorted(by_type.items())),
             "oldest": min(stamps) if stamps else None,
             "newest": max(stamps) if stamps else None,
             "size_distribution": buckets,
             "median_size": sizes[len(sizes) // 2] if sizes else 0,
             "largest": [{"id": m.id, "type": m.type, "size": m.size} for m in top],
-            "branches": sum(1 for e in self._slots if len(self._tree.children(e)) > 1),
-            "leaf_id": self._leaf,
+            "branches": sum(1 for e in self._state.slots if len(self._state.tree.children(e)) > 1),
+            "leaf_id": self._state.leaf,
             "context_messages": len(ctx.messages),
-            "labels": len(self._labels),
+            "labels": len(self._state.labels),
         }
 
     def message_count(self) -> int:
-        return sum(1 for t in self._types.values() if t == "message")
+        return sum(1 for t in self._state.types.values() if t == "message")
+
+    # -- bookmarks and undo (threadline.bookmarks, DESIGN §7) --------------------------------
+
+    def tag(self, name: str | None = None, position: int | None = None) -> TagStatus:
+        """Bookmark position ``position`` (default: the end of the view) as ``name``."""
+        return _bookmarks.tag(self._state, name, position)
+
+    def tags(self) -> TagListing:
+        """Every tag with its status, sorted by position; invalid tags are removed and reported."""
+        return _bookmarks.tags(self._state)
+
+    def untag(self, name: str) -> None:
+        """Remove tag ``name`` (``__session_start__`` cannot be removed)."""
+        _bookmarks.untag(self._state, name)
+
+    def undo(self, n: int = 1) -> UndoResult:
+        """Move the leaf to just before the n-th last user input message."""
+        return _bookmarks.undo(self._state, n)
+
+    def undo_to(self, name: str) -> UndoResult:
+        """Restore the view to the position of tag ``name``."""
+        return _bookmarks.undo_to(self._state, name)
+
+    def clear(self) -> UndoResult:
+        """Start over: the leaf moves before the first entry; nothing is deleted."""
+        return _bookmarks.clear(self._state)
+
+    # -- context operations (threadline.operations, DESIGN §6) -------------------------------
+
+    def digest(self, start: int, end: int, summary: str, *, tags: Iterable[str] | None = None,
+               active_tags: Iterable[str] | None = None) -> str:
+        """Replace positions ``start``..``end`` (inclusive) with one ``system`` message holding
+        ``summary``. Returns the op id."""
+        return _operations.digest(self._state, start, end, summary, tags=tags,
+                                  active_tags=active_tags)
+
+    def revise(self, start: int, end: int, replacements: Iterable[Any], *,
+               tags: Iterable[str] | None = None, active_tags: Iterable[str] | None = None
+               ) -> str:
+        """Replace positions ``start``..``end`` with ``replacements`` (messages or dicts with
+        ``role`` and ``content``). Returns the op id."""
+        return _operations.revise(self._state, start, end, replacements, tags=tags,
+                                  active_tags=active_tags)
+
+    def snip(self, start: int, end: int, *, tags: Iterable[str] | None = None,
+             active_tags: Iterable[str] | None = None) -> str:
+        """Remove positions ``start``..``end`` from the view (the op stays listed)."""
+        return _operations.snip(self._state, start, end, tags=tags, active_tags=active_tags)
+
+    def resequence(self, new_order: Sequence[int], *, tags: Iterable[str] | None = None,
+                   active_tags: Iterable[str] | None = None) -> str:
+        """Reorder a contiguous range of positions (``new_order`` is its permutation)."""
+        return _operations.resequence(self._state, new_order, tags=tags, active_tags=active_tags)
+
+    def insert(self, after: int, messages: Iterable[Any], *, tags: Iterable[str] | None = None,
+               active_tags: Iterable[str] | None = None) -> str:
+        """Insert synthetic ``messages`` after position ``after`` (``-1``: at the front)."""
+        return _operations.insert(self._state, after, messages, tags=tags,
+                                  active_tags=active_tags)
+
+    def tag_messages(self, start: int, end: int, tags: Iterable[str], *, remove: bool = False,
+                     active_tags: Iterable[str] | None = None) -> int:
+        """Add (or remove) message tags on positions ``start``..``end``; not an op."""
+        return _operations.tag_messages(self._state, start, end, tags, remove=remove,
+                                        active_tags=active_tags)
+
+    def operations(self, active_only: bool = False, active_tags: Iterable[str] | None = None
+                   ) -> list[OperationInfo]:
+        """Every op of the session with its state and standing on the current branch."""
+        return _operations.operations(self._state, active_only, active_tags)
+
+    def toggle(self, op_id: str, active: bool) -> OperationInfo:
+        """Switch an op on or off (session-wide); ``True`` also brings a reverted op back."""
+        return _operations.toggle(self._state, op_id, active)
+
+    def revert(self, op_id: str) -> OperationInfo:
+        """Switch an op off and mark it reverted."""
+        return _operations.revert(self._state, op_id)
+
+    # -- purge (threadline.history, DESIGN §3) -----------------------------------------------
+
+    def purge(self, entry_ids: Sequence[str] | None = None, *, all: bool = False,
+              dry_run: bool = True) -> PurgePlan:
+        """Really delete entries' content from the store (preview unless ``dry_run=False``)."""
+        return _history.purge(self._state, entry_ids, all=all, dry_run=dry_run)
 
 
 def encode_tree_json(nodes: Sequence[FlatNode]) -> bytes:
     return msgspec.json.encode(nodes)
-
-
-# -- capabilities implemented in their own modules ---------------------------------------------
-# Bookmarks (bookmarks.py, DESIGN §7), context operations (operations.py, §6) and purge
-# (history.py, §3) are Session methods whose logic lives beside the Session, not inside it.
-
-
-def _bind() -> None:
-    def tag(self: Session, name: str | None = None, position: int | None = None) -> Any:
-        """Bookmark position ``position`` (default: the end of the view) as ``name``."""
-        from threadline import bookmarks
-
-        return bookmarks.tag(self, name, position)
-
-    def tags(self: Session) -> Any:
-        """Every tag with its status, sorted by position; invalid tags are removed and reported."""
-        from threadline import bookmarks
-
-        return bookmarks.tags(self)
-
-    def untag(self: Session, name: str) -> None:
-        """Remove tag ``name`` (``__session_start__`` cannot be removed)."""
-        from threadline import bookmarks
-
-        bookmarks.untag(self, name)
-
-    def undo(self: Session, n: int = 1) -> Any:
-        """Move the leaf to just before the n-th last user input message."""
-        from threadline import bookmarks
-
-        return bookmarks.undo(self, n)
-
-    def undo_to(self: Session, name: str) -> Any:
-        """Restore the view to the position of tag ``name``."""
-        from threadline import bookmarks
-
-        return bookmarks.undo_to(self, name)
-
-    def clear(self: Session) -> Any:
-        """Start over: the leaf moves before the first entry; nothing is deleted."""
-        from threadline import bookmarks
-
-        return bookmarks.clear(self)
-
-    def purge(self: Session, entry_ids: Sequence[str] | None = None, *, all: bool = False,
-              dry_run: bool = True) -> Any:
-        """Really delete entries' content from the store (preview unless ``dry_run=False``)."""
-        from threadline import history
-
-        return history.purge(self, entry_ids, all=all, dry_run=dry_run)
-
-    for fn in (tag, tags, untag, undo, undo_to, clear, purge):
-        setattr(Session, fn.__name__, fn)
-
-    def op_method(name: str) -> Any:
-        def method(self: Session, *args: Any, **kwargs: Any) -> Any:
-            from threadline import operations
-
-            return getattr(operations, name)(self, *args, **kwargs)
-
-        method.__name__ = name
-        method.__doc__ = f"Context operation ``{name}`` (DESIGN §6); see threadline.operations."
-        return method
-
-    for name in ("tag_messages", "digest", "revise", "snip", "resequence", "insert",
-                 "operations", "toggle", "revert"):
-        setattr(Session, name, op_method(name))
-
-
-_bind()

@@ -10,7 +10,6 @@ from datetime import datetime
 
 import click
 
-from threadline import bookmarks
 from threadline.bookmarks import INVALID, OTHER_BRANCH, TagListing, TagStatus, UndoResult
 from threadline.errors import UserError
 from threadline.session import Session
@@ -138,8 +137,8 @@ def tag(ctx: click.Context, session_id: str, name: str | None, position: str | N
     from threadline.cli.sessions import echo_json
 
     with _open(ctx, session_id) as s:
-        moved = name is not None and name in s._bookmarks
-        t = bookmarks.tag(s, name, parse_position(position))
+        moved = name is not None and name in s.state.bookmarks
+        t = s.tag(name, parse_position(position))
         if as_json:
             echo_json(t)
         else:
@@ -153,7 +152,7 @@ def tag(ctx: click.Context, session_id: str, name: str | None, position: str | N
 def untag(ctx: click.Context, session_id: str, name: str) -> None:
     """Remove the tag NAME (the conversation is not touched)."""
     with _open(ctx, session_id) as s:
-        bookmarks.untag(s, name)
+        s.untag(name)
         click.echo(f"Tag '{name}' removed")
 
 
@@ -166,7 +165,7 @@ def tags(ctx: click.Context, session_id: str, as_json: bool) -> None:
     from threadline.cli.sessions import echo_json
 
     with _open(ctx, session_id) as s:
-        listing = bookmarks.tags(s)
+        listing = s.tags()
         if as_json:
             echo_json(listing)
         else:
@@ -191,11 +190,11 @@ def undo(ctx: click.Context, session_id: str, count: str | None, to_tag: str | N
         count, to_tag = None, count
     with _open(ctx, session_id) as s:
         if to_tag is not None:
-            r = bookmarks.undo_to(s, to_tag)
+            r = s.undo_to(to_tag)
             lines = format_undo_to(r)
         else:
             n = 1 if count is None else int(count)
-            r = bookmarks.undo(s, n)
+            r = s.undo(n)
             lines = format_undo(r, n)
         if as_json:
             echo_json(r)
@@ -212,7 +211,7 @@ def clear(ctx: click.Context, session_id: str, as_json: bool) -> None:
     from threadline.cli.sessions import echo_json
 
     with _open(ctx, session_id) as s:
-        r = bookmarks.clear(s)
+        r = s.clear()
         if as_json:
             echo_json(r)
         else:

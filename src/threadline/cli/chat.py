@@ -77,6 +77,6 @@ def _drop_if_unused(store: Any, session_id: str) -> None:
     """Delete the session this run created when nothing was ever written to it, so quitting
     at once leaves no empty session behind."""
     with store.open(session_id, read_only=True) as s:
-        unused = not s.entry_ids() and not s._bookmarks
+        unused = not s.entry_ids() and not s.state.bookmarks
     if unused:
         store.delete(session_id)

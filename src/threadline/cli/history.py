@@ -65,7 +65,7 @@ def purge(ctx: click.Context, session_id: str, entry_ids: tuple[str, ...], purge
     """
     session = open_session(ctx, session_id, read_only=not yes)
     try:
-        plan = session.purge(  # type: ignore[attr-defined]
+        plan = session.purge(
             list(entry_ids) or None, all=purge_all, dry_run=not yes)
     finally:
         session.close()

@@ -60,7 +60,7 @@ def list_ops(ctx: click.Context, session_id: str, active_only: bool, active_tags
              as_json: bool) -> None:
     """Every operation with its state and standing."""
     rows: list[OperationInfo] = open_session(
-        ctx, session_id, read_only=True).operations(  # type: ignore[attr-defined]
+        ctx, session_id, read_only=True).operations(
         active_only=active_only, active_tags=_tags(active_tags))
     if as_json:
         echo_json(rows)
@@ -86,7 +86,7 @@ def digest(ctx: click.Context, session_id: str, start: int, end: int, summary: s
            if_tags: str, active_tags: str) -> None:
     """Replace positions START..END with one system message holding SUMMARY."""
     with open_session(ctx, session_id) as s:
-        _done(s.digest(start, end, summary, tags=_tags(if_tags),  # type: ignore[attr-defined]
+        _done(s.digest(start, end, summary, tags=_tags(if_tags),
                        active_tags=_tags(active_tags)))
 
 
@@ -102,7 +102,7 @@ def revise(ctx: click.Context, session_id: str, start: int, end: int, messages_j
            if_tags: str, active_tags: str) -> None:
     """Replace positions START..END with MESSAGES_JSON (a JSON list of {role, content})."""
     with open_session(ctx, session_id) as s:
-        _done(s.revise(start, end, _json_messages(messages_json),  # type: ignore[attr-defined]
+        _done(s.revise(start, end, _json_messages(messages_json),
                        tags=_tags(if_tags), active_tags=_tags(active_tags)))
 
 
@@ -117,7 +117,7 @@ def snip(ctx: click.Context, session_id: str, start: int, end: int, if_tags: str
          active_tags: str) -> None:
     """Remove positions START..END from the view."""
     with open_session(ctx, session_id) as s:
-        _done(s.snip(start, end, tags=_tags(if_tags),  # type: ignore[attr-defined]
+        _done(s.snip(start, end, tags=_tags(if_tags),
                      active_tags=_tags(active_tags)))
 
 
@@ -131,7 +131,7 @@ def resequence(ctx: click.Context, session_id: str, new_order: tuple[int, ...], 
                active_tags: str) -> None:
     """Reorder a contiguous range: NEW_ORDER lists its positions in their new order."""
     with open_session(ctx, session_id) as s:
-        _done(s.resequence(list(new_order), tags=_tags(if_tags),  # type: ignore[attr-defined]
+        _done(s.resequence(list(new_order), tags=_tags(if_tags),
                            active_tags=_tags(active_tags)))
 
 
@@ -146,7 +146,7 @@ def insert(ctx: click.Context, session_id: str, after: int, messages_json: str, 
            active_tags: str) -> None:
     """Insert MESSAGES_JSON (a JSON list of {role, content}) after position AFTER (-1: front)."""
     with open_session(ctx, session_id) as s:
-        _done(s.insert(after, _json_messages(messages_json),  # type: ignore[attr-defined]
+        _done(s.insert(after, _json_messages(messages_json),
                        tags=_tags(if_tags), active_tags=_tags(active_tags)))
 
 
@@ -162,7 +162,7 @@ def tag(ctx: click.Context, session_id: str, start: int, end: int, tags: tuple[s
         remove: bool, active_tags: str) -> None:
     """Tag the messages at positions START..END (the tags show in the view)."""
     with open_session(ctx, session_id) as s:
-        n = s.tag_messages(start, end, list(tags), remove=remove,  # type: ignore[attr-defined]
+        n = s.tag_messages(start, end, list(tags), remove=remove,
                            active_tags=_tags(active_tags))
     click.echo(f"{'Untagged' if remove else 'Tagged'} {n} messages")
 
@@ -175,7 +175,7 @@ def tag(ctx: click.Context, session_id: str, start: int, end: int, tags: tuple[s
 def toggle(ctx: click.Context, session_id: str, op_id: str, switch: str) -> None:
     """Switch an operation on or off."""
     with open_session(ctx, session_id) as s:
-        info = s.toggle(op_id, switch == "on")  # type: ignore[attr-defined]
+        info = s.toggle(op_id, switch == "on")
     click.echo(f"{info.id} {info.state} {info.standing}")
 
 
@@ -186,5 +186,5 @@ def toggle(ctx: click.Context, session_id: str, op_id: str, switch: str) -> None
 def revert(ctx: click.Context, session_id: str, op_id: str) -> None:
     """Switch an operation off and mark it reverted (toggle on brings it back)."""
     with open_session(ctx, session_id) as s:
-        info = s.revert(op_id)  # type: ignore[attr-defined]
+        info = s.revert(op_id)
     click.echo(f"{info.id} {info.state} {info.standing}")

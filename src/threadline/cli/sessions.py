@@ -139,7 +139,7 @@ def tree(ctx: click.Context, session_id: str, as_json: bool) -> None:
     for node in flat:
         e = node.entry
         parent_pad = pad.get(node.parent_id, "")
-        if len(s._tree.children(node.parent_id)) > 1:
+        if len(s.state.tree.children(node.parent_id)) > 1:
             own, pad[e.id] = parent_pad + "├─ ", parent_pad + "   "
         else:
             own = pad[e.id] = parent_pad

@@ -382,7 +382,7 @@ def create_server(store: BaseStore, *, name: str = "threadline",
             return session_id
         for row in store.list():
             s = store.open(row.id, read_only=True)
-            if s._types.get(operation_id) == "context_op":
+            if s.state.types.get(operation_id) == "context_op":
                 return row.id
         raise NotFoundError(f"Operation '{operation_id}' not found in any session; call "
                             "list_operations to see the operation ids")
@@ -395,7 +395,7 @@ def create_server(store: BaseStore, *, name: str = "threadline",
                      tags: list[str]) -> TagMessagesResult:
         """Tag the messages at positions start_idx..end_idx (inclusive) of the view."""
         with open_writer(session_id) as s:
-            n = s.tag_messages(start_idx, end_idx, tags)  # type: ignore[attr-defined]
+            n = s.tag_messages(start_idx, end_idx, tags)
         return TagMessagesResult(success=True, tag_count=n, tags=list(dict.fromkeys(tags)))
 
     @server.tool(annotations=_EDIT)
@@ -405,7 +405,7 @@ def create_server(store: BaseStore, *, name: str = "threadline",
         """Replace positions start_idx..end_idx with one system message holding the summary.
         With tags, the operation applies only when one of them is active. Reversible."""
         with open_writer(session_id) as s:
-            return op_created(s, s.digest(start_idx, end_idx, summary,  # type: ignore[attr-defined]
+            return op_created(s, s.digest(start_idx, end_idx, summary,
                                           tags=tags))
 
     @server.tool(annotations=_EDIT)
@@ -415,7 +415,7 @@ def create_server(store: BaseStore, *, name: str = "threadline",
                         tags: list[str] | None = None) -> OperationCreated:
         """Replace positions start_idx..end_idx with the replacement messages. Reversible."""
         with open_writer(session_id) as s:
-            return op_created(s, s.revise(  # type: ignore[attr-defined]
+            return op_created(s, s.revise(
                 start_idx, end_idx, messages_in(replacements), tags=tags))
 
     @server.tool(annotations=_EDIT)
@@ -424,7 +424,7 @@ def create_server(store: BaseStore, *, name: str = "threadline",
                       tags: list[str] | None = None) -> OperationCreated:
         """Remove positions start_idx..end_idx from the view (the operation stays listed)."""
         with open_writer(session_id) as s:
-            return op_created(s, s.snip(start_idx, end_idx, tags=tags))  # type: ignore[attr-defined]
+            return op_created(s, s.snip(start_idx, end_idx, tags=tags))
 
     @server.tool(annotations=_EDIT)
     @_guard
@@ -433,7 +433,7 @@ def create_server(store: BaseStore, *, name: str = "threadline",
         """Reorder a contiguous range: new_order lists its positions in their new order, e.g.
         [8, 9, 5, 6, 7] moves 8 and 9 before 5. Reversible."""
         with open_writer(session_id) as s:
-            return op_created(s, s.resequence(new_order, tags=tags))  # type: ignore[attr-defined]
+            return op_created(s, s.resequence(new_order, tags=tags))
 
     @server.tool(annotations=_EDIT)
     @_guard
@@ -441,7 +441,7 @@ def create_server(store: BaseStore, *, name: str = "threadline",
                         tags: list[str] | None = None) -> OperationCreated:
         """Insert synthetic messages after position after_idx (-1: at the front). Reversible."""
         with open_writer(session_id) as s:
-            return op_created(s, s.insert(  # type: ignore[attr-defined]
+            return op_created(s, s.insert(
                 after_idx, messages_in(messages), tags=tags))
 
     @server.tool(annotations=_READ)
@@ -450,7 +450,7 @@ def create_server(store: BaseStore, *, name: str = "threadline",
         """Every context operation with its state (active/inactive/reverted) and standing
         (applied, inapplicable, not_applied, not_on_branch)."""
         s = store.open(session_id, read_only=True)
-        rows = s.operations(active_only=active_only)  # type: ignore[attr-defined]
+        rows = s.operations(active_only=active_only)
         return OperationList(session_id=s.id, operations=[_row(r) for r in rows])
 
     @server.tool(annotations=_EDIT)
@@ -458,7 +458,7 @@ def create_server(store: BaseStore, *, name: str = "threadline",
     def revert_operation(operation_id: str, session_id: str | None = None) -> OperationSwitched:
         """Switch an operation off and mark it reverted (toggle_operation brings it back)."""
         with open_writer(find_op(operation_id, session_id)) as s:
-            info = s.revert(operation_id)  # type: ignore[attr-defined]
+            info = s.revert(operation_id)
         return OperationSwitched(success=True, session_id=s.id, operation=_row(info))
 
     @server.tool(annotations=_EDIT)
@@ -467,7 +467,7 @@ def create_server(store: BaseStore, *, name: str = "threadline",
                          session_id: str | None = None) -> OperationSwitched:
         """Switch an operation on or off."""
         with open_writer(find_op(operation_id, session_id)) as s:
-            info = s.toggle(operation_id, active)  # type: ignore[attr-defined]
+            info = s.toggle(operation_id, active)
         return OperationSwitched(success=True, session_id=s.id, operation=_row(info))
 
     # -- reading ---------------------------------------------------------------------------
@@ -539,19 +539,19 @@ def create_server(store: BaseStore, *, name: str = "threadline",
         request = tuple(entry_ids or ())
         if confirmation_token is None:
             s = store.open(session_id, read_only=True)
-            plan = s.purge(list(request) or None, all=delete_all)  # type: ignore[attr-defined]
+            plan = s.purge(list(request) or None, all=delete_all)
             if not plan.entry_ids:
                 return _delete_result(plan, None, None)
             token = confirmations.mint(s.id, request, delete_all, plan.fingerprint)
             return _delete_result(plan, token, confirmations.ttl)
         fingerprint = confirmations.take(confirmation_token, session_id, request, delete_all)
         with open_writer(session_id) as s:
-            plan = s.purge(list(request) or None, all=delete_all)  # type: ignore[attr-defined]
+            plan = s.purge(list(request) or None, all=delete_all)
             if plan.fingerprint != fingerprint:
                 raise UserError("The session changed since the preview, so the confirmation "
                                 "token is stale; call delete_history_entries without a token "
                                 "to preview again")
-            done = s.purge(list(request) or None, all=delete_all,  # type: ignore[attr-defined]
+            done = s.purge(list(request) or None, all=delete_all,
                            dry_run=False)
         return _delete_result(done, None, None)
 
@@ -564,7 +564,7 @@ def create_server(store: BaseStore, *, name: str = "threadline",
         """Bookmark a position of the view (default: its end) under a name (default: tag_N),
         so undo can return to it."""
         with open_writer(session_id) as s:
-            status = s.tag(name, position)  # type: ignore[attr-defined]
+            status = s.tag(name, position)
         return TagRow.model_validate(_builtins(status))
 
     @server.tool(annotations=_EDIT)
@@ -573,7 +573,7 @@ def create_server(store: BaseStore, *, name: str = "threadline",
         """Every bookmark with its status (valid, other_branch, invalid); invalid ones are
         removed and named in 'removed'."""
         with open_writer(session_id) as s:
-            listing = s.tags()  # type: ignore[attr-defined]
+            listing = s.tags()
         return TagList(session_id=session_id,
                        tags=[TagRow.model_validate(_builtins(t)) for t in listing.tags],
                        removed=list(listing.removed))
@@ -584,7 +584,7 @@ def create_server(store: BaseStore, *, name: str = "threadline",
         """Go back n user turns, or to a bookmark (to_tag). Nothing is deleted: the abandoned
         branch stays in the tree."""
         with open_writer(session_id) as s:
-            result = s.undo_to(to_tag) if to_tag else s.undo(n)  # type: ignore[attr-defined]
+            result = s.undo_to(to_tag) if to_tag else s.undo(n)
             length = len(s.context().messages)
         data = {k: v for k, v in _builtins(result).items() if k in UndoResultModel.model_fields}
         return UndoResultModel(session_id=session_id, view_length=length, **data)

@@ -28,14 +28,14 @@ def time_key(timestamp: str) -> float:
 class TreeIndex:
     """Effective parent of every tree entry, in file order."""
 
-    __slots__ = ("_children", "_forward", "cycles", "orphans", "parent", "ts")
+    __slots__ = ("_children", "cycles", "forward", "orphans", "parent", "ts")
 
     def __init__(self) -> None:
         self.parent: dict[str, str | None] = {}  # insertion order is file order
         self.ts: dict[str, str] = {}
         self.orphans: list[str] = []
         self.cycles: list[str] = []
-        self._forward: list[str] = []  # entries whose parent was not yet seen when added
+        self.forward: list[str] = []  # entries whose parent was not yet seen when added
         self._children: dict[str | None, list[str]] | None = None
 
     def __len__(self) -> int:
@@ -48,7 +48,7 @@ class TreeIndex:
         """Add an entry; during a load call :meth:`settle` once all entries are in."""
         parent = self.parent
         if parent_id is not None and parent_id not in parent:
-            self._forward.append(entry_id)
+            self.forward.append(entry_id)
         parent[entry_id] = parent_id
         self.ts[entry_id] = timestamp
         if self._children is not None:
@@ -59,17 +59,17 @@ class TreeIndex:
 
     def settle(self) -> None:
         """Resolve forward references: orphans become roots, cycles are broken."""
-        if not self._forward:
+        if not self.forward:
             return
         parent = self.parent
         seq = self.file_order()
         done: set[str] = set()
-        for start in self._forward:
+        for start in self.forward:
             p = parent[start]
             if p is not None and p not in parent:
                 parent[start] = None
                 self.orphans.append(start)
-        for start in self._forward:
+        for start in self.forward:
             on_path: dict[str, None] = {}
             node: str | None = start
             while node is not None and node not in done:
@@ -83,7 +83,11 @@ class TreeIndex:
                 on_path[node] = None
                 node = parent[node]
             done.update(on_path)
-        self._forward = []
+        self.forward = []
+        self._children = None
+
+    def drop_children(self) -> None:
+        """Forget the children lists (rebuilt on next use) after bulk additions."""
         self._children = None
 
     def path(self, leaf: str | None) -> list[str]:

@@ -61,7 +61,7 @@ def _tags(args: Args) -> list[str] | None:
 
 def _tag(s: Session, a: Args) -> Any:
     pos = a.get("position")
-    return s.tag(_str(a, "name", optional=True),  # type: ignore[attr-defined]
+    return s.tag(_str(a, "name", optional=True),
                  None if pos in (None, "") else _int(a, "position"))
 
 
@@ -76,21 +76,21 @@ def _label(s: Session, a: Args) -> Any:
 
 ACTIONS: dict[str, Callable[[Session, Args], Any]] = {
     "tag": _tag,
-    "untag": lambda s, a: s.untag(_str(a, "name")),  # type: ignore[attr-defined]
-    "undo": lambda s, a: s.undo(_int(a, "n")),  # type: ignore[attr-defined]
-    "undo_to": lambda s, a: s.undo_to(_str(a, "name")),  # type: ignore[attr-defined]
-    "clear": lambda s, a: s.clear(),  # type: ignore[attr-defined]
+    "untag": lambda s, a: s.untag(_str(a, "name")),
+    "undo": lambda s, a: s.undo(_int(a, "n")),
+    "undo_to": lambda s, a: s.undo_to(_str(a, "name")),
+    "clear": lambda s, a: s.clear(),
     "branch": lambda s, a: s.branch(_str(a, "entry_id")),
     "label": _label,
-    "digest": lambda s, a: s.digest(  # type: ignore[attr-defined]
+    "digest": lambda s, a: s.digest(
         _int(a, "start"), _int(a, "end"), _str(a, "summary"), **_op_kwargs(a)),
-    "snip": lambda s, a: s.snip(  # type: ignore[attr-defined]
+    "snip": lambda s, a: s.snip(
         _int(a, "start"), _int(a, "end"), **_op_kwargs(a)),
-    "tag_messages": lambda s, a: s.tag_messages(  # type: ignore[attr-defined]
+    "tag_messages": lambda s, a: s.tag_messages(
         _int(a, "start"), _int(a, "end"), _tags(a) or []),
-    "toggle": lambda s, a: s.toggle(  # type: ignore[attr-defined]
+    "toggle": lambda s, a: s.toggle(
         _str(a, "op_id"), bool(a.get("active"))),
-    "revert": lambda s, a: s.revert(_str(a, "op_id")),  # type: ignore[attr-defined]
+    "revert": lambda s, a: s.revert(_str(a, "op_id")),
 }
 
 
@@ -136,7 +136,7 @@ def scratch_copy(session: Session) -> Session:
     from threadline.store.memory import MemoryStore
 
     store = MemoryStore()
-    log = store._create_log(session.header, list(session._log.raw_lines()))
+    log = store._create_log(session.header, list(session.state.log.raw_lines()))
     return Session(store, log, log.load())
 
 
@@ -175,7 +175,7 @@ def view_diff(session: Session, before: list[str], after: list[str], show: int =
     def rows(ids: list[str]) -> list[dict[str, Any]]:
         out = []
         for vid in ids[:show]:
-            msg = session._message_for_view_id(vid)
+            msg = session.state.message_for_view_id(vid)
             out.append({"view_id": vid, "role": msg.role, "preview": message_preview(msg, 160)})
         return out
 

@@ -267,15 +267,15 @@ class Viewer:
                 "name": s.name,
                 "header": msgspec.to_builtins(s.header),
                 "leaf_id": s.leaf_id,
-                "entries": len(s._tree),
+                "entries": len(s.state.tree),
                 "messages": s.message_count(),
                 "context_messages": len(ctx.messages),
                 "model": msgspec.to_builtins(ctx.model),
                 "thinking_level": ctx.thinking_level,
-                "file_bytes": s._log.size(),
+                "file_bytes": s.state.log.size(),
                 "version": version(s),
                 "load_report": msgspec.to_builtins(s.load_report),
-                "labels": [{"id": k, "label": v} for k, v in s._labels.items()],
+                "labels": [{"id": k, "label": v} for k, v in s.state.labels.items()],
             }
 
     def tree(self, request: Request, body: Any) -> dict[str, Any]:
@@ -321,7 +321,7 @@ class Viewer:
             return {"tags": [], "available": False}
         # Listing removes tags that became invalid (DESIGN §7), so it is a write.
         with self.cache.session(request.path_params["sid"], write=True) as s:
-            listing = s.tags()  # type: ignore[attr-defined]
+            listing = s.tags()
             return {"tags": actions.to_json(listing.tags), "removed": listing.removed,
                     "available": True, "version": version(s)}
 
@@ -329,7 +329,7 @@ class Viewer:
         if not actions._implemented(Session, "operations"):
             return {"operations": [], "available": False}
         with self.cache.session(request.path_params["sid"]) as s:
-            ops = s.operations()  # type: ignore[attr-defined]
+            ops = s.operations()
             return {"operations": actions.to_json(ops), "available": True}
 
     def payload(self, request: Request, body: Any) -> dict[str, Any]:
@@ -374,14 +374,14 @@ class Viewer:
             raise UserError("entry_ids must be a list of entry ids")
         confirm = body.get("confirm") is True
         with self.cache.session(request.path_params["sid"], write=confirm) as s:
-            plan = s.purge(ids, dry_run=True)  # type: ignore[attr-defined]
+            plan = s.purge(ids, dry_run=True)
             if not confirm:
                 return {"executed": False, "plan": actions.to_json(plan)}
             # Purge exactly what was previewed: a session that changed since is refused.
             if body.get("fingerprint") != plan.fingerprint:
                 raise UserError(f"Session '{s.id}' changed since the purge preview; "
                                 "preview again before purging")
-            done = s.purge(ids, dry_run=False)  # type: ignore[attr-defined]
+            done = s.purge(ids, dry_run=False)
             return {"executed": True, "plan": actions.to_json(done), "version": version(s)}
 
     def compact(self, request: Request, body: Any) -> Any:

@@ -28,13 +28,13 @@ def version(s: Session) -> str:
     """
     from threadline.store.jsonl import JsonlLog
 
-    if isinstance(s._log, JsonlLog):
+    if isinstance(s.state.log, JsonlLog):
         try:
-            st = os.stat(s._log.path)
+            st = os.stat(s.state.log.path)
         except FileNotFoundError:
             return "missing"
         return f"{st.st_ino}-{st.st_size}-{st.st_mtime_ns}"
-    return str(s._log.size())
+    return str(s.state.log.size())
 
 
 class SessionCache:

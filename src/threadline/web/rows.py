@@ -31,7 +31,7 @@ def message_preview(msg: Message, width: int = PREVIEW_CHARS) -> str:
 
 def entry_summary(session: Session, entry_id: str) -> tuple[str | None, str]:
     """(role or None, one-line summary) of a tree entry."""
-    rec = session._record(entry_id)
+    rec = session.state.record(entry_id)
     kind = rec.type
     p: Any = rec.payload
     if isinstance(p, dict) and p.get("purged"):
@@ -59,9 +59,9 @@ def entry_summary(session: Session, entry_id: str) -> tuple[str | None, str]:
 
 def is_sidechain(session: Session, entry_id: str) -> bool:
     """A sub-agent's side conversation (Claude Code ``isSidechain``), folded by default."""
-    if session._types.get(entry_id) != "message":
+    if session.state.types.get(entry_id) != "message":
         return False
-    payload: Any = session._record(entry_id).payload
+    payload: Any = session.state.record(entry_id).payload
     details = getattr(payload, "provider_details", None) or {}
     # importers keep a tool's own fields under the tool's name (provider_details["claude_code"])
     return _sidechain_flag(details) or any(
@@ -82,10 +82,10 @@ class TreeRows:
     def __init__(self, session: Session, *, folded: set[str], unfolded: set[str],
                  outline: bool = False) -> None:
         self.session = session
-        tree = session._tree
+        tree = session.state.tree
         on_path = set(session.path_ids())
-        labels = session._labels
-        types = session._types
+        labels = session.state.labels
+        types = session.state.types
         rows: list[tuple[str, int, int, bool, int]] = []  # id, depth, indent, folded, hidden
         stack: list[tuple[str, int, int]] = [(r, 0, 0) for r in reversed(tree.roots())]
         sidechain_roots = 0
@@ -121,19 +121,19 @@ class TreeRows:
 
     def page(self, offset: int, limit: int) -> list[dict[str, Any]]:
         s = self.session
-        tree = s._tree
+        tree = s.state.tree
         out = []
         for eid, depth, indent, fold, hidden in self.rows[offset: offset + limit]:
             role, summary = entry_summary(s, eid)
             out.append({
                 "id": eid,
-                "type": s._types.get(eid),
+                "type": s.state.types.get(eid),
                 "role": role,
                 "summary": summary,
                 "depth": depth,
                 "indent": indent,
                 "children": len(tree.children(eid)),
-                "label": s._labels.get(eid),
+                "label": s.state.labels.get(eid),
                 "on_path": eid in self.on_path,
                 "leaf": eid == s.leaf_id,
                 "folded": fold,
@@ -155,7 +155,7 @@ def _descendants(tree: Any, entry_id: str) -> int:
 
 
 def tree_timestamp(session: Session, entry_id: str) -> str:
-    slot = session._slots[entry_id]
+    slot = session.state.slots[entry_id]
     return slot.timestamp or ""
 
 
@@ -164,7 +164,7 @@ def context_page(session: Session, ctx: Context, offset: int, limit: int) -> lis
     items = ctx.view[offset: offset + limit]
     out = []
     for i, item in enumerate(items):
-        msg = session._message_for_view_id(item.id)
+        msg = session.state.message_for_view_id(item.id)
         out.append({
             "position": offset + i,
             "view_id": item.id,
@@ -181,7 +181,7 @@ def context_page(session: Session, ctx: Context, offset: int, limit: int) -> lis
 def entry_details(session: Session, entry_id: str) -> dict[str, Any]:
     """Everything about one entry: the record as stored, its size, place in the tree and view."""
     rec = session.entry(entry_id)
-    tree = session._tree
+    tree = session.state.tree
     raw: Any
     if hasattr(rec, "raw"):
         raw = json.loads(rec.raw) if rec.raw else None
@@ -195,21 +195,21 @@ def entry_details(session: Session, entry_id: str) -> dict[str, Any]:
         "parent_id": tree.parent[entry_id],
         "children": tree.children(entry_id),
         "timestamp": rec.timestamp,
-        "size": session._sizes.get(entry_id, 0),
+        "size": session.state.sizes.get(entry_id, 0),
         "depth": tree.depth(entry_id),
-        "label": session._labels.get(entry_id),
+        "label": session.state.labels.get(entry_id),
         "on_path": entry_id in set(session.path_ids()),
         "positions": positions,
-        "message_tags": list(session._message_tags.get(entry_id, ())),
-        "purged": entry_id in session._purged,
+        "message_tags": list(session.state.message_tags.get(entry_id, ())),
+        "purged": entry_id in session.state.purged,
         "record": raw,
     }
 
 
 def view_item_details(session: Session, view_id: str) -> dict[str, Any]:
     """A message of the view by its view id (synthetic ones included) with its origin."""
-    msg = session._message_for_view_id(view_id)
-    item = session._view_item(view_id)
+    msg = session.state.message_for_view_id(view_id)
+    item = session.state.view_item(view_id)
     return {
         "view_id": view_id,
         "kind": item.kind,

@@ -1,0 +1,368 @@
+"""SessionState: the indexes over one session's log, shared by :class:`~threadline.session.Session`
+and its views (context, operations, bookmarks, history, compaction).
+
+The session layer's one internal object. ``Session`` is the public API; the view modules receive
+a ``SessionState`` and work on its attributes, so none of them reads ``Session``'s private state
+and none imports ``threadline.session``. The attributes are internal (not a stable API), but they
+are named and typed here, which is what lets mypy check every view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from threadline.context import Context, ViewItem, ViewState, build_view
+from threadline.errors import NotFoundError, UserError
+from threadline.model.content import Message, text
+from threadline.model.entries import (
+    RECORD_CLASSES,
+    AnyRecord,
+    Bookmark,
+    KnownRecord,
+    Label,
+    Leaf,
+    MessageEntry,
+    OpState,
+    PurgedEntry,
+    SessionHeader,
+    UnknownRecord,
+    encode,
+    new_id,
+    now,
+)
+from threadline.model.limits import check_record, encode_checked
+from threadline.model.tree import TreeIndex
+from threadline.store.base import LazyMessage, Loaded, LoadReport, Log, Slot
+
+if TYPE_CHECKING:
+    from threadline.store.base import Store
+
+AT_LEAF: Any = object()  # write()'s default parent: the current leaf
+
+
+class SessionState:
+    """Everything known about one session's log: the tree, the records, the meta-record
+    indexes (labels, bookmarks, op states, message tags, purges), the leaf and the cached view."""
+
+    def __init__(self, store: Store | None, log: Log, loaded: Loaded, *, read_only: bool = False
+                 ) -> None:
+        self.load(store, log, loaded, read_only=read_only)
+
+    def load(self, store: Store | None, log: Log, loaded: Loaded, *, read_only: bool = False
+             ) -> None:
+        """(Re)build every index from a fresh load of the log."""
+        self.store = store
+        self.log = log
+        self.header: SessionHeader = loaded.header
+        self.id: str = loaded.header.id
+        self.load_report: LoadReport = loaded.report
+        self.read_only = read_only
+        self.sizes: dict[str, int] = loaded.sizes
+        self.tree = TreeIndex()
+        self.slots: dict[str, Slot] = {}
+        self.types: dict[str, str] = {}
+        # tree entries that are not messages (about 1% of a real session): context building
+        # tests this small set instead of looking every path entry's type up
+        self.special: set[str] = set()
+        self.labels: dict[str, str] = {}
+        self.bookmarks: dict[str, Bookmark] = {}
+        self.bookmark_times: dict[str, str] = {}
+        self.op_states: dict[str, OpState] = {}
+        self.ops: list[str] = []
+        self.message_tags: dict[str, list[str]] = {}
+        self.purged: set[str] = set()
+        self.name: str | None = None
+        self.leaf: str | None = None
+        self.writer = False
+        self.closed = False
+        self.view: ViewState | None = None  # the view at the leaf, kept up to date by appends
+        self.path_cache: tuple[str | None, list[str]] | None = None
+        self.ingest(loaded.slots)
+        self.settle()
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def ingest(self, slots: Iterable[Slot]) -> None:
+        report = self.load_report
+        tree = self.tree
+        kinds = self.types
+        store_slots = self.slots
+        parents = tree.parent
+        stamps = tree.ts
+        forward = tree.forward
+        leaf = self.leaf
+        lazy = LazyMessage
+        for rec in slots:
+            rid = rec.id
+            if rec.__class__ is lazy:  # the hot path: most records of a big session
+                assert rid is not None
+                if rid in store_slots:
+                    report.duplicate_ids.append(rid)
+                    continue
+                p = rec.parent_id
+                if p is not None and p not in parents:
+                    forward.append(rid)
+                parents[rid] = p
+                stamps[rid] = rec.timestamp
+                store_slots[rid] = rec
+                kinds[rid] = "message"
+                leaf = rid
+                continue
+            self.leaf = leaf
+            self.ingest_record(rec)
+            leaf = self.leaf
+        self.leaf = leaf
+        tree.drop_children()
+
+
+    def ingest_record(self, rec: Any) -> None:
+        """Index one decoded record (anything but a lazy message)."""
+        report = self.load_report
+        store_slots = self.slots
+        rid = rec.id
+        if rec.tree:
+            if rid is None:
+                return  # an unknown record without id: kept in the file only
+            if rid in store_slots:
+                report.duplicate_ids.append(rid)
+                return
+            kind = rec.type
+            self.tree.add(rid, rec.parent_id, rec.timestamp or "")
+            store_slots[rid] = rec
+            self.types[rid] = kind
+            if kind != "message":
+                self.special.add(rid)
+            if not isinstance(rec, UnknownRecord):  # only known tree entries move the leaf
+                self.leaf = rid
+            if kind == "message":
+                return
+            if kind == "label":
+                lab: Label = rec.payload
+                if lab.label:
+                    self.labels[lab.target_id] = lab.label
+                else:
+                    self.labels.pop(lab.target_id, None)
+            elif kind == "session_info" and not isinstance(rec, PurgedEntry):
+                self.name = rec.payload.name
+            elif kind == "context_op":
+                self.ops.append(rid)
+            return
+        kind = rec.type
+        payload = rec.payload
+        if kind == "leaf":
+            target = payload.target_id
+            if target is None or target in store_slots:
+                self.leaf = target
+            else:
+                report.unknown_leaf.append(target)
+        elif kind == "bookmark":
+            if payload.removed:
+                self.bookmarks.pop(payload.name, None)
+                self.bookmark_times.pop(payload.name, None)
+            else:
+                self.bookmarks[payload.name] = payload
+                self.bookmark_times[payload.name] = rec.timestamp
+        elif kind == "op_state":
+            self.op_states[payload.op_id] = payload
+        elif kind == "message_tags":
+            for target in payload.target_ids:
+                tags = self.message_tags.get(target, [])
+                tags = [t for t in tags if t not in payload.remove]
+                tags.extend(t for t in payload.add if t not in tags)
+                if tags:
+                    self.message_tags[target] = tags
+                else:
+                    self.message_tags.pop(target, None)
+        elif kind == "purge":
+            self.purged.update(payload.entry_ids)
+
+    def settle(self) -> None:
+        tree = self.tree
+        had = (len(tree.orphans), len(tree.cycles))
+        tree.settle()
+        self.load_report.orphans.extend(tree.orphans[had[0]:])
+        self.load_report.cycles.extend(tree.cycles[had[1]:])
+        for eid, slot in self.slots.items():
+            if isinstance(slot, PurgedEntry):
+                self.purged.add(eid)
+
+    def ensure_writer(self) -> None:
+        if self.read_only:
+            raise UserError(
+                f"Session '{self.id}' was opened read-only; open it without read_only to write"
+            )
+        if self.writer:
+            return
+        newer = self.log.acquire()
+        self.writer = True
+        self.closed = False
+        if newer:
+            self.ingest(newer)
+            self.settle()
+            self.invalidate()
+
+    def invalidate(self) -> None:
+        self.view = None
+        self.path_cache = None
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def write(self, kind: str, payload: Any, *, tree: bool = True,
+               parent_id: str | object | None = AT_LEAF) -> str:
+        """Append one record of ``kind``: a tree entry (under the leaf, or under ``parent_id``)
+        or a meta record (``tree=False``)."""
+        self.ensure_writer()
+        cls = RECORD_CLASSES[kind]
+        if not tree:
+            parent = None
+        elif parent_id is AT_LEAF:
+            parent = self.leaf
+        else:
+            parent = parent_id  # type: ignore[assignment]
+        rec: Any = cls(id=new_id(), parent_id=parent, timestamp=now(), **{kind: payload})
+        line = encode_checked(encode, rec)
+        check_record(payload, line, 1 if parent is None else 0)
+        self.log.append([line])
+        self.sizes[rec.id] = len(line)
+        self.after_write(rec)
+        return rec.id  # type: ignore[no-any-return]
+
+    def after_write(self, rec: KnownRecord) -> None:
+        prev_leaf = self.leaf
+        self.ingest_record(rec)
+        view = self.view
+        if not rec.tree:
+            if rec.type in ("leaf", "op_state", "purge"):
+                self.invalidate()
+            return
+        if rec.parent_id != prev_leaf:  # written under another entry (branch_with_summary)
+            self.invalidate()
+            return
+        path = self.path_cache
+        if path is not None and path[0] == prev_leaf:
+            path[1].append(rec.id)
+            self.path_cache = (rec.id, path[1])
+        else:
+            self.path_cache = None
+        if view is None or view.leaf != prev_leaf:
+            self.view = None
+            return
+        kind = rec.type
+        if kind == "message":
+            view.ids.append(rec.id)
+        elif kind == "branch_summary":
+            if rec.payload.summary:
+                view.ids.append(rec.id)
+        elif kind == "model_change":
+            view.model = rec.payload
+        elif kind == "thinking_level":
+            view.thinking_level = rec.payload.thinking_level
+        elif kind in ("compaction", "context_op"):
+            self.view = None
+            return
+        view.leaf = rec.id
+
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def unknown(self, entry_id: str) -> NotFoundError:
+        return NotFoundError(
+            f"Entry '{entry_id}' not found in session '{self.id}'; "
+            f"run 'threadline tree {self.id}' to see the entry ids"
+        )
+
+    def record(self, entry_id: str) -> AnyRecord:
+        slot = self.slots[entry_id]
+        if isinstance(slot, LazyMessage):
+            try:
+                rec = slot.decode()
+            except Exception as exc:
+                self.load_report.corrupt_lines.append((-1, f"entry {entry_id}: {exc}"))
+                rec = MessageEntry(id=slot.id, parent_id=slot.parent_id, timestamp=slot.timestamp,
+                                   message=Message(role="custom", content=[
+                                       text(f"[unreadable entry {entry_id}]")]))
+            self.slots[entry_id] = rec
+            return rec
+        return slot
+
+    def payload(self, entry_id: str) -> Any:
+        return self.record(entry_id).payload
+
+
+    def path_ids(self, leaf_id: str | None = None) -> list[str]:
+        """Entry ids from the root to ``leaf_id`` (default: the current leaf)."""
+        if leaf_id is None:
+            cached = self.path_cache
+            if cached is not None and cached[0] == self.leaf:
+                return list(cached[1])
+            ids = self.tree.path(self.leaf)
+            self.path_cache = (self.leaf, ids)
+            return list(ids)
+        if leaf_id not in self.slots:
+            raise self.unknown(leaf_id)
+        return self.tree.path(leaf_id)
+
+
+    def context(self, leaf_id: str | None = None,
+                active_tags: Iterable[str] | None = None) -> Context:
+        """What the model sees at ``leaf_id`` (default: the current leaf), DESIGN §5."""
+        tags = frozenset(active_tags or ())
+        if leaf_id is not None and leaf_id not in self.slots:
+            raise self.unknown(leaf_id)
+        leaf = self.leaf if leaf_id is None else leaf_id
+        view = self.view
+        if view is None or view.leaf != leaf or view.active_tags != tags:
+            path = self.path_ids() if leaf == self.leaf else self.tree.path(leaf)
+            view = build_view(self, path, tags)
+            if leaf == self.leaf:
+                self.view = view
+        return Context(view.ids, self, view.model, view.thinking_level, leaf)
+
+    def message_for_view_id(self, view_id: str) -> Message:
+        kind = self.types.get(view_id)
+        if kind == "message":
+            rec = self.record(view_id)
+            return rec.message  # type: ignore[union-attr]
+        if kind == "compaction":
+            return Message(role="compactionSummary",
+                           content=[text(self.payload(view_id).summary)])
+        if kind == "branch_summary":
+            return Message(role="branchSummary",
+                           content=[text(self.payload(view_id).summary)])
+        from threadline.operations import synthetic_message
+
+        return synthetic_message(self, view_id)
+
+    def view_item(self, view_id: str) -> ViewItem:
+        kind = self.types.get(view_id)
+        tags = list(self.message_tags.get(view_id, ()))
+        if kind is not None:
+            return ViewItem(id=view_id, kind=kind, entry_id=view_id, tags=tags)
+        return ViewItem(id=view_id, kind="synthetic", entry_id=view_id.rsplit(":", 1)[0],
+                        tags=tags)
+
+
+    def build_view(self, path: list[str], active_tags: frozenset[str]) -> ViewState:
+        """The view over ``path`` (root .. leaf ids), uncached (DESIGN §5)."""
+        return build_view(self, path, active_tags)
+
+    def move_leaf(self, target: str | None) -> None:
+        """Durably move the leaf to ``target`` (``None``: before the first entry)."""
+        if target is not None and target not in self.slots:
+            raise self.unknown(target)
+        self.write("leaf", Leaf(target_id=target), tree=False)
+
+    def reload(self) -> None:
+        """Re-read the log from the store (after a rewrite), keeping the writer lock."""
+        writer = self.writer
+        self.load(self.store, self.log, self.log.load(), read_only=self.read_only)
+        self.writer = writer
+
+    def release(self) -> None:
+        """Give the writer lock up; the indexes stay readable."""
+        if not self.closed:
+            self.closed = True
+            self.log.release()
+            self.writer = False
+
