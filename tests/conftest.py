@@ -33,7 +33,7 @@ def pg_schema() -> str:
     return schema
 
 
-def make_store(kind: str, tmp_path: Path, **options: object) -> tl.store.BaseStore:
+def make_store(kind: str, tmp_path: Path, **options: object) -> tl.Store:
     if kind == "memory":
         return tl.open_store("memory://")
     if kind == "jsonl":
@@ -63,12 +63,12 @@ def _drop_pg_schemas() -> Iterator[None]:
 
 
 @pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tl.store.BaseStore]:
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tl.Store]:
     st = make_store(request.param, tmp_path)
     yield st
     st.close()
 
 
 @pytest.fixture
-def jsonl_store(tmp_path: Path) -> tl.store.BaseStore:
+def jsonl_store(tmp_path: Path) -> tl.Store:
     return tl.open_store(tmp_path / "sessions")

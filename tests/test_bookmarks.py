@@ -142,7 +142,7 @@ def test_tags_persist_across_reopen(jsonl_store):
 # -- statuses ------------------------------------------------------------------------------------
 
 
-def compacted(store: tl.store.BaseStore) -> tuple[tl.Session, list[str]]:
+def compacted(store: tl.Store) -> tuple[tl.Session, list[str]]:
     """m0..m9 with tags at 3, 6 and 8, then a compaction keeping m6..m9: the view is
     [summary, m6, m7, m8, m9] (N = 5)."""
     s = store.create()
@@ -441,7 +441,7 @@ def test_results_encode_to_plain_json(store):
 # -- context operations --------------------------------------------------------------------------
 
 
-def ops_session(store: tl.store.BaseStore) -> tl.Session:
+def ops_session(store: tl.Store) -> tl.Session:
     s = store.create()
     talk(s, "q0", "q1", "q2", "q3")
     s.tag("at2", 2)
@@ -567,7 +567,7 @@ def test_cli_tags_only_reports_invalid_tags_while_another_process_writes(tmp_pat
 
 
 def test_untag_removes_a_tag_durably_and_refuses_the_reserved_and_unknown_ones(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     s.append_message("user", "hello")
     s.tag("keep")

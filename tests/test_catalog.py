@@ -39,7 +39,7 @@ class TopicEmbedder:
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
-def session_with(store: tl.store.BaseStore, *texts: str, name: str | None = None,
+def session_with(store: tl.Store, *texts: str, name: str | None = None,
                  role: str = "user") -> tl.Session:
     s = store.create()
     for t in texts:
@@ -55,7 +55,7 @@ def keys(hits: list[Any]) -> list[tuple[str, str]]:
 
 
 def test_keyword_search_finds_what_was_appended_after_the_catalog_was_used(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     store.catalog.embedder = None
     s = session_with(store, "tuning autovacuum on postgres")
     assert [h.session_id for h in store.catalog.search("autovacuum")] == [s.id]
@@ -66,7 +66,7 @@ def test_keyword_search_finds_what_was_appended_after_the_catalog_was_used(
     assert (hits[0].role, "[naptime]" in hits[0].snippet) == ("assistant", True)
 
 
-def test_filters_by_role_session_tag_and_date(store: tl.store.BaseStore) -> None:
+def test_filters_by_role_session_tag_and_date(store: tl.Store) -> None:
     store.catalog.embedder = None
     a = session_with(store, "deploy the cluster", name="a")
     b = session_with(store, "deploy the cluster", role="assistant", name="b")
@@ -90,14 +90,14 @@ def test_filters_by_role_session_tag_and_date(store: tl.store.BaseStore) -> None
 
 
 def test_semantic_search_without_a_model_says_how_to_install_one(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     store.catalog.embedder = None
     with pytest.raises(UserError, match=r"^Semantic search is not available: semantic search "
                                         r"needs the embedding model: run pip install "):
         store.catalog.search("anything", mode="semantic")
 
 
-def test_semantic_search_ranks_by_meaning_of_the_embedder(store: tl.store.BaseStore) -> None:
+def test_semantic_search_ranks_by_meaning_of_the_embedder(store: tl.Store) -> None:
     store.catalog.embedder = TopicEmbedder()
     s = store.create()
     cat_id = s.append_message("user", "my kitten sleeps all day")
@@ -108,7 +108,7 @@ def test_semantic_search_ranks_by_meaning_of_the_embedder(store: tl.store.BaseSt
     assert hits[0].snippet == "my kitten sleeps all day"
 
 
-def test_hybrid_fuses_keyword_and_semantic_ranks_reciprocally(store: tl.store.BaseStore) -> None:
+def test_hybrid_fuses_keyword_and_semantic_ranks_reciprocally(store: tl.Store) -> None:
     store.catalog.embedder = TopicEmbedder()
     s = store.create()
     both = s.append_message("user", "cat food for my feline friend")  # keyword 1, semantic 1
@@ -122,7 +122,7 @@ def test_hybrid_fuses_keyword_and_semantic_ranks_reciprocally(store: tl.store.Ba
 
 
 def test_a_search_with_an_embedding_budget_does_not_wait_for_the_backlog(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     embedder = TopicEmbedder()
     calls: list[int] = []
 
@@ -144,7 +144,7 @@ def test_a_search_with_an_embedding_budget_does_not_wait_for_the_backlog(
     assert keys(hits) == [(s.id, s.path_ids()[0]), (s.id, s.path_ids()[1])]
 
 
-def test_query_syntax_characters_are_plain_text(store: tl.store.BaseStore) -> None:
+def test_query_syntax_characters_are_plain_text(store: tl.Store) -> None:
     store.catalog.embedder = None
     session_with(store, "plain words only")
     assert store.catalog.search('NEAR(" OR * -"words', mode="keyword")[0].snippet.count(
@@ -152,7 +152,7 @@ def test_query_syntax_characters_are_plain_text(store: tl.store.BaseStore) -> No
     assert store.catalog.search('" * ( ) :', mode="keyword") == []
 
 
-def make_corpus(store: tl.store.BaseStore, n: int) -> dict[str, str]:
+def make_corpus(store: tl.Store, n: int) -> dict[str, str]:
     names = {}
     for i in range(n):
         s = session_with(store, f"notes about the quarterly budget review {i}",
@@ -163,7 +163,7 @@ def make_corpus(store: tl.store.BaseStore, n: int) -> dict[str, str]:
 
 
 def test_find_and_tag_previews_then_applies_to_all_150_sessions(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     store.catalog.embedder = None
     names = make_corpus(store, 150)
     cat = store.catalog
@@ -183,7 +183,7 @@ def test_find_and_tag_previews_then_applies_to_all_150_sessions(
 
 
 def test_find_and_tag_reports_sessions_that_already_had_the_tag(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     store.catalog.embedder = None
     names = make_corpus(store, 10)
     cat = store.catalog
@@ -197,7 +197,7 @@ def test_find_and_tag_reports_sessions_that_already_had_the_tag(
 
 
 def test_a_token_is_refused_once_the_matching_sessions_changed(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     store.catalog.embedder = None
     make_corpus(store, 150)
     cat = store.catalog
@@ -210,7 +210,7 @@ def test_a_token_is_refused_once_the_matching_sessions_changed(
     assert cat.tags() == {}
 
 
-def test_a_token_works_once_and_only_for_its_own_operation(store: tl.store.BaseStore) -> None:
+def test_a_token_works_once_and_only_for_its_own_operation(store: tl.Store) -> None:
     store.catalog.embedder = None
     make_corpus(store, 3)
     cat = store.catalog
@@ -224,12 +224,12 @@ def test_a_token_works_once_and_only_for_its_own_operation(store: tl.store.BaseS
         cat.find_and_tag("budget", "x", dry_run=False, token=plan.token)
 
 
-def plant_tag_failure(store: tl.store.BaseStore, session_id: str) -> None:
+def plant_tag_failure(store: tl.Store, session_id: str) -> None:
     """Make the database reject inserting the tag of one session (a failure mid-way)."""
-    if hasattr(store, "schema"):
+    if hasattr(store.backend, "schema"):
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(sql.SQL("SET search_path TO {}").format(
-                sql.Identifier(store.schema)))
+                sql.Identifier(store.backend.schema)))
             conn.execute(
                 sql.SQL("CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
                         "IF new.session_id = {} THEN RAISE EXCEPTION 'injected failure'; "
@@ -242,16 +242,16 @@ def plant_tag_failure(store: tl.store.BaseStore, session_id: str) -> None:
         f"'{session_id}' BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
 
 
-def remove_tag_failure(store: tl.store.BaseStore) -> None:
-    if hasattr(store, "schema"):
+def remove_tag_failure(store: tl.Store) -> None:
+    if hasattr(store.backend, "schema"):
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP TRIGGER boom ON {}.tl_session_tags").format(
-                sql.Identifier(store.schema)))
+                sql.Identifier(store.backend.schema)))
         return
     store.catalog.conn.execute("DROP TRIGGER temp.boom")  # type: ignore[attr-defined]
 
 
-def test_a_database_failure_mid_way_leaves_no_tag_behind(store: tl.store.BaseStore) -> None:
+def test_a_database_failure_mid_way_leaves_no_tag_behind(store: tl.Store) -> None:
     store.catalog.embedder = None
     names = make_corpus(store, 150)
     cat = store.catalog
@@ -266,7 +266,7 @@ def test_a_database_failure_mid_way_leaves_no_tag_behind(store: tl.store.BaseSto
     assert done.changed == 150  # the failed attempt did not use the token up
 
 
-def test_delete_and_merge_tags(store: tl.store.BaseStore) -> None:
+def test_delete_and_merge_tags(store: tl.Store) -> None:
     store.catalog.embedder = None
     a = session_with(store, "x", name="alpha")
     b = session_with(store, "y", name="beta")
@@ -298,7 +298,7 @@ def test_delete_and_merge_tags(store: tl.store.BaseStore) -> None:
     (lambda c: c.find_and_tag("words", ""), "Missing tag to apply: give the tag name"),
     (lambda c: c.merge_tags("a", None), "Missing tag_to: give the tag name"),
 ])
-def test_manage_tags_errors_say_what_to_do(store: tl.store.BaseStore, call: Any,
+def test_manage_tags_errors_say_what_to_do(store: tl.Store, call: Any,
                                            message: str) -> None:
     store.catalog.embedder = None
     session_with(store, "some words")
@@ -308,7 +308,7 @@ def test_manage_tags_errors_say_what_to_do(store: tl.store.BaseStore, call: Any,
 
 
 def test_forget_removes_entries_from_keyword_and_semantic_search(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     store.catalog.embedder = TopicEmbedder()
     s = store.create()
     gone = s.append_message("user", "the secret kitten password")
@@ -320,7 +320,7 @@ def test_forget_removes_entries_from_keyword_and_semantic_search(
     assert [h.entry_id for h in store.catalog.search("kitten", mode="semantic")] == [kept]
 
 
-def test_purging_an_entry_removes_it_from_search(store: tl.store.BaseStore) -> None:
+def test_purging_an_entry_removes_it_from_search(store: tl.Store) -> None:
     store.catalog.embedder = None
     s = store.create()
     eid = s.append_message("user", "my api key is hunter2")
@@ -332,7 +332,7 @@ def test_purging_an_entry_removes_it_from_search(store: tl.store.BaseStore) -> N
 
 
 def test_rebuild_keeps_session_tags_and_finds_everything_again(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     store.catalog.embedder = None
     s = session_with(store, "rebuild me please", name="r")
     store.catalog.add_tags(s.id, ["keep"])
@@ -341,7 +341,7 @@ def test_rebuild_keeps_session_tags_and_finds_everything_again(
     assert store.catalog.session_tags(s.id) == ["keep"]
 
 
-def test_a_deleted_session_leaves_search(store: tl.store.BaseStore) -> None:
+def test_a_deleted_session_leaves_search(store: tl.Store) -> None:
     store.catalog.embedder = None
     s = session_with(store, "ephemeral words")
     assert len(store.catalog.search("ephemeral")) == 1
@@ -350,11 +350,11 @@ def test_a_deleted_session_leaves_search(store: tl.store.BaseStore) -> None:
 
 
 def test_the_jsonl_catalog_is_a_sqlite_file_beside_the_sessions(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     session_with(jsonl_store, "hello")
     jsonl_store.catalog.embedder = None
     jsonl_store.catalog.search("hello")
-    directory = jsonl_store.directory  # type: ignore[attr-defined]
+    directory = jsonl_store.backend.directory  # type: ignore[attr-defined]
     assert (directory / ".catalog.sqlite").is_file()
     jsonl_store.close()
 

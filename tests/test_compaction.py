@@ -201,10 +201,11 @@ def test_a_split_turn_gets_its_own_prefix_summary() -> None:
 
 @pytest.mark.parametrize("fmt", formats.PROVIDER_FORMATS)
 def test_context_after_compaction_passes_the_provider_validators(fmt: str) -> None:
-    s = tl.open_store("memory://").create()
+    store = tl.open_store("memory://")
+    s = store.create()
     _turns(s, 8)
     for keep in (90, 120, 260, 400):
-        s2 = s.store.fork(s.id)  # type: ignore[union-attr]
+        s2 = store.fork(s.id)
         compact(s2, keep_recent_tokens=keep)
         ctx = list(s2.context().messages)
         formats.dump_context(fmt, ctx)  # raises UserError on any broken rule

@@ -47,7 +47,7 @@ for line in sys.stdin:
 class Holder:
     """Another process with the session open (not yet writing)."""
 
-    def __init__(self, store: tl.store.BaseStore, sid: str) -> None:
+    def __init__(self, store: tl.Store, sid: str) -> None:
         env = {**os.environ, "PYTHONPATH": str(SRC)}
         self.proc = subprocess.Popen([sys.executable, "-c", HOLDER, store.url, sid],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
@@ -78,12 +78,12 @@ class Holder:
         self.proc.communicate(timeout=20)  # also closes the pipes
 
 
-def session_file(store: tl.store.BaseStore, sid: str) -> Path:
+def session_file(store: tl.Store, sid: str) -> Path:
     return Path(store.url) / f"{sid}.jsonl"
 
 
 def test_a_second_process_gets_session_locked_error_naming_the_holder(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     with jsonl_store.create() as s0:
         first = s0.append_message("user", "first")
     mine = jsonl_store.open(s0.id)  # loaded now, before the other process writes
@@ -111,7 +111,7 @@ def test_a_second_process_gets_session_locked_error_naming_the_holder(
 
 
 def test_of_two_processes_racing_for_the_lock_exactly_one_wins(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     with jsonl_store.create() as s0:
         chain = [s0.append_message("user", "start")]
     a, b = Holder(jsonl_store, s0.id), Holder(jsonl_store, s0.id)
@@ -136,7 +136,7 @@ def test_of_two_processes_racing_for_the_lock_exactly_one_wins(
 
 
 def test_the_lock_is_free_again_once_the_holder_is_killed(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     with jsonl_store.create() as s0:
         s0.append_message("user", "start")
     other = Holder(jsonl_store, s0.id)
@@ -150,7 +150,7 @@ def test_the_lock_is_free_again_once_the_holder_is_killed(
 
 
 def test_the_lock_survives_closing_other_descriptors_of_the_same_files(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     # lockf/fcntl record locks vanish when the process closes ANY descriptor of the file;
     # flock belongs to the open file description and must survive all of this
     writer = jsonl_store.create()
@@ -192,7 +192,7 @@ def test_the_lock_survives_closing_other_descriptors_of_the_same_files(
 
 
 def test_a_reader_during_writes_never_sees_a_corrupt_entry(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     seed = 0  # an even seed: the writer runs until it is killed
     sid = "busy"
     with jsonl_store.create(session_id=sid) as s0:
@@ -229,7 +229,7 @@ def test_a_reader_during_writes_never_sees_a_corrupt_entry(
 
 
 def test_a_writer_refuses_to_append_after_another_writer_rewrote_the_file(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     # byte offsets taken at load point into the old file after a rewrite (purge): reading on
     # from them would miss entries and hand out a stale parent
     with jsonl_store.create() as s0:

@@ -54,7 +54,7 @@ def conversation(s: tl.Session, *turns: str) -> list[str]:
 # -- appends, parent chain, leaf ---------------------------------------------------------------
 
 
-def test_a_new_session_is_empty_with_no_leaf(store: tl.store.BaseStore) -> None:
+def test_a_new_session_is_empty_with_no_leaf(store: tl.Store) -> None:
     s = store.create()
     assert s.leaf_id is None
     assert s.entries() == []
@@ -67,7 +67,7 @@ def test_a_new_session_is_empty_with_no_leaf(store: tl.store.BaseStore) -> None:
 
 
 def test_every_append_returns_the_new_id_and_moves_the_leaf_to_it(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     ids = [
         s.append_message("user", "hi"),
@@ -92,7 +92,7 @@ def test_every_append_returns_the_new_id_and_moves_the_leaf_to_it(
     assert s.name == "my session"
 
 
-def test_appended_payloads_read_back_exactly(store: tl.store.BaseStore) -> None:
+def test_appended_payloads_read_back_exactly(store: tl.Store) -> None:
     s = store.create()
     mid = s.append_message("assistant", [text("a"), tool_use("t1", "ls", {"dir": "/"})],
                            model="m1", usage={"input": 3, "output": 4}, stop_reason="tool_use",
@@ -114,7 +114,7 @@ def test_appended_payloads_read_back_exactly(store: tl.store.BaseStore) -> None:
 
 
 def test_content_as_string_blocks_or_file_shaped_dicts_gives_the_same_message(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     a = s.append_message("user", "hello")
     b = s.append_message("user", [text("hello")])
@@ -125,7 +125,7 @@ def test_content_as_string_blocks_or_file_shaped_dicts_gives_the_same_message(
                          "content": [{"type": "text", "text": {"content": "hello"}}]}] * 4
 
 
-def test_an_unknown_role_is_refused_and_nothing_is_written(store: tl.store.BaseStore) -> None:
+def test_an_unknown_role_is_refused_and_nothing_is_written(store: tl.Store) -> None:
     s = store.create()
     s.append_message("user", "hi")
     with pytest.raises(UserError, match="Unknown role 'robot'"):
@@ -133,7 +133,7 @@ def test_an_unknown_role_is_refused_and_nothing_is_written(store: tl.store.BaseS
     assert len(s.entries()) == 1
 
 
-def test_entry_children_and_path_return_the_exact_records(store: tl.store.BaseStore) -> None:
+def test_entry_children_and_path_return_the_exact_records(store: tl.Store) -> None:
     s = store.create()
     u, a = conversation(s, "q", "a")
     s.branch(u)
@@ -156,7 +156,7 @@ def test_entry_children_and_path_return_the_exact_records(store: tl.store.BaseSt
 
 
 def test_branch_moves_the_leaf_and_the_next_append_starts_a_sibling(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     u1, a1, u2, a2 = conversation(s, "u1", "a1", "u2", "a2")
     s.branch(a1)
@@ -171,7 +171,7 @@ def test_branch_moves_the_leaf_and_the_next_append_starts_a_sibling(
     assert s.path_ids() == [u1, a1, u2, a2]
 
 
-def test_reset_leaf_makes_the_next_append_a_new_root(store: tl.store.BaseStore) -> None:
+def test_reset_leaf_makes_the_next_append_a_new_root(store: tl.Store) -> None:
     s = store.create()
     (u1,) = conversation(s, "first")
     s.reset_leaf()
@@ -184,7 +184,7 @@ def test_reset_leaf_makes_the_next_append_a_new_root(store: tl.store.BaseStore) 
 
 
 def test_branch_to_an_unknown_entry_is_refused_and_the_leaf_stays(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     (u1,) = conversation(s, "x")
     with pytest.raises(NotFoundError, match="Entry 'missing' not found in session"):
@@ -192,7 +192,7 @@ def test_branch_to_an_unknown_entry_is_refused_and_the_leaf_stays(
     assert s.leaf_id == u1
 
 
-def test_sibling_branches_show_in_the_tree_with_their_labels(store: tl.store.BaseStore) -> None:
+def test_sibling_branches_show_in_the_tree_with_their_labels(store: tl.Store) -> None:
     s = store.create()
     u1, a1 = conversation(s, "u1", "a1")
     s.branch(u1)
@@ -216,7 +216,7 @@ def test_sibling_branches_show_in_the_tree_with_their_labels(store: tl.store.Bas
 
 
 def test_a_path_100000_entries_deep_works_and_branches_anywhere(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     n = 100_000
     records = [msg("e0", None, "m0")]
     records += [msg(f"e{i}", f"e{i - 1}", f"m{i}", role="user" if i % 2 == 0 else "assistant")
@@ -251,7 +251,7 @@ def test_a_path_100000_entries_deep_works_and_branches_anywhere(
     assert len(deep_ctx.messages) == n
 
 
-def test_children_are_ordered_by_timestamp_then_file_order(store: tl.store.BaseStore) -> None:
+def test_children_are_ordered_by_timestamp_then_file_order(store: tl.Store) -> None:
     s = store.create(records=[
         msg("root", None, "r", ts=0),
         msg("c-late", "root", "late", ts=9),
@@ -267,7 +267,7 @@ def test_children_are_ordered_by_timestamp_then_file_order(store: tl.store.BaseS
 
 
 def test_entries_with_an_unknown_parent_become_roots_and_are_reported(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create(records=[
         msg("a", None, "a"),
         msg("o", "gone", "orphan", ts=1),
@@ -279,7 +279,7 @@ def test_entries_with_an_unknown_parent_become_roots_and_are_reported(
     assert seen(s.context()) == [("user", "orphan"), ("user", "child of orphan")]
 
 
-def test_parent_cycles_are_broken_and_reported_never_looped(store: tl.store.BaseStore) -> None:
+def test_parent_cycles_are_broken_and_reported_never_looped(store: tl.Store) -> None:
     s = store.create(records=[
         msg("a", "b", "a", ts=0),
         msg("b", "a", "b", ts=1),
@@ -296,7 +296,7 @@ def test_parent_cycles_are_broken_and_reported_never_looped(store: tl.store.Base
 # -- labels ----------------------------------------------------------------------------------
 
 
-def test_a_label_is_set_read_and_overwritten_by_the_latest(store: tl.store.BaseStore) -> None:
+def test_a_label_is_set_read_and_overwritten_by_the_latest(store: tl.Store) -> None:
     s = store.create()
     u1, a1 = conversation(s, "u1", "a1")
     first = s.set_label(u1, "start")
@@ -310,7 +310,7 @@ def test_a_label_is_set_read_and_overwritten_by_the_latest(store: tl.store.BaseS
 
 
 @pytest.mark.parametrize("cleared", ["", None])
-def test_an_empty_or_none_label_clears_it(store: tl.store.BaseStore, cleared: str | None) -> None:
+def test_an_empty_or_none_label_clears_it(store: tl.Store, cleared: str | None) -> None:
     s = store.create()
     (u1,) = conversation(s, "u1")
     s.set_label(u1, "x")
@@ -321,7 +321,7 @@ def test_an_empty_or_none_label_clears_it(store: tl.store.BaseStore, cleared: st
 
 
 def test_a_label_on_an_unknown_target_is_refused_and_nothing_is_written(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     (u1,) = conversation(s, "u1")
     with pytest.raises(NotFoundError, match="Entry 'ghost' not found"):
@@ -330,7 +330,7 @@ def test_a_label_on_an_unknown_target_is_refused_and_nothing_is_written(
     assert s.labels() == {}
 
 
-def test_labels_are_session_global_across_branches(store: tl.store.BaseStore) -> None:
+def test_labels_are_session_global_across_branches(store: tl.Store) -> None:
     s = store.create()
     u1, a1 = conversation(s, "u1", "a1")
     s.branch(u1)
@@ -345,7 +345,7 @@ def test_labels_are_session_global_across_branches(store: tl.store.BaseStore) ->
 
 
 def test_branch_with_summary_appends_the_summary_under_the_target(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     u1, a1, _u2, a2 = conversation(s, "u1", "a1", "u2", "a2")
     bs = s.branch_with_summary(a1, "tried u2, it failed")
@@ -361,7 +361,7 @@ def test_branch_with_summary_appends_the_summary_under_the_target(
     assert ctx.view[2].kind == "branch_summary"
 
 
-def test_an_empty_branch_summary_adds_no_message(store: tl.store.BaseStore) -> None:
+def test_an_empty_branch_summary_adds_no_message(store: tl.Store) -> None:
     s = store.create()
     u1, a1, _u2 = conversation(s, "u1", "a1", "u2")
     bs = s.branch_with_summary(u1, "")
@@ -370,7 +370,7 @@ def test_an_empty_branch_summary_adds_no_message(store: tl.store.BaseStore) -> N
     del a1
 
 
-def test_branch_with_summary_to_an_unknown_entry_is_refused(store: tl.store.BaseStore) -> None:
+def test_branch_with_summary_to_an_unknown_entry_is_refused(store: tl.Store) -> None:
     s = store.create()
     (u1,) = conversation(s, "u1")
     with pytest.raises(NotFoundError):
@@ -380,7 +380,7 @@ def test_branch_with_summary_to_an_unknown_entry_is_refused(store: tl.store.Base
 
 
 def test_create_branched_session_keeps_the_path_and_only_labels_on_it(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     u1, a1, u2, a2 = conversation(s, "u1", "a1", "u2", "a2")
     s.set_label(u1, "on path")
@@ -407,7 +407,7 @@ def test_create_branched_session_keeps_the_path_and_only_labels_on_it(
 
 
 def test_fork_copies_every_entry_and_the_leaf_into_a_new_session(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     u1, a1, _u2 = conversation(s, "u1", "a1", "u2")
     s.set_label(u1, "lab")
@@ -431,7 +431,7 @@ def test_fork_copies_every_entry_and_the_leaf_into_a_new_session(
 # -- store: list, continue_recent, exists, delete ------------------------------------------------
 
 
-def test_list_reports_each_session_newest_first(store: tl.store.BaseStore) -> None:
+def test_list_reports_each_session_newest_first(store: tl.Store) -> None:
     a = store.create()
     a.append_message("system", "be brief")
     a.append_message("user", "first question")
@@ -451,12 +451,12 @@ def test_list_reports_each_session_newest_first(store: tl.store.BaseStore) -> No
     ]
 
 
-def test_list_of_an_empty_store_is_empty(store: tl.store.BaseStore) -> None:
+def test_list_of_an_empty_store_is_empty(store: tl.Store) -> None:
     assert store.list() == []
 
 
 def test_continue_recent_opens_the_most_recently_modified_session(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     a = store.create()
     a.append_message("user", "a")
     time.sleep(0.003)
@@ -474,25 +474,25 @@ def test_continue_recent_opens_the_most_recently_modified_session(
     assert seen(r.context()) == [("user", "a"), ("user", "a again")]
 
 
-def test_continue_recent_on_an_empty_store_creates_a_session(store: tl.store.BaseStore) -> None:
+def test_continue_recent_on_an_empty_store_creates_a_session(store: tl.Store) -> None:
     s = store.continue_recent()
     assert store.exists(s.id)
     assert [r.id for r in store.list()] == [s.id]
 
 
-def test_open_of_an_unknown_session_is_refused(store: tl.store.BaseStore) -> None:
+def test_open_of_an_unknown_session_is_refused(store: tl.Store) -> None:
     with pytest.raises(NotFoundError, match="Session 'nope' not found; run 'threadline sessions'"):
         store.open("nope")
 
 
-def test_create_with_an_existing_id_is_refused(store: tl.store.BaseStore) -> None:
+def test_create_with_an_existing_id_is_refused(store: tl.Store) -> None:
     store.create(session_id="fixed").append_message("user", "keep me")
     with pytest.raises(UserError, match="Session 'fixed' already exists"):
         store.create(session_id="fixed")
     assert seen(store.open("fixed").context()) == [("user", "keep me")]
 
 
-def test_delete_removes_the_session(store: tl.store.BaseStore) -> None:
+def test_delete_removes_the_session(store: tl.Store) -> None:
     s = store.create()
     s.append_message("user", "x")
     s.close()
@@ -503,7 +503,7 @@ def test_delete_removes_the_session(store: tl.store.BaseStore) -> None:
         store.delete(s.id)
 
 
-def test_reopen_gives_the_same_entries_leaf_and_labels(store: tl.store.BaseStore) -> None:
+def test_reopen_gives_the_same_entries_leaf_and_labels(store: tl.Store) -> None:
     s = store.create()
     u1, a1, _u2 = conversation(s, "u1", "a1", "u2")
     s.set_label(a1, "kept")
@@ -520,7 +520,7 @@ def test_reopen_gives_the_same_entries_leaf_and_labels(store: tl.store.BaseStore
     del u1
 
 
-def test_a_read_only_session_refuses_writes(store: tl.store.BaseStore) -> None:
+def test_a_read_only_session_refuses_writes(store: tl.Store) -> None:
     s = store.create()
     (u1,) = conversation(s, "u1")
     s.close()
@@ -536,7 +536,7 @@ def test_a_read_only_session_refuses_writes(store: tl.store.BaseStore) -> None:
 
 
 def test_a_second_session_object_cannot_write_while_the_first_holds_the_lock(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s1 = store.create()
     u1 = s1.append_message("user", "from s1")
     s2 = store.open(s1.id)
@@ -555,7 +555,7 @@ def test_a_second_session_object_cannot_write_while_the_first_holds_the_lock(
     assert store.open(s1.id).path_ids() == [u1, a1, u2]
 
 
-def test_closing_a_session_lets_another_take_the_lock(store: tl.store.BaseStore) -> None:
+def test_closing_a_session_lets_another_take_the_lock(store: tl.Store) -> None:
     with store.create() as s1:
         s1.append_message("user", "x")
     with store.open(s1.id) as s2:
@@ -566,7 +566,7 @@ def test_closing_a_session_lets_another_take_the_lock(store: tl.store.BaseStore)
 # -- context (DESIGN §5) -----------------------------------------------------------------------
 
 
-def test_context_without_compaction_is_the_path_messages(store: tl.store.BaseStore) -> None:
+def test_context_without_compaction_is_the_path_messages(store: tl.Store) -> None:
     s = store.create()
     u1 = s.append_message("user", "u1")
     s.append_session_info("name")
@@ -581,7 +581,7 @@ def test_context_without_compaction_is_the_path_messages(store: tl.store.BaseSto
     assert ctx.leaf_id == a1
 
 
-def test_one_compaction_shows_its_summary_then_the_kept_entries(store: tl.store.BaseStore) -> None:
+def test_one_compaction_shows_its_summary_then_the_kept_entries(store: tl.Store) -> None:
     s = store.create()
     _u1, _a1, u2, a2 = conversation(s, "u1", "a1", "u2", "a2")
     c = s.append_compaction("summary of u1 a1", u2, 1000)
@@ -595,7 +595,7 @@ def test_one_compaction_shows_its_summary_then_the_kept_entries(store: tl.store.
 
 
 def test_two_compactions_the_latest_wins_and_the_older_one_is_skipped(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     _u1, _a1, u2, a2 = conversation(s, "u1", "a1", "u2", "a2")
     s.append_compaction("first", u2)
@@ -609,7 +609,7 @@ def test_two_compactions_the_latest_wins_and_the_older_one_is_skipped(
 
 
 def test_a_compaction_whose_first_kept_entry_is_not_on_the_path_keeps_what_follows_it(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     u1, a1 = conversation(s, "u1", "a1")
     s.branch(u1)
@@ -622,7 +622,7 @@ def test_a_compaction_whose_first_kept_entry_is_not_on_the_path_keeps_what_follo
 
 
 def test_a_compaction_keeping_nothing_shows_only_what_follows_it(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     conversation(s, "u1", "a1")
     c = s.append_compaction("all of it", None)
@@ -632,7 +632,7 @@ def test_a_compaction_keeping_nothing_shows_only_what_follows_it(
 
 @pytest.mark.parametrize("first_kept", ["c", "never-written"])
 def test_a_first_kept_pointer_equal_to_the_compaction_or_unknown_keeps_what_follows_it(
-        store: tl.store.BaseStore, first_kept: str) -> None:
+        store: tl.Store, first_kept: str) -> None:
     s = store.create(records=[
         msg("u1", None, "u1", ts=1),
         msg("a1", "u1", "a1", ts=2, role="assistant"),
@@ -644,7 +644,7 @@ def test_a_first_kept_pointer_equal_to_the_compaction_or_unknown_keeps_what_foll
     assert seen(s.context()) == [("compactionSummary", "sum"), ("user", "u2")]
 
 
-def test_a_compaction_on_another_branch_is_ignored(store: tl.store.BaseStore) -> None:
+def test_a_compaction_on_another_branch_is_ignored(store: tl.Store) -> None:
     s = store.create()
     u1, a1, u2 = conversation(s, "u1", "a1", "u2")
     c = s.append_compaction("sum", u2)
@@ -655,7 +655,7 @@ def test_a_compaction_on_another_branch_is_ignored(store: tl.store.BaseStore) ->
 
 
 def test_a_compaction_with_an_unknown_first_kept_entry_is_refused(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     conversation(s, "u1")
     with pytest.raises(NotFoundError, match="Entry 'nope' not found"):
@@ -664,7 +664,7 @@ def test_a_compaction_with_an_unknown_first_kept_entry_is_refused(
 
 
 def test_branch_summaries_on_the_path_become_messages_and_empty_ones_are_skipped(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     u1, a1, _u2 = conversation(s, "u1", "a1", "u2")
     b1 = s.branch_with_summary(a1, "summary one")
@@ -678,7 +678,7 @@ def test_branch_summaries_on_the_path_become_messages_and_empty_ones_are_skipped
 
 
 def test_a_branch_summary_kept_after_a_compaction_stays_in_the_context(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     u1, a1, _u2 = conversation(s, "u1", "a1", "u2")
     b = s.branch_with_summary(a1, "abandoned u2")
@@ -688,7 +688,7 @@ def test_a_branch_summary_kept_after_a_compaction_stays_in_the_context(
 
 
 def test_context_at_an_explicit_leaf_leaves_the_current_leaf_alone(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     u1, a1, u2 = conversation(s, "u1", "a1", "u2")
     s.branch(u1)
@@ -699,7 +699,7 @@ def test_context_at_an_explicit_leaf_leaves_the_current_leaf_alone(
     assert view_ids(s.context()) == [u1, a1b]
 
 
-def test_context_at_an_unknown_leaf_is_refused(store: tl.store.BaseStore) -> None:
+def test_context_at_an_unknown_leaf_is_refused(store: tl.Store) -> None:
     s = store.create()
     conversation(s, "u1")
     with pytest.raises(NotFoundError, match="Entry 'nope' not found in session"):
@@ -707,7 +707,7 @@ def test_context_at_an_unknown_leaf_is_refused(store: tl.store.BaseStore) -> Non
 
 
 def test_model_and_thinking_level_are_the_latest_on_the_whole_path(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     s.append_model_change("openai", "gpt-4o")
     s.append_thinking_level("high")
@@ -725,7 +725,7 @@ def test_model_and_thinking_level_are_the_latest_on_the_whole_path(
     assert s.context(leaf_id=u1).thinking_level == "high"
 
 
-def test_thinking_level_is_off_until_set(store: tl.store.BaseStore) -> None:
+def test_thinking_level_is_off_until_set(store: tl.Store) -> None:
     s = store.create()
     conversation(s, "u1")
     assert s.context().thinking_level == "off"
@@ -733,7 +733,7 @@ def test_thinking_level_is_off_until_set(store: tl.store.BaseStore) -> None:
 
 
 def test_a_context_taken_earlier_does_not_change_when_the_session_grows(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     u1, a1 = conversation(s, "u1", "a1")
     ctx = s.context()
@@ -743,7 +743,7 @@ def test_a_context_taken_earlier_does_not_change_when_the_session_grows(
 
 
 def test_tool_calls_and_results_keep_their_blocks_in_the_context(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     s = store.create()
     s.append_message("user", "list /")
     s.append_message("assistant", [tool_use("t1", "ls", {"path": "/"})])
@@ -754,7 +754,7 @@ def test_tool_calls_and_results_keep_their_blocks_in_the_context(
     assert not msgs[2].is_user_input
 
 
-def test_list_follows_appends_made_after_an_earlier_listing(store: tl.store.BaseStore) -> None:
+def test_list_follows_appends_made_after_an_earlier_listing(store: tl.Store) -> None:
     s = store.create()
     s.append_message("assistant", "greeting")
     assert [(r.message_count, r.first_message, r.name) for r in store.list()] == [
@@ -768,7 +768,7 @@ def test_list_follows_appends_made_after_an_earlier_listing(store: tl.store.Base
     assert row.modified == s.entry(last).timestamp
 
 
-def test_append_records_keeps_ids_and_refuses_an_existing_id(store: tl.store.BaseStore) -> None:
+def test_append_records_keeps_ids_and_refuses_an_existing_id(store: tl.Store) -> None:
     s = store.create()
     (u1,) = conversation(s, "u1")
     ids = s.append_records([msg("imported-1", u1, "i1", ts=1),
@@ -783,7 +783,7 @@ def test_append_records_keeps_ids_and_refuses_an_existing_id(store: tl.store.Bas
     assert store.open(s.id).path_ids() == [u1, "imported-1", "imported-2"]
 
 
-def test_create_branched_session_at_an_unknown_leaf_is_refused(store: tl.store.BaseStore) -> None:
+def test_create_branched_session_at_an_unknown_leaf_is_refused(store: tl.Store) -> None:
     s = store.create()
     conversation(s, "u1")
     with pytest.raises(NotFoundError):
@@ -791,7 +791,7 @@ def test_create_branched_session_at_an_unknown_leaf_is_refused(store: tl.store.B
     assert len(store.list()) == 1
 
 
-def test_a_session_dropped_without_close_releases_the_lock(store: tl.store.BaseStore) -> None:
+def test_a_session_dropped_without_close_releases_the_lock(store: tl.Store) -> None:
     s1 = store.create()
     sid = s1.id
     first = s1.append_message("user", "x")
@@ -802,7 +802,7 @@ def test_a_session_dropped_without_close_releases_the_lock(store: tl.store.BaseS
     assert s2.path_ids() == [first, second]
 
 
-def test_line_separators_and_escapes_in_text_survive_a_reopen(store: tl.store.BaseStore) -> None:
+def test_line_separators_and_escapes_in_text_survive_a_reopen(store: tl.Store) -> None:
     body = 'a\u2028b\u2029c\x85d\re\nf "q" \\ \U0001f600 \u4e2d'
     s = store.create()
     u = s.append_message("user", body)

@@ -36,12 +36,12 @@ def test_a_writer_killed_mid_stream_loses_no_acknowledged_entry(tmp_path: Path, 
 # -- failed and short writes, in process ---------------------------------------------------------
 
 
-def _file(store: tl.store.BaseStore, sid: str) -> Path:
+def _file(store: tl.Store, sid: str) -> Path:
     return Path(store.url) / f"{sid}.jsonl"
 
 
 def test_short_writes_are_looped_until_the_whole_record_is_written(
-        jsonl_store: tl.store.BaseStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        jsonl_store: tl.Store, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
 
     def one_byte(fd: int, data: Any) -> int:
@@ -59,7 +59,7 @@ def test_short_writes_are_looped_until_the_whole_record_is_written(
 
 
 def test_a_failed_write_truncates_back_and_raises(
-        jsonl_store: tl.store.BaseStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        jsonl_store: tl.Store, monkeypatch: pytest.MonkeyPatch) -> None:
     s = jsonl_store.create()
     a = s.append_message("user", "a")
     before = _file(jsonl_store, s.id).read_bytes()
@@ -85,7 +85,7 @@ def test_a_failed_write_truncates_back_and_raises(
 
 
 def test_a_failed_sync_truncates_back_and_drops_the_descriptor(
-        jsonl_store: tl.store.BaseStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        jsonl_store: tl.Store, monkeypatch: pytest.MonkeyPatch) -> None:
     s = jsonl_store.create()
     a = s.append_message("user", "a")
     before = _file(jsonl_store, s.id).read_bytes()
@@ -109,7 +109,7 @@ def test_a_failed_sync_truncates_back_and_drops_the_descriptor(
 
 
 def test_a_writer_catches_up_over_another_writer_that_crashed(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     seed = 1  # an odd seed: the child kills itself inside a partial write
     sid = "shared"
     with jsonl_store.create(session_id=sid) as s0:
@@ -156,7 +156,7 @@ def test_every_append_and_navigation_is_synced_unless_durability_is_flush(
 
 @pytest.mark.parametrize("seed", [1, 5, 7, 11, 15])  # odd: self-kill; none creates
 def test_a_writer_killed_while_repairing_a_torn_tail_loses_nothing(
-        jsonl_store: tl.store.BaseStore, seed: int) -> None:
+        jsonl_store: tl.Store, seed: int) -> None:
     sid = "twice"
     with jsonl_store.create(session_id=sid) as s0:
         s0.append_message("user", "first")

@@ -180,7 +180,7 @@ def test_a_write_failing_midway_removes_the_sessions_already_written(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = GPT / "LibreChat_via_Apollo_ui__chatgpt-export.json"
     store = tl.open_store(tmp_path / "s")
-    real = store._create_log  # type: ignore[attr-defined]
+    real = store.backend.create_log  # type: ignore[attr-defined]
     calls: list[str] = []
 
     def flaky(header: Any, lines: list[bytes]) -> Any:
@@ -189,7 +189,7 @@ def test_a_write_failing_midway_removes_the_sessions_already_written(
             raise tl.StoreError("disk full")
         return real(header, lines)
 
-    monkeypatch.setattr(store, "_create_log", flaky)
+    monkeypatch.setattr(store.backend, "create_log", flaky)
     with pytest.raises(tl.StoreError, match="disk full"):
         chatgpt_export.import_sessions(store, path)
     assert len(calls) == 2

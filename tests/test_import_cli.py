@@ -101,7 +101,7 @@ def test_one_bad_file_among_several_imports_nothing(tmp_path: Path) -> None:
     assert tl.open_store(tmp_path / "s").list() == []
 
 
-def test_imports_land_the_same_on_every_backend(store: tl.store.BaseStore) -> None:
+def test_imports_land_the_same_on_every_backend(store: tl.Store) -> None:
     path = REALDATA / "pi_session" / "badlogic_pi-mono__root-session.jsonl"
     (s,) = importing.import_path(store, "pi", path)
     again = store.open(s.id)

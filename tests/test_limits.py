@@ -24,15 +24,15 @@ from threadline.store.jsonl import JsonlStore
 TS = "2024-01-01T00:00:00.000Z"
 
 
-def snapshot(store: tl.store.BaseStore, sid: str) -> Any:
+def snapshot(store: tl.Store, sid: str) -> Any:
     """Everything stored for the session: every file of a JSONL store, else the record lines."""
-    if not isinstance(store, JsonlStore):
+    if not isinstance(store.backend, JsonlStore):
         return list(store.open(sid).state.log.raw_lines())
     root = Path(store.url)
     return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
 
 
-def stored_lines(store: tl.store.BaseStore, sid: str) -> list[bytes]:
+def stored_lines(store: tl.Store, sid: str) -> list[bytes]:
     return list(store.open(sid).state.log.raw_lines())
 
 
@@ -57,14 +57,14 @@ def nest(levels: int) -> dict[str, Any]:
 
 
 @pytest.fixture
-def session(store: tl.store.BaseStore) -> tl.Session:
+def session(store: tl.Store) -> tl.Session:
     """A session with one entry, already holding the writer lock."""
     s = store.create()
     s.append_message("user", "before")
     return s
 
 
-def refused(store: tl.store.BaseStore, s: tl.Session, write: Callable[[], Any],
+def refused(store: tl.Store, s: tl.Session, write: Callable[[], Any],
             match: str) -> None:
     """``write`` raises a LimitError matching ``match`` and changes nothing, stored or loaded."""
     before = snapshot(store, s.id)
@@ -83,7 +83,7 @@ def refused(store: tl.store.BaseStore, s: tl.Session, write: Callable[[], Any],
 
 
 def test_a_record_of_exactly_32_mib_is_accepted_and_one_byte_more_is_refused(
-        store: tl.store.BaseStore, session: tl.Session) -> None:
+        store: tl.Store, session: tl.Session) -> None:
     probe = session.append_message("user", "x")
     overhead = next(m.size for m in session.metadata() if m.id == probe) - 1
     fits = "y" * (MAX_RECORD_BYTES - overhead)
@@ -95,7 +95,7 @@ def test_a_record_of_exactly_32_mib_is_accepted_and_one_byte_more_is_refused(
 
 
 def test_an_oversized_record_in_a_batch_refuses_the_whole_batch(
-        store: tl.store.BaseStore, session: tl.Session) -> None:
+        store: tl.Store, session: tl.Session) -> None:
     leaf = session.leaf_id
     good = MessageEntry(id="good", parent_id=leaf, timestamp=TS,
                         message=Message(role="user", content=[text("fine")]))
@@ -109,7 +109,7 @@ def test_an_oversized_record_in_a_batch_refuses_the_whole_batch(
 
 
 def test_custom_data_nesting_64_levels_is_accepted_and_65_refused(
-        store: tl.store.BaseStore, session: tl.Session) -> None:
+        store: tl.Store, session: tl.Session) -> None:
     # record (1) > custom payload (2) > data: 62 more levels reach exactly 64
     ok = session.append_custom("deep", nest(MAX_DEPTH - 2))
     assert json_depth(stored_lines(store, session.id)[-1]) == 64
@@ -119,7 +119,7 @@ def test_custom_data_nesting_64_levels_is_accepted_and_65_refused(
 
 
 def test_tool_input_nesting_is_counted_from_the_record(
-        store: tl.store.BaseStore, session: tl.Session) -> None:
+        store: tl.Store, session: tl.Session) -> None:
     # record > message > content list > block > tool_use > input: input starts at level 6
     session.append_message("assistant", [tool_use("t1", "f", nest(MAX_DEPTH - 5))])
     assert json_depth(stored_lines(store, session.id)[-1]) == 64
@@ -128,7 +128,7 @@ def test_tool_input_nesting_is_counted_from_the_record(
             "nests deeper than 64 levels")
 
 
-def test_deep_lists_count_like_objects(store: tl.store.BaseStore, session: tl.Session) -> None:
+def test_deep_lists_count_like_objects(store: tl.Store, session: tl.Session) -> None:
     value: list[Any] = []
     for _ in range(62):
         value = [value]
@@ -139,7 +139,7 @@ def test_deep_lists_count_like_objects(store: tl.store.BaseStore, session: tl.Se
 
 
 @pytest.mark.parametrize("where", ["text", "custom value", "custom key", "label", "name"])
-def test_a_lone_surrogate_is_refused(store: tl.store.BaseStore, session: tl.Session,
+def test_a_lone_surrogate_is_refused(store: tl.Store, session: tl.Session,
                                      where: str) -> None:
     bad = "ok \ud800 not ok"
     target = session.leaf_id
@@ -155,7 +155,7 @@ def test_a_lone_surrogate_is_refused(store: tl.store.BaseStore, session: tl.Sess
 
 
 @pytest.mark.parametrize("where", ["text", "custom value", "custom key", "tool input", "label"])
-def test_a_nul_character_is_refused(store: tl.store.BaseStore, session: tl.Session,
+def test_a_nul_character_is_refused(store: tl.Store, session: tl.Session,
                                     where: str) -> None:
     bad = "a\x00b"
     target = session.leaf_id
@@ -171,7 +171,7 @@ def test_a_nul_character_is_refused(store: tl.store.BaseStore, session: tl.Sessi
     refused(store, session, write, r"NUL character \(\\u0000\)")
 
 
-def test_an_escaped_backslash_u0000_text_is_not_a_nul(store: tl.store.BaseStore,
+def test_an_escaped_backslash_u0000_text_is_not_a_nul(store: tl.Store,
                                                      session: tl.Session) -> None:
     eid = session.append_message("user", "literally \\u0000 typed")
     assert session.entry(eid).message.text == "literally \\u0000 typed"
@@ -181,7 +181,7 @@ def test_an_escaped_backslash_u0000_text_is_not_a_nul(store: tl.store.BaseStore,
 
 
 @pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
-def test_nan_and_infinity_are_refused(store: tl.store.BaseStore, session: tl.Session,
+def test_nan_and_infinity_are_refused(store: tl.Store, session: tl.Session,
                                       number: float) -> None:
     refused(store, session, lambda: session.append_custom("n", {"x": [1, number]}),
             "JSON has no NaN or Infinity")
@@ -190,13 +190,13 @@ def test_nan_and_infinity_are_refused(store: tl.store.BaseStore, session: tl.Ses
             "JSON has no NaN or Infinity")
 
 
-def test_null_values_are_not_mistaken_for_nan(store: tl.store.BaseStore,
+def test_null_values_are_not_mistaken_for_nan(store: tl.Store,
                                               session: tl.Session) -> None:
     eid = session.append_custom("n", {"x": None, "y": [None, 1.5]})
     assert session.entry(eid).payload.data == {"x": None, "y": [None, 1.5]}
 
 
-def test_limits_apply_to_prepared_records_and_create(store: tl.store.BaseStore,
+def test_limits_apply_to_prepared_records_and_create(store: tl.Store,
                                                      session: tl.Session) -> None:
     bad = CustomEntry(id="c1", parent_id=session.leaf_id, timestamp=TS,
                       custom=tl.model.entries.Custom(custom_type="x", data={"v": math.nan}))
@@ -218,7 +218,7 @@ BAD_IDS = ["../escape", "..", "a/b", "/etc/passwd", "", "x" * 65, "a.b", "a b", 
 
 @pytest.mark.parametrize("bad", BAD_IDS)
 def test_an_invalid_or_path_traversing_session_id_is_refused_everywhere(
-        store: tl.store.BaseStore, tmp_path: Path, bad: str) -> None:
+        store: tl.Store, tmp_path: Path, bad: str) -> None:
     keep = store.create()
     keep.append_message("user", "keep")
     keep.close()
@@ -236,7 +236,7 @@ def test_an_invalid_or_path_traversing_session_id_is_refused_everywhere(
     assert [r.id for r in store.list()] == [keep.id]
 
 
-def test_the_longest_valid_session_id_is_accepted(store: tl.store.BaseStore) -> None:
+def test_the_longest_valid_session_id_is_accepted(store: tl.Store) -> None:
     sid = "A-z_9" + "x" * 59
     s = store.create(session_id=sid)
     s.append_message("user", "ok")

@@ -32,7 +32,7 @@ TS = "2024-01-01T12:00:00Z"
 HEADER = {"type": "session", "id": "s1", "version": 1, "timestamp": TS}
 
 
-def write_session(store: tl.store.BaseStore, lines: list[Any], sid: str = "s1",
+def write_session(store: tl.Store, lines: list[Any], sid: str = "s1",
                   header: dict[str, Any] | None = None, tail: bytes = b"") -> Path:
     """A session file from JSON objects (or raw strings/bytes, written as they are)."""
     path = Path(store.url) / f"{sid}.jsonl"
@@ -67,7 +67,7 @@ def seen(s: tl.Session) -> list[tuple[str, str]]:
 # -- the file format as written ------------------------------------------------------------------
 
 
-def test_written_lines_have_exactly_the_design_shape(jsonl_store: tl.store.BaseStore) -> None:
+def test_written_lines_have_exactly_the_design_shape(jsonl_store: tl.Store) -> None:
     s = jsonl_store.create(cwd="/w")
     u = s.append_message("user", "Hello")
     s.branch(u)
@@ -86,7 +86,7 @@ def test_written_lines_have_exactly_the_design_shape(jsonl_store: tl.store.BaseS
     assert list(leaf_line) == ["type", "id", "parent_id", "timestamp", "leaf"]
 
 
-def test_line_separators_inside_text_round_trip(jsonl_store: tl.store.BaseStore) -> None:
+def test_line_separators_inside_text_round_trip(jsonl_store: tl.Store) -> None:
     body = "a\u2028b\u2029c\x85d\re\nf\x0bg\x0ch"
     s = jsonl_store.create()
     u = s.append_message("user", body)
@@ -103,7 +103,7 @@ def test_line_separators_inside_text_round_trip(jsonl_store: tl.store.BaseStore)
 # -- loading the examples of DESIGN §2 -----------------------------------------------------------
 
 
-def test_the_design_example_lines_load(jsonl_store: tl.store.BaseStore) -> None:
+def test_the_design_example_lines_load(jsonl_store: tl.Store) -> None:
     write_session(jsonl_store, [
         '{"type":"message","id":"m1","parent_id":null,"timestamp":"2024-01-01T12:00:00Z",'
         '"message":{"role":"user","content":[{"type":"text","text":{"content":"Hello"}}]}}',
@@ -119,7 +119,7 @@ def test_the_design_example_lines_load(jsonl_store: tl.store.BaseStore) -> None:
 
 
 def test_every_entry_type_loads_in_nested_and_flattened_form(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     def env(kind: str, eid: str, parent: str | None) -> dict[str, Any]:
         return {"type": kind, "id": eid, "parent_id": parent, "timestamp": TS}
 
@@ -174,7 +174,7 @@ def test_every_entry_type_loads_in_nested_and_flattened_form(
     assert ctx.thinking_level == "medium"
 
 
-def test_a_header_without_version_is_version_1(jsonl_store: tl.store.BaseStore) -> None:
+def test_a_header_without_version_is_version_1(jsonl_store: tl.Store) -> None:
     write_session(jsonl_store, [m("m1", None, "hi")],
                   header={"type": "session", "id": "s1", "timestamp": TS})
     s = jsonl_store.open("s1")
@@ -186,14 +186,14 @@ def test_a_header_without_version_is_version_1(jsonl_store: tl.store.BaseStore) 
 
 
 def test_the_latest_leaf_record_sets_the_leaf_when_no_entry_follows_it(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     write_session(jsonl_store, [m("a", None, "a"), m("b", "a", "b"), leaf("l1", "b"),
                                 leaf("l2", "a")])
     assert jsonl_store.open("s1").leaf_id == "a"
 
 
 def test_an_entry_appended_after_a_leaf_record_is_the_leaf(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     write_session(jsonl_store, [m("a", None, "a"), m("b", "a", "b"), leaf("l1", "a"),
                                 m("c", "a", "c")])
     s = jsonl_store.open("s1")
@@ -201,7 +201,7 @@ def test_an_entry_appended_after_a_leaf_record_is_the_leaf(
     assert s.path_ids() == ["a", "c"]
 
 
-def test_a_null_leaf_record_means_before_the_first_entry(jsonl_store: tl.store.BaseStore) -> None:
+def test_a_null_leaf_record_means_before_the_first_entry(jsonl_store: tl.Store) -> None:
     write_session(jsonl_store, [m("a", None, "a"), leaf("l1", None)])
     s = jsonl_store.open("s1")
     assert s.leaf_id is None
@@ -209,7 +209,7 @@ def test_a_null_leaf_record_means_before_the_first_entry(jsonl_store: tl.store.B
 
 
 def test_a_leaf_record_with_an_unknown_target_is_ignored_and_reported(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     write_session(jsonl_store, [m("a", None, "a"), m("b", "a", "b"), leaf("l1", "a"),
                                 leaf("l2", "ghost")])
     s = jsonl_store.open("s1")
@@ -217,7 +217,7 @@ def test_a_leaf_record_with_an_unknown_target_is_ignored_and_reported(
     assert s.load_report.unknown_leaf == ["ghost"]
 
 
-def test_navigation_survives_a_reopen(jsonl_store: tl.store.BaseStore) -> None:
+def test_navigation_survives_a_reopen(jsonl_store: tl.Store) -> None:
     s = jsonl_store.create()
     u1 = s.append_message("user", "u1")
     s.append_message("assistant", "a1")
@@ -233,7 +233,7 @@ def test_navigation_survives_a_reopen(jsonl_store: tl.store.BaseStore) -> None:
 # -- damaged files ---------------------------------------------------------------------------------
 
 
-def test_duplicate_ids_keep_the_first_and_are_reported(jsonl_store: tl.store.BaseStore) -> None:
+def test_duplicate_ids_keep_the_first_and_are_reported(jsonl_store: tl.Store) -> None:
     write_session(jsonl_store, [m("a", None, "first a"), m("b", "a", "b"),
                                 m("a", "b", "second a"), m("c", "b", "c")])
     s = jsonl_store.open("s1")
@@ -245,7 +245,7 @@ def test_duplicate_ids_keep_the_first_and_are_reported(jsonl_store: tl.store.Bas
 
 
 def test_corrupt_middle_lines_are_skipped_and_reported_without_losing_the_rest(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     write_session(jsonl_store, [
         m("a", None, "a"),                                              # line 2
         '{"type":"message","id":"broken","parent_id":"a","timest',      # line 3: torn JSON
@@ -270,7 +270,7 @@ def test_corrupt_middle_lines_are_skipped_and_reported_without_losing_the_rest(
 
 
 def test_a_torn_last_line_is_not_read_and_moves_to_torn_before_the_first_append(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     tail = b'{"type":"message","id":"half","parent_id":"a","timestamp":"2024-01'
     path = write_session(jsonl_store, [m("a", None, "a")], tail=tail)
     ro = jsonl_store.open("s1", read_only=True)
@@ -288,7 +288,7 @@ def test_a_torn_last_line_is_not_read_and_moves_to_torn_before_the_first_append(
 
 
 def test_orphans_and_cycles_in_a_hand_written_file_are_reported(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     write_session(jsonl_store, [
         m("x", "y", "x"), m("y", "x", "y"),           # a two-cycle
         m("o", "nowhere", "orphan"),
@@ -317,7 +317,7 @@ UNKNOWN_FIELDS = json.dumps(m("b", "a", "b", extra_top={"keep": True}) | {
                 "future_field": 7}}, separators=(",", ":"))
 
 
-def test_unknown_record_types_and_fields_survive_a_fork(jsonl_store: tl.store.BaseStore) -> None:
+def test_unknown_record_types_and_fields_survive_a_fork(jsonl_store: tl.Store) -> None:
     write_session(jsonl_store, [m("a", None, "a"), UNKNOWN_TYPE, UNKNOWN_META, UNKNOWN_FIELDS])
     s = jsonl_store.open("s1")
     assert s.load_report.corrupt_lines == []
@@ -331,7 +331,7 @@ def test_unknown_record_types_and_fields_survive_a_fork(jsonl_store: tl.store.Ba
 
 
 def test_unknown_lines_stay_byte_for_byte_when_a_writer_appends(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     path = write_session(jsonl_store, [m("a", None, "a"), UNKNOWN_TYPE, UNKNOWN_META,
                                        UNKNOWN_FIELDS])
     before = path.read_bytes()
@@ -345,14 +345,14 @@ def test_unknown_lines_stay_byte_for_byte_when_a_writer_appends(
     assert [e.id for e in again.entries() if e.type == "message"] == ["a", "b", c]
 
 
-def test_a_session_file_that_is_a_symlink_is_refused(jsonl_store: tl.store.BaseStore) -> None:
+def test_a_session_file_that_is_a_symlink_is_refused(jsonl_store: tl.Store) -> None:
     real = write_session(jsonl_store, [m("a", None, "a")], sid="real")
     (Path(jsonl_store.url) / "link.jsonl").symlink_to(real)
     with pytest.raises(tl.UserError, match="symbolic link"):
         jsonl_store.open("link")
 
 
-def test_a_record_of_unknown_type_never_moves_the_leaf(jsonl_store: tl.store.BaseStore) -> None:
+def test_a_record_of_unknown_type_never_moves_the_leaf(jsonl_store: tl.Store) -> None:
     # a newer writer's meta record (no parent) after the conversation must not empty the context
     write_session(jsonl_store, [
         m("a", None, "a"), m("b", "a", "b"),
@@ -368,7 +368,7 @@ def test_a_record_of_unknown_type_never_moves_the_leaf(jsonl_store: tl.store.Bas
     assert s.entry(c).parent_id == "b"
 
 
-def test_unknown_lines_survive_a_rewrite(jsonl_store: tl.store.BaseStore) -> None:
+def test_unknown_lines_survive_a_rewrite(jsonl_store: tl.Store) -> None:
     # purge is the one operation that rewrites a session file in place (DESIGN §3)
     path = write_session(jsonl_store, [m("a", None, "a"), UNKNOWN_TYPE, UNKNOWN_META,
                                        UNKNOWN_FIELDS, m("c", "b", "secret")])
@@ -384,7 +384,7 @@ def test_unknown_lines_survive_a_rewrite(jsonl_store: tl.store.BaseStore) -> Non
 
 
 def test_unreadable_session_files_are_skipped_by_list_and_continue_recent(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     good = jsonl_store.create()
     good.append_message("user", "the good one")
     good.close()
@@ -400,7 +400,7 @@ def test_unreadable_session_files_are_skipped_by_list_and_continue_recent(
 
 
 def test_torn_tails_of_successive_crashes_accumulate_in_torn(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     path = write_session(jsonl_store, [m("a", None, "a")], tail=b'{"first tear')
     with jsonl_store.open("s1") as s:
         b = s.append_message("user", "b")
@@ -453,7 +453,7 @@ def test_garbage_lines_between_records_never_lose_the_valid_ones(
 
 
 def test_every_entry_encodes_with_to_builtins_exactly_as_its_line_in_the_file(
-        jsonl_store: tl.store.BaseStore) -> None:
+        jsonl_store: tl.Store) -> None:
     s = jsonl_store.create()
     u = s.append_message("user", [text("hi"), image("iVBO")])
     s.append_model_change("openai", "gpt-4o")
@@ -476,7 +476,7 @@ def test_every_entry_encodes_with_to_builtins_exactly_as_its_line_in_the_file(
 
 
 def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_untouched(
-        jsonl_store: tl.store.BaseStore, tmp_path: Path) -> None:
+        jsonl_store: tl.Store, tmp_path: Path) -> None:
     path = write_session(jsonl_store, [m("a", None, "a")])
     victim = tmp_path / "victim.txt"
     victim.write_bytes(b"precious")

@@ -34,7 +34,7 @@ from threadline.testing import FakeOpenAIServer, HTTPFailure, TestProvider, tool
 class Screen:
     """A Chat whose console writes to a buffer; ``take()`` returns the new output lines."""
 
-    def __init__(self, store: tl.store.BaseStore, provider: object,
+    def __init__(self, store: tl.Store, provider: object,
                  session: tl.Session | None = None) -> None:
         self.buf = io.StringIO()
         self.chat = Chat(store, session or store.create(), provider,  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ LABELS = Path(__file__).parent / "data" / "search_queries.json"
 ARTIFACT = Path(__file__).parent / "artifacts" / "search_quality.json"
 
 
-def build_corpus(store: tl.store.BaseStore, spec: list[list[str]]) -> dict[str, str]:
+def build_corpus(store: tl.Store, spec: list[list[str]]) -> dict[str, str]:
     """Import every corpus file as one session; returns file name -> session id."""
     sessions = {}
     for fmt, pattern in spec:
@@ -37,7 +37,7 @@ def build_corpus(store: tl.store.BaseStore, spec: list[list[str]]) -> dict[str, 
     return sessions
 
 
-def relevant_ids(store: tl.store.BaseStore, sessions: dict[str, str],
+def relevant_ids(store: tl.Store, sessions: dict[str, str],
                  relevant: list[list[str]]) -> set[tuple[str, str]]:
     out = set()
     for name, needle in relevant:

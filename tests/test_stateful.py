@@ -120,7 +120,7 @@ NAME = st.sampled_from(["a", "b", "c"])
 
 
 class SessionMachine(RuleBasedStateMachine):
-    store: tl.store.BaseStore  # set per backend by the test below
+    store: tl.Store  # set per backend by the test below
 
     def __init__(self) -> None:
         super().__init__()

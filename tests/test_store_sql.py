@@ -29,13 +29,13 @@ SQL_BACKENDS = ["sqlite", "postgres"]
 
 def owner_exec(store: Any, statement: str) -> None:
     """Run DDL as the owner of the store's tables (trigger planting in tests)."""
-    if isinstance(store, tl.store.sqlite.SqliteStore):
-        conn = sqlite3.connect(store.path)
+    if isinstance(store.backend, tl.store.sqlite.SqliteStore):
+        conn = sqlite3.connect(store.backend.path)
         conn.executescript(statement)
         conn.close()
         return
     with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(store.schema)))
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(store.backend.schema)))
         conn.execute(statement.encode())
 
 
@@ -88,8 +88,8 @@ def test_postgres_store_refuses_a_schema_that_was_never_migrated() -> None:
 def test_sqlite_runs_in_wal_mode_with_full_sync(tmp_path: Path) -> None:
     st = make_store("sqlite", tmp_path)
     try:
-        assert st.conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)  # type: ignore[attr-defined]
-        assert st.conn.execute("PRAGMA synchronous").fetchone() == (2,)  # type: ignore[attr-defined]
+        assert st.backend.conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)  # type: ignore[attr-defined]
+        assert st.backend.conn.execute("PRAGMA synchronous").fetchone() == (2,)  # type: ignore[attr-defined]
     finally:
         st.close()
 
@@ -153,7 +153,7 @@ HOLDER = textwrap.dedent("""
 def test_a_writer_in_another_process_is_refused_with_its_pid(kind: str, tmp_path: Path) -> None:
     st = make_store(kind, tmp_path)
     url = PG_URL if kind == "postgres" else st.url
-    schema = getattr(st, "schema", "-")
+    schema = getattr(st.backend, "schema", "-")
     s = st.create()
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, url, schema, s.id],
                             stdout=subprocess.PIPE, text=True)
@@ -180,7 +180,7 @@ def test_sqlite_takes_over_the_writer_row_of_a_dead_process(tmp_path: Path) -> N
     s = st.create()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    st.conn.execute("INSERT INTO tl_writers VALUES (?, 'gone', ?, ?, '')",  # type: ignore[attr-defined]
+    st.backend.conn.execute("INSERT INTO tl_writers VALUES (?, 'gone', ?, ?, '')",  # type: ignore[attr-defined]
                     (s.id, tl.store.sqlite._HOST, dead.pid))
     s.append_message("user", "mine now")
     assert [e.message.text for e in st.open(s.id, read_only=True).entries()] == ["mine now"]
@@ -221,7 +221,7 @@ def test_eight_writers_on_eight_sessions_append_in_parallel(kind: str, tmp_path:
 def test_a_postgres_store_works_as_the_application_role() -> None:
     st = tl.open_store(PG_URL, tenant="t", schema=pg_schema(), max_size=1)
     try:
-        with st.tx() as conn:  # type: ignore[attr-defined]
+        with st.backend.tx() as conn:  # type: ignore[attr-defined]
             assert conn.execute("SELECT current_user").fetchone() == ("threadline_app",)
     finally:
         st.close()

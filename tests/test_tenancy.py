@@ -158,7 +158,7 @@ def test_the_tenant_setting_does_not_outlive_its_transaction(world: World) -> No
     st = tl.open_store(PG_URL, tenant="alpha", schema=world.schema, min_size=1, max_size=1)
     try:
         assert [s.name for s in st.list()] == ["alpha session"]
-        with st.pool.connection() as conn:  # the same (only) pooled connection, next checkout
+        with st.backend.pool.connection() as conn:  # the same (only) pooled connection
             assert conn.execute("SELECT current_setting('threadline.tenant', true)"
                                 ).fetchone()[0] in (None, "")
             assert conn.execute("SELECT current_user").fetchone()[0] == APP_ROLE
@@ -219,7 +219,7 @@ def test_a_tenant_name_that_looks_like_sql_is_just_a_name(world: World) -> None:
 
 def test_manage_tags_and_search_stay_within_the_tenant(world: World) -> None:
     alpha = tl.open_store(PG_URL, tenant="alpha", schema=world.schema, max_size=2)
-    beta = PostgresStore(PG_URL, tenant="beta", schema=world.schema, pool=alpha)  # type: ignore[arg-type]
+    beta = tl.Store(PostgresStore(PG_URL, tenant="beta", schema=world.schema, pool=alpha.backend))
     try:
         alpha.catalog.embedder = beta.catalog.embedder = None
         assert {h.session_id for h in alpha.catalog.search("secret plans")} == {
@@ -245,7 +245,7 @@ def test_random_operations_of_many_tenants_through_one_pool_never_cross() -> Non
     first = tl.open_store(PG_URL, tenant=tenants[0], schema=schema, min_size=2, max_size=4)
     stores: dict[str, Any] = {tenants[0]: first}
     for t in tenants[1:]:
-        stores[t] = PostgresStore(PG_URL, tenant=t, schema=schema, pool=first)  # type: ignore[arg-type]
+        stores[t] = tl.Store(PostgresStore(PG_URL, tenant=t, schema=schema, pool=first.backend))
     made: dict[str, set[str]] = {t: set() for t in tenants}
     lock = threading.Lock()
     errors: list[BaseException] = []

@@ -98,7 +98,7 @@ def test_unknown_entry_is_a_404_naming_it(store: Any, client: TestClient) -> Non
 def test_preview_changes_nothing_and_apply_does_what_it_showed(store: Any, client: TestClient
                                                                ) -> None:
     s, ids = branched(store)
-    before = (tmp := store._path(s.id)).read_bytes()
+    before = (tmp := store.backend._path(s.id)).read_bytes()
     p = client.post(f"/api/sessions/{s.id}/preview", headers=WRITE,
                     json={"action": "branch", "args": {"entry_id": ids["a2"]}}).json()
     assert tmp.read_bytes() == before

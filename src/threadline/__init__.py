@@ -32,8 +32,8 @@ from threadline.model.content import (
 )
 from threadline.operations import OperationInfo
 from threadline.session import EntryMeta, FlatNode, Session, TreeNode
-from threadline.store import open_store
-from threadline.store.base import SessionSummary
+from threadline.store.base import SessionListing, SessionSummary
+from threadline.stores import Store, open_store
 
 __version__ = "0.1.0"
 
@@ -49,8 +49,10 @@ __all__ = [
     "ProviderError",
     "PurgePlan",
     "Session",
+    "SessionListing",
     "SessionLockedError",
     "SessionSummary",
+    "Store",
     "StoreError",
     "ThreadlineError",
     "TreeNode",

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +34,6 @@ from threadline.model.content import ROLES
 from threadline.model.entries import (
     Purge,
     PurgedEntry,
-    encode,
     encode_record,
     envelope_decoder,
 )
@@ -131,15 +129,7 @@ def _view_after(session: SessionState, gone: set[str]) -> list[str]:
 
 
 def _companion_files(session: SessionState) -> list[Path]:
-    path: Path | None = getattr(session.log, "path", None)
-    if path is None:
-        return []
-    found = [p for p in path.parent.glob(f"{path.name}.*.bak") if p.is_file()]
-    torn = path.with_name(f"{path.name}.torn")
-    if torn.is_file():
-        found.append(torn)
-    found.extend(p for p in path.parent.glob(f".{path.name}.*.tmp") if p.is_file())
-    return sorted(found)
+    return [Path(p) for p in session.log.companion_files()]
 
 
 def _is_purged(session: SessionState, entry_id: str) -> bool:
@@ -243,17 +233,7 @@ class _Scrubber:
 
 
 def _raw_header(session: SessionState) -> bytes:
-    log: Any = session.log
-    path: Path | None = getattr(log, "path", None)
-    if path is not None:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        with os.fdopen(fd, "rb") as fh:
-            first = fh.readline()
-        if first.endswith(b"\n"):
-            return first[:-1]
-    data = getattr(log, "_data", None)
-    header = getattr(data, "header", None)
-    return header if isinstance(header, bytes) else encode(session.header)
+    return session.log.raw_header()
 
 
 def _clean_files(session: SessionState, files: list[Path], scrub: _Scrubber, everything: bool
@@ -282,13 +262,8 @@ def _clean_files(session: SessionState, files: list[Path], scrub: _Scrubber, eve
         if tail and not scrub.mentions(tail):
             lines.append(tail)
         write_file_atomic(path.with_name(path.name + ".tmp"), path, head, lines, exclusive=False)
-    store = session.store
-    forget_row = getattr(store, "_read_cache", None)
-    if forget_row is not None:  # the JSONL listing cache holds each session's first message
-        rows = forget_row()
-        if session.id in rows:
-            del rows[session.id]
-            store._write_cache(rows)  # type: ignore[union-attr]
+    if session.store is not None:  # a listing cache may hold the session's first message
+        session.store.forget_listing(session.id)
 
 
 def _reload(session: SessionState) -> None:
@@ -296,30 +271,9 @@ def _reload(session: SessionState) -> None:
     session.reload()
 
 
-def _catalog(store: Any) -> Any:
-    """The store's catalog if it has one in use; a JSONL store without its index file has
-    nothing to forget, and opening the catalog would create one."""
-    if store is None:
-        return None
-    opened = vars(store).get("_catalog")
-    if opened is not None:
-        return opened
-    directory = getattr(store, "directory", None)
-    if directory is not None and not (Path(directory) / ".catalog.sqlite").exists():
-        return None
-    return getattr(store, "catalog", None)
-
-
 def _notify(session: SessionState, ids: list[str]) -> None:
     failures = []
-    forget = getattr(_catalog(session.store), "forget", None)
-    hooks: list[PurgeHook] = list(_hooks)
-    if callable(forget):
-        def catalog_forget(_store: Any, sid: str, eids: list[str]) -> None:
-            forget(sid, eids)
-
-        hooks.insert(0, catalog_forget)
-    for hook in hooks:
+    for hook in list(_hooks):  # the catalog's hook (threadline.stores) registers first
         try:
             hook(session.store, session.id, list(ids))
         except Exception as exc:  # reported below: the session file itself is already clean

@@ -25,7 +25,7 @@ import contextlib
 import gc
 import importlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -46,6 +46,7 @@ from threadline.model.entries import (
 )
 from threadline.model.limits import check_record, encode_checked
 from threadline.store.base import SESSION_ID_RE
+from threadline.stores import Store
 
 if TYPE_CHECKING:
     from threadline.session import Session
@@ -282,7 +283,7 @@ def _encode(draft: Draft) -> list[bytes]:
     return lines
 
 
-def write(store: Any, drafts: Sequence[Draft], session_ids: Sequence[str | None] | None = None
+def write(store: Store, drafts: Sequence[Draft], session_ids: Sequence[str | None] | None = None
           ) -> list[Session]:
     """Write drafts as new sessions, each in one atomic step; all or nothing.
 
@@ -306,12 +307,9 @@ def write(store: Any, drafts: Sequence[Draft], session_ids: Sequence[str | None]
     sessions: list[Session] = []
     try:
         for header, lines in prepared:
-            create_log: Callable[..., Any] | None = getattr(store, "_create_log", None)
-            if create_log is None:  # a store without the bulk hook
-                raise UserError(f"Store {store.url!r} cannot take imports")
-            log = create_log(header, lines)
+            log = store.backend.create_log(header, lines)
             with _gc_paused():
-                sessions.append(Session(store, log, log.load()))
+                sessions.append(Session(store.backend, log, log.load()))
     except BaseException:
         for s in sessions:
             s.close()
@@ -344,7 +342,7 @@ def messages_of(draft: Draft) -> list[Message]:
     """The messages of a draft's current branch, as ``Session.context()`` builds them."""
     from threadline.store.memory import MemoryStore
 
-    (session,) = write(MemoryStore(), [draft], [None])
+    (session,) = write(Store(MemoryStore()), [draft], [None])
     return list(session.context().messages)
 
 

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from prompt_toolkit.output import Output
 
     from threadline.session import FlatNode, Session
-    from threadline.store.base import BaseStore
+    from threadline.stores import Store
 
 MAX_TOOL_ROUNDS = 8
 """How many tool-call round trips one user message may trigger before the REPL stops asking."""
@@ -163,7 +163,7 @@ class Chat:
     :meth:`run` (the prompt loop) call. ``console`` receives every line of output.
     """
 
-    def __init__(self, store: BaseStore, session: Session, provider: Provider, *,
+    def __init__(self, store: Store, session: Session, provider: Provider, *,
                  provider_name: str | None = None, console: Console | None = None,
                  tools: dict[str, tuple[ToolSpec, ToolFn]] | None = None,
                  system: str | None = None, summarizer: Summarizer | None = None,

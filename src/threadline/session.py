@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -42,14 +42,18 @@ from threadline.model.entries import (
     new_id,
     now,
 )
-from threadline.model.limits import check_record, encode_checked
+from threadline.model.limits import check_record, check_value, encode_checked
 from threadline.operations import OperationInfo
 from threadline.state import SessionState
-from threadline.store.base import Loaded, LoadReport, Log
-
-if TYPE_CHECKING:
-    from threadline.store.base import Store
-
+from threadline.store.base import (
+    BaseStore,
+    Loaded,
+    LoadReport,
+    Log,
+    bulk_load,
+    check_session_id,
+    not_found,
+)
 
 
 class TreeNode(msgspec.Struct, kw_only=True):
@@ -91,7 +95,7 @@ class Session:
 
     __slots__ = ("__weakref__", "_state")
 
-    def __init__(self, store: Store | None, log: Log, loaded: Loaded, *, read_only: bool = False
+    def __init__(self, store: BaseStore | None, log: Log, loaded: Loaded, *, read_only: bool = False
                  ) -> None:
         self._state = SessionState(store, log, loaded, read_only=read_only)
 
@@ -125,7 +129,7 @@ class Session:
         return self._state
 
     @property
-    def store(self) -> Store | None:
+    def store(self) -> BaseStore | None:
         """The store this session lives in (``None`` for a detached session)."""
         return self._state.store
 
@@ -286,11 +290,8 @@ class Session:
                                  label=Label(target_id=target, label=label))
                 records.append(rec)
                 parent = rec.id
-        from threadline.store.base import BaseStore
-
-        assert isinstance(self._state.store, BaseStore)
-        return self._state.store.create(parent_session=self.id, cwd=self.header.cwd,
-                                        records=records)
+        return create_session(self._state.store, parent_session=self.id, cwd=self.header.cwd,
+                              records=records)
 
     def entry(self, entry_id: str) -> AnyRecord:
         """The entry with this id (a message, compaction, label, …)."""
@@ -480,3 +481,47 @@ class Session:
 
 def encode_tree_json(nodes: Sequence[FlatNode]) -> bytes:
     return msgspec.json.encode(nodes)
+
+
+# -- sessions of a backend (threadline.Store calls these) ---------------------------------------
+
+
+def open_session(backend: BaseStore, session_id: str, *, read_only: bool = False) -> Session:
+    """Open a session of ``backend``; takes no lock until the first write."""
+    check_session_id(session_id)
+    if not backend.exists(session_id):
+        raise not_found(session_id)
+    log = backend.open_log(session_id)
+    with bulk_load():
+        return Session(backend, log, log.load(), read_only=read_only)
+
+
+def create_session(backend: BaseStore, *, session_id: str | None = None,
+                   parent_session: str | None = None, cwd: str | None = None,
+                   metadata: dict[str, Any] | None = None, records: Sequence[Any] = ()
+                   ) -> Session:
+    """Create a session in ``backend``, with prepared records written in one atomic step."""
+    sid = check_session_id(session_id) if session_id is not None else new_id()
+    header = SessionHeader(id=sid, version=1, timestamp=now(), parent_session=parent_session,
+                           cwd=cwd, metadata=metadata)
+    check_value(metadata or {}, depth=2)
+    lines = []
+    for rec in records:
+        line = encode_checked(encode, rec)
+        check_record(rec.payload, line, 1 if rec.parent_id is None else 0)
+        lines.append(line)
+    log = backend.create_log(header, lines)
+    return Session(backend, log, log.load())
+
+
+def fork_session(backend: BaseStore, session_id: str) -> Session:
+    """A new session holding a copy of every record of ``session_id`` (unknown ones too)."""
+    check_session_id(session_id)
+    if not backend.exists(session_id):
+        raise not_found(session_id)
+    src = backend.open_log(session_id)
+    loaded = src.load()
+    header = SessionHeader(id=new_id(), version=1, timestamp=now(), parent_session=session_id,
+                           cwd=loaded.header.cwd, metadata=loaded.header.metadata)
+    log = backend.create_log(header, list(src.raw_lines()))
+    return Session(backend, log, log.load())

@@ -36,7 +36,7 @@ from threadline.model.tree import TreeIndex
 from threadline.store.base import LazyMessage, Loaded, LoadReport, Log, Slot
 
 if TYPE_CHECKING:
-    from threadline.store.base import Store
+    from threadline.store.base import BaseStore
 
 AT_LEAF: Any = object()  # write()'s default parent: the current leaf
 
@@ -45,11 +45,11 @@ class SessionState:
     """Everything known about one session's log: the tree, the records, the meta-record
     indexes (labels, bookmarks, op states, message tags, purges), the leaf and the cached view."""
 
-    def __init__(self, store: Store | None, log: Log, loaded: Loaded, *, read_only: bool = False
+    def __init__(self, store: BaseStore | None, log: Log, loaded: Loaded, *, read_only: bool = False
                  ) -> None:
         self.load(store, log, loaded, read_only=read_only)
 
-    def load(self, store: Store | None, log: Log, loaded: Loaded, *, read_only: bool = False
+    def load(self, store: BaseStore | None, log: Log, loaded: Loaded, *, read_only: bool = False
              ) -> None:
         """(Re)build every index from a fresh load of the log."""
         self.store = store

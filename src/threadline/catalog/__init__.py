@@ -10,9 +10,7 @@ from threadline.catalog.base import (  # private helpers other modules use
     Key,
     TagPlan,
     TagResult,
-    catalog_for,
     fts_terms,
-    register_catalog_tools,
     validate_tag,
 )
 from threadline.model.search_text import embed_text, message_text
@@ -26,10 +24,8 @@ __all__ = [
     "Key",
     "TagPlan",
     "TagResult",
-    "catalog_for",
     "embed_text",
     "fts_terms",
     "message_text",
-    "register_catalog_tools",
     "validate_tag",
 ]

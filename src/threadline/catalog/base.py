@@ -29,7 +29,6 @@ import secrets
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -425,7 +424,7 @@ class Catalog:
         out = []
         for sid in chosen:
             try:
-                s = self.store._summary(sid)
+                s = self.store.summary(sid)
             except Exception:  # a session deleted meanwhile still shows by id
                 out.append(sid)
                 continue
@@ -546,27 +545,3 @@ def _plain_snippet(body: str, query: str, width: int = 120) -> str:
     start = max(0, pos - width // 3) if pos >= 0 else 0
     text = body[start:start + width].replace("\n", " ")
     return ("…" if start else "") + text + ("…" if start + width < len(body) else "")
-
-
-def catalog_for(store: BaseStore) -> Catalog:
-    """The catalog a store gets by default (``store.catalog`` calls this once)."""
-    maker = getattr(store, "_make_catalog", None)
-    if maker is not None:
-        return maker()  # type: ignore[no-any-return]
-    from threadline.catalog.sqlite import SqliteCatalog
-    from threadline.store.jsonl import JsonlStore
-    from threadline.store.sqlite import SqliteStore
-
-    if isinstance(store, JsonlStore):
-        return SqliteCatalog(store, str(Path(store.directory) / ".catalog.sqlite"))
-    if isinstance(store, SqliteStore):
-        return SqliteCatalog(store, store.path)
-    return SqliteCatalog(store, ":memory:")
-
-
-def register_catalog_tools(server: Any, store: BaseStore) -> None:
-    """Add the MCP tools ``search_history`` and ``manage_tags`` (see
-    :mod:`threadline.mcp.catalog_tools`) to ``server``; ``threadline.mcp.server`` calls this."""
-    from threadline.mcp.catalog_tools import register_catalog_tools as register
-
-    register(server, store)

@@ -9,7 +9,6 @@ import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from threadline.catalog.base import (
@@ -25,61 +24,9 @@ from threadline.catalog.base import (
 from threadline.embedding import Embedder
 from threadline.errors import StoreError, UserError
 from threadline.model.entries import now
-from threadline.store.base import LoadReport, Slot, parse_lines
 
 if TYPE_CHECKING:
     from threadline.store.base import BaseStore
-
-
-def changes_since(store: BaseStore, session_id: str, cursor: str) -> tuple[bool, list[Slot], str]:
-    """What ``session_id`` appended since ``cursor``: ``(reset, slots, new_cursor)``. ``reset``
-    means the session was replaced (rewritten, purged) and ``slots`` holds every record."""
-    own = getattr(store, "changes_since", None)
-    if own is not None:
-        return own(session_id, cursor)  # type: ignore[no-any-return]
-    from threadline.store.jsonl import JsonlStore
-    from threadline.store.memory import MemoryStore
-
-    if isinstance(store, JsonlStore):
-        return _jsonl_changes(store, session_id, cursor)
-    if isinstance(store, MemoryStore):
-        data = store._sessions[session_id]
-        ident, _, seen = cursor.partition(":")
-        reset = ident != str(id(data.lines))
-        start = 0 if reset else int(seen or 0)
-        lines = data.lines[start:]
-        buf = b"".join(line + b"\n" for line in lines)
-        slots, _ = parse_lines(buf, 0, len(buf), LoadReport(), 0, {})
-        return reset, slots, f"{id(data.lines)}:{start + len(lines)}"
-    log = store._open_log(session_id)
-    loaded = log.load()
-    return True, list(loaded.slots), f"full:{log.size()}"
-
-
-def _jsonl_changes(store: Any, session_id: str, cursor: str) -> tuple[bool, list[Slot], str]:
-    import os
-
-    path = Path(store.directory) / f"{session_id}.jsonl"
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    try:
-        st = os.fstat(fd)
-        inode, _, off = cursor.partition(":")
-        reset = inode != str(st.st_ino) or int(off or 0) > st.st_size
-        if not reset and int(off) == st.st_size:
-            return False, [], cursor
-        start = 0 if reset else int(off)
-        data = os.pread(fd, st.st_size - start, start)
-    finally:
-        os.close(fd)
-    if reset:
-        nl = data.find(b"\n")
-        if nl < 0:
-            return True, [], f"{st.st_ino}:0"
-        body_start = nl + 1
-    else:
-        body_start = 0
-    slots, end = parse_lines(data, body_start, len(data), LoadReport(), 0, {})
-    return reset, slots, f"{st.st_ino}:{start + end}"
 
 
 class SqliteCatalog(Catalog):
@@ -135,7 +82,7 @@ class SqliteCatalog(Catalog):
     def _sync_sessions(self) -> None:
         with self._lock:
             cursors = dict(self.conn.execute("SELECT session_id, cursor FROM cat_sessions"))
-            live = set(self.store._session_ids())
+            live = set(self.store.session_ids())
             gone = [sid for sid in cursors if sid not in live]
             if gone:
                 with self._tx() as conn:
@@ -146,7 +93,7 @@ class SqliteCatalog(Catalog):
             for sid in sorted(live):
                 old = cursors.get(sid, "")
                 try:
-                    reset, slots, cursor = changes_since(self.store, sid, old)
+                    reset, slots, cursor = self.store.changes_since(sid, old)
                 except (StoreError, UserError, OSError):
                     continue  # unreadable now; indexed on a later pass
                 if cursor == old and not reset:

@@ -71,7 +71,7 @@ def cli(ctx: click.Context, store_url: str | None) -> None:
 
 def get_store(ctx: click.Context) -> Any:
     """The store named by ``--store`` (opened once per invocation)."""
-    from threadline.store import open_store
+    from threadline.stores import open_store
 
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}

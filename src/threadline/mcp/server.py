@@ -20,7 +20,6 @@ The catalog (``threadline.catalog``) adds ``search_history`` and ``manage_tags``
 """
 
 import functools
-import importlib
 import logging
 import secrets
 import sys
@@ -37,7 +36,7 @@ from threadline.history import PurgePlan
 from threadline.model.content import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from threadline.model.entries import PurgedEntry, UnknownRecord, encode_record
 from threadline.session import Session
-from threadline.store.base import BaseStore
+from threadline.stores import Store
 
 try:
     from mcp.server.mcpserver import MCPServer
@@ -341,7 +340,7 @@ _DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempoten
 # -- the server ------------------------------------------------------------------------------
 
 
-def create_server(store: BaseStore, *, name: str = "threadline",
+def create_server(store: Store, *, name: str = "threadline",
                   log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
                   token_ttl: float = TOKEN_TTL_SECONDS) -> MCPServer[Any]:
     """An :class:`MCPServer` with threadline's tools over ``store``.
@@ -593,18 +592,11 @@ def create_server(store: BaseStore, *, name: str = "threadline",
     return server
 
 
-def _register_catalog_tools(server: MCPServer[Any], store: BaseStore) -> None:
-    """The catalog's tools (search_history, manage_tags) come from
-    ``threadline.catalog.register_catalog_tools(server, store)`` when that module provides it."""
-    try:
-        catalog = importlib.import_module("threadline.catalog")
-    except ModuleNotFoundError as exc:
-        if exc.name != "threadline.catalog":
-            raise
-        return
-    register = getattr(catalog, "register_catalog_tools", None)
-    if register is not None:
-        register(server, store)
+def _register_catalog_tools(server: MCPServer[Any], store: Store) -> None:
+    """The catalog's tools (search_history, manage_tags): :mod:`threadline.mcp.catalog_tools`."""
+    from threadline.mcp.catalog_tools import register_catalog_tools
+
+    register_catalog_tools(server, store)
 
 
 def _text(m: Message) -> str:
@@ -633,7 +625,7 @@ def _entry_json(entry: Any) -> dict[str, Any]:
     return _builtins(entry)  # type: ignore[no-any-return]
 
 
-def run(store: BaseStore, *, http: bool = False, port: int = 8765) -> None:
+def run(store: Store, *, http: bool = False, port: int = 8765) -> None:
     """Serve over stdio, or over streamable HTTP on 127.0.0.1:``port``. Warnings and errors are
     logged to stderr (stdout carries the protocol on stdio)."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,

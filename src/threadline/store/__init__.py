@@ -1,4 +1,5 @@
-"""Stores of sessions: ``open_store(url)`` picks the backend from the URL (DESIGN §9).
+"""Storage backends: ``open_backend(url)`` picks one from the URL (DESIGN §9); users call
+``threadline.open_store(url)``, which wraps it in a :class:`threadline.Store`.
 
 - a directory path or ``file://…``: JSONL files (the default, ``$THREADLINE_HOME`` or
   ``~/.threadline``)
@@ -14,9 +15,26 @@ from pathlib import Path
 from typing import Any
 
 from threadline.errors import UserError
-from threadline.store.base import BaseStore, Durability, Log, SessionSummary, Store
+from threadline.store.base import (
+    Backend,
+    BaseStore,
+    CatalogLocation,
+    Durability,
+    Log,
+    SessionListing,
+    SessionSummary,
+)
 
-__all__ = ["BaseStore", "Log", "SessionSummary", "Store", "default_home", "open_store"]
+__all__ = [
+    "Backend",
+    "BaseStore",
+    "CatalogLocation",
+    "Log",
+    "SessionListing",
+    "SessionSummary",
+    "default_home",
+    "open_backend",
+]
 
 
 def default_home() -> Path:
@@ -24,9 +42,9 @@ def default_home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".threadline"
 
 
-def open_store(url: str | os.PathLike[str] | None = None, *, durability: Durability = "fsync",
+def open_backend(url: str | os.PathLike[str] | None = None, *, durability: Durability = "fsync",
                **options: Any) -> BaseStore:
-    """Open the store at ``url`` (default: ``$THREADLINE_HOME`` or ``~/.threadline``)."""
+    """Open the backend at ``url`` (default: ``$THREADLINE_HOME`` or ``~/.threadline``)."""
     if durability not in ("fsync", "flush"):
         raise UserError(f"Unknown durability {durability!r}; use 'fsync' or 'flush'")
     target = str(url) if url is not None else str(default_home())

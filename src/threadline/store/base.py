@@ -1,9 +1,11 @@
-"""The storage contract: a :class:`Store` of sessions, each session kept in a :class:`Log`.
+"""The storage contract: a :class:`Backend` of sessions, each session kept in a :class:`Log`.
 
 A log is a dumb, durable sequence of encoded records (one JSON object each) after a header. All
-tree logic lives in :class:`threadline.session.Session`, so a backend only has to keep lines in
-order, hold one writer at a time, and rewrite atomically. The JSONL, memory, SQLite and PostgreSQL
-backends implement the same protocol and pass the same conformance suite.
+tree logic lives in the session layer above (:class:`threadline.session.Session`), so a backend
+only has to keep lines in order, hold one writer at a time, and rewrite atomically. The JSONL,
+memory, SQLite and PostgreSQL backends implement the same protocol and pass the same conformance
+suite. This layer imports nothing above it: the user-facing :class:`threadline.Store` (sessions
+and the catalog) wraps a backend from the layers above.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import contextlib
 import gc
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -26,10 +28,6 @@ from threadline.model.entries import (
     decode_record,
     envelope_decoder,
 )
-
-if TYPE_CHECKING:
-    from threadline.catalog import Catalog
-    from threadline.session import Session
 
 Durability = Literal["fsync", "flush"]
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -197,6 +195,13 @@ class Log(Protocol):
     def raw_lines(self) -> Iterator[bytes]:
         """Every record line as stored (unknown records included), header excluded."""
 
+    def raw_header(self) -> bytes:
+        """The header line as stored (no newline), unknown fields included."""
+
+    def companion_files(self) -> list[str]:
+        """Files beside the log that hold copies of its content (backups, torn tails), which a
+        purge must clean; empty for backends that keep none."""
+
     def rewrite(self, header: bytes, lines: Iterable[bytes]) -> None:
         """Atomically replace the whole log (writer only). No backup is kept; callers that
         need one make it first with :meth:`backup`."""
@@ -223,25 +228,69 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     parent_session: str | None = None
 
 
-class Store(Protocol):
-    """A collection of sessions. ``open_store(url)`` returns one."""
+class SessionListing(list[SessionSummary]):
+    """What :meth:`Backend.list` returns: the rows (a list, newest first) and, in ``skipped``,
+    the sessions that could not be read, each with the reason (as a load report names them)."""
+
+    skipped: list[tuple[str, str]]
+
+    def __init__(self, rows: Iterable[SessionSummary] = (),
+                 skipped: Iterable[tuple[str, str]] = ()) -> None:
+        super().__init__(rows)
+        self.skipped = list(skipped)
+
+
+class CatalogLocation(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a backend's catalog lives: ``kind`` names the catalog implementation (``sqlite``:
+    a SQLite database at ``path``, ``":memory:"`` for none on disk; ``postgres``: tables in the
+    store's own database), ``exists`` whether an index was already built there."""
+
+    kind: str
+    path: str | None = None
+    exists: bool = True
+
+
+Changes = tuple[bool, list[Slot], str]
+
+
+class Backend(Protocol):
+    """What every storage backend provides. ``threadline.store.open_backend(url)`` returns one;
+    :class:`threadline.Store` wraps it with sessions and the catalog."""
 
     url: str
 
-    def create(self, *, session_id: str | None = None, parent_session: str | None = None,
-               cwd: str | None = None, metadata: dict[str, Any] | None = None) -> Session: ...
+    def exists(self, session_id: str) -> bool:
+        """True when the session exists (UserError for an invalid id)."""
 
-    def open(self, session_id: str, *, read_only: bool = False) -> Session: ...
+    def delete(self, session_id: str) -> None:
+        """Remove the session and everything stored for it."""
 
-    def exists(self, session_id: str) -> bool: ...
+    def open_log(self, session_id: str) -> Log:
+        """The log of an existing session (no lock taken)."""
 
-    def continue_recent(self) -> Session: ...
+    def create_log(self, header: SessionHeader, lines: list[bytes]) -> Log:
+        """Create a new session atomically with its first records; UserError if it exists."""
 
-    def fork(self, session_id: str) -> Session: ...
+    def session_ids(self) -> list[str]:
+        """Every session id, in no particular order."""
 
-    def list(self) -> list[SessionSummary]: ...
+    def list(self) -> SessionListing:
+        """Every readable session, newest first; unreadable ones in ``skipped``."""
 
-    def delete(self, session_id: str) -> None: ...
+    def changes_since(self, session_id: str, cursor: str) -> Changes:
+        """What ``session_id`` appended since ``cursor`` (``""``: from the start), for
+        incremental indexing: ``(reset, slots, new_cursor)``; ``reset`` means the session was
+        replaced (rewritten, purged) and ``slots`` holds every record."""
+
+    def catalog_location(self) -> CatalogLocation:
+        """Where this backend's catalog lives (see :class:`CatalogLocation`)."""
+
+    def forget_listing(self, session_id: str) -> None:
+        """Drop whatever the backend caches about the session outside its log (after a purge,
+        a listing cache must not keep the first message)."""
+
+    def close(self) -> None:
+        """Release backend resources (connections, pools)."""
 
 
 def summarize_records(header: SessionHeader, records: Iterable[AnyRecord | LazyMessage]
@@ -296,26 +345,19 @@ def not_found(session_id: str) -> NotFoundError:
 
 
 class BaseStore:
-    """Shared store logic over backend hooks; backends implement the ``_`` methods."""
+    """Shared backend logic; backends implement ``open_log``, ``create_log``, ``session_ids``,
+    ``exists`` and ``delete``, and override the rest where they can do better."""
 
     url: str = ""
 
-    # -- backend hooks -----------------------------------------------------------------------
-
-    def _open_log(self, session_id: str) -> Log:
+    def open_log(self, session_id: str) -> Log:
         raise NotImplementedError
 
-    def _create_log(self, header: SessionHeader, lines: list[bytes]) -> Log:
-        """Create a new session atomically with its first records; UserError if it exists."""
+    def create_log(self, header: SessionHeader, lines: list[bytes]) -> Log:
         raise NotImplementedError
 
-    def _session_ids(self) -> list[str]:
+    def session_ids(self) -> list[str]:
         raise NotImplementedError
-
-    def _summary(self, session_id: str) -> SessionSummary:
-        log = self._open_log(session_id)
-        loaded = log.load()
-        return summarize_records(loaded.header, loaded.slots)
 
     def exists(self, session_id: str) -> bool:
         raise NotImplementedError
@@ -323,94 +365,35 @@ class BaseStore:
     def delete(self, session_id: str) -> None:
         raise NotImplementedError
 
-    # -- shared ------------------------------------------------------------------------------
+    def summary(self, session_id: str) -> SessionSummary:
+        """The list row of one session (backends with an index read it from there)."""
+        log = self.open_log(session_id)
+        loaded = log.load()
+        return summarize_records(loaded.header, loaded.slots)
 
-    def open(self, session_id: str, *, read_only: bool = False) -> Session:
-        """Open a session; takes no lock until the first write."""
-        from threadline.session import Session
-
-        check_session_id(session_id)
-        if not self.exists(session_id):
-            raise not_found(session_id)
-        log = self._open_log(session_id)
-        with bulk_load():
-            return Session(self, log, log.load(), read_only=read_only)
-
-    def create(self, *, session_id: str | None = None, parent_session: str | None = None,
-               cwd: str | None = None, metadata: dict[str, Any] | None = None,
-               records: Sequence[Any] = ()) -> Session:
-        """Create a session (optionally with prepared records, written in one atomic step)."""
-        from threadline.model.entries import encode, new_id, now
-        from threadline.model.limits import check_record, check_value, encode_checked
-        from threadline.session import Session
-
-        sid = check_session_id(session_id) if session_id is not None else new_id()
-        header = SessionHeader(id=sid, version=1, timestamp=now(), parent_session=parent_session,
-                               cwd=cwd,
-                               metadata=metadata)
-        check_value(metadata or {}, depth=2)
-        lines = []
-        for rec in records:
-            line = encode_checked(encode, rec)
-            check_record(rec.payload, line, 1 if rec.parent_id is None else 0)
-            lines.append(line)
-        log = self._create_log(header, lines)
-        return Session(self, log, log.load())
-
-    def continue_recent(self) -> Session:
-        """Open the most recently modified valid session, or create one if there is none."""
-        for summary in self.list():
-            try:
-                return self.open(summary.id)
-            except Exception:
-                continue
-        return self.create()
-
-    def fork(self, session_id: str) -> Session:
-        """A new session holding a copy of every record of ``session_id`` (unknown ones too)."""
-        from threadline.model.entries import new_id, now
-        from threadline.session import Session
-
-        check_session_id(session_id)
-        if not self.exists(session_id):
-            raise not_found(session_id)
-        src = self._open_log(session_id)
-        loaded = src.load()
-        header = SessionHeader(id=new_id(), version=1, timestamp=now(), parent_session=session_id,
-                               cwd=loaded.header.cwd, metadata=loaded.header.metadata)
-        log = self._create_log(header, list(src.raw_lines()))
-        return Session(self, log, log.load())
-
-    def list(self) -> list[SessionSummary]:
-        """Every session, most recently modified first."""
+    def list(self) -> SessionListing:
+        """Every session, most recently modified first; unreadable ones in ``skipped``."""
         rows = []
-        for sid in self._session_ids():
+        skipped = []
+        for sid in self.session_ids():
             try:
-                rows.append(self._summary(sid))
-            except Exception:
-                continue
+                rows.append(self.summary(sid))
+            except Exception as exc:  # reported in the listing, never silently dropped
+                skipped.append((sid, str(exc)))
         rows.sort(key=lambda r: r.modified, reverse=True)
-        return rows
+        return SessionListing(rows, skipped)
 
-    @property
-    def catalog(self) -> Catalog:
-        """The cross-session index of this store: listing with tags, search, manage_tags
-        (see :mod:`threadline.catalog`); opened on first use."""
-        cat: Catalog | None = self.__dict__.get("_catalog")
-        if cat is None:
-            from threadline.catalog import catalog_for
+    def changes_since(self, session_id: str, cursor: str) -> Changes:
+        """The portable fallback: every record, every time (backends override it)."""
+        log = self.open_log(session_id)
+        loaded = log.load()
+        return True, list(loaded.slots), f"full:{log.size()}"
 
-            cat = self.__dict__["_catalog"] = catalog_for(self)
-        return cat
+    def catalog_location(self) -> CatalogLocation:
+        return CatalogLocation(kind="sqlite", path=":memory:", exists=False)
+
+    def forget_listing(self, session_id: str) -> None:
+        return None
 
     def close(self) -> None:
         """Release backend resources (connections, pools)."""
-        cat = self.__dict__.pop("_catalog", None)
-        if cat is not None:
-            cat.close()
-
-    def __enter__(self) -> BaseStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

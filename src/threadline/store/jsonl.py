@@ -26,9 +26,12 @@ from threadline.errors import SessionLockedError, StoreError, UserError
 from threadline.model.entries import RecordError, SessionHeader, decode_header, encode
 from threadline.store.base import (
     BaseStore,
+    CatalogLocation,
+    Changes,
     Durability,
     Loaded,
     LoadReport,
+    SessionListing,
     SessionSummary,
     Slot,
     check_session_id,
@@ -179,6 +182,20 @@ class JsonlLog:
                         yield line[:-1]
         finally:
             os.close(fd)
+
+    def raw_header(self) -> bytes:
+        fd = self._open_ro()
+        with os.fdopen(fd, "rb") as fh:
+            return fh.readline().rstrip(b"\n")
+
+    def companion_files(self) -> list[str]:
+        path = self.path
+        found = [p for p in path.parent.glob(f"{path.name}.*.bak") if p.is_file()]
+        torn = path.with_name(f"{path.name}.torn")
+        if torn.is_file():
+            found.append(torn)
+        found.extend(p for p in path.parent.glob(f".{path.name}.*.tmp") if p.is_file())
+        return sorted(str(p) for p in found)
 
     def size(self) -> int:
         try:
@@ -373,19 +390,19 @@ class JsonlStore(BaseStore):
     def exists(self, session_id: str) -> bool:
         return self._path(session_id).is_file()
 
-    def _open_log(self, session_id: str) -> JsonlLog:
+    def open_log(self, session_id: str) -> JsonlLog:
         return JsonlLog(self.directory, check_session_id(session_id), self.durability)
 
-    def _create_log(self, header: SessionHeader, lines: list[bytes]) -> JsonlLog:
+    def create_log(self, header: SessionHeader, lines: list[bytes]) -> JsonlLog:
         dest = self._path(header.id)
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
         try:
             write_file_atomic(tmp, dest, encode(header), lines, exclusive=True)
         except FileExistsError:
             raise UserError(f"Session '{header.id}' already exists; choose another id") from None
-        return self._open_log(header.id)
+        return self.open_log(header.id)
 
-    def _session_ids(self) -> list[str]:
+    def session_ids(self) -> list[str]:
         return [p.name[:-6] for p in self.directory.glob("*.jsonl") if not p.name.startswith(".")]
 
     def delete(self, session_id: str) -> None:
@@ -400,26 +417,64 @@ class JsonlStore(BaseStore):
             (self.directory / f"{session_id}.lock").unlink()
         fsync_dir(self.directory)
 
-    def list(self) -> list[SessionSummary]:
+    def list(self) -> SessionListing:
         """Every session, newest first. A cache beside the files remembers how far each file was
         read, so listing costs what was appended since the last listing, not the sessions'
         length."""
         cache = self._read_cache()
         fresh: dict[str, _CacheRow] = {}
         rows = []
-        for sid in self._session_ids():
+        skipped = []
+        for sid in self.session_ids():
             try:
                 row = self._scan(sid, cache.get(sid))
-            except (StoreError, UserError, OSError, RecordError):  # unreadable: not listed
+            except (StoreError, UserError, OSError, RecordError) as exc:  # reported, not listed
+                skipped.append((sid, str(exc)))
                 continue
             fresh[sid] = row
             rows.append(row.summary)
         if fresh != cache:
             self._write_cache(fresh)
         rows.sort(key=lambda r: r.modified, reverse=True)
-        return rows
+        return SessionListing(rows, skipped)
 
-    def _summary(self, session_id: str) -> SessionSummary:
+    def changes_since(self, session_id: str, cursor: str) -> Changes:
+        """Reads only the bytes appended since the cursor (``"inode:offset"``); a rewrite
+        (purge, migration) changes the inode and resets."""
+        path = self._path(session_id)
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            inode, _, off = cursor.partition(":")
+            reset = inode != str(st.st_ino) or int(off or 0) > st.st_size
+            if not reset and int(off) == st.st_size:
+                return False, [], cursor
+            start = 0 if reset else int(off)
+            data = os.pread(fd, st.st_size - start, start)
+        finally:
+            os.close(fd)
+        if reset:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return True, [], f"{st.st_ino}:0"
+            body_start = nl + 1
+        else:
+            body_start = 0
+        slots, end = parse_lines(data, body_start, len(data), LoadReport(), 0, {})
+        return reset, slots, f"{st.st_ino}:{start + end}"
+
+    def catalog_location(self) -> CatalogLocation:
+        path = self.directory / ".catalog.sqlite"
+        return CatalogLocation(kind="sqlite", path=str(path), exists=path.exists())
+
+    def forget_listing(self, session_id: str) -> None:
+        """The listing cache holds each session's first message: a purge drops the row."""
+        rows = self._read_cache()
+        if session_id in rows:
+            del rows[session_id]
+            self._write_cache(rows)
+
+    def summary(self, session_id: str) -> SessionSummary:
         return self._scan(session_id, self._read_cache().get(session_id)).summary
 
     def _scan(self, sid: str, cached: _CacheRow | None) -> _CacheRow:

@@ -9,6 +9,7 @@ from threadline.errors import SessionLockedError, StoreError, UserError
 from threadline.model.entries import SessionHeader, decode_header, encode
 from threadline.store.base import (
     BaseStore,
+    Changes,
     Loaded,
     LoadReport,
     Slot,
@@ -67,6 +68,12 @@ class MemoryLog:
     def raw_lines(self) -> Iterator[bytes]:
         return iter(list(self._data.lines))
 
+    def raw_header(self) -> bytes:
+        return self._data.header
+
+    def companion_files(self) -> list[str]:
+        return []
+
     def rewrite(self, header: bytes, lines: Iterable[bytes]) -> None:
         self._data.header = header
         self._data.lines = list(lines)
@@ -93,17 +100,27 @@ class MemoryStore(BaseStore):
     def exists(self, session_id: str) -> bool:
         return check_session_id(session_id) in self._sessions  # refused like every backend
 
-    def _open_log(self, session_id: str) -> MemoryLog:
+    def open_log(self, session_id: str) -> MemoryLog:
         return MemoryLog(self._sessions[session_id], session_id)
 
-    def _create_log(self, header: SessionHeader, lines: list[bytes]) -> MemoryLog:
+    def create_log(self, header: SessionHeader, lines: list[bytes]) -> MemoryLog:
         if header.id in self._sessions:
             raise UserError(f"Session '{header.id}' already exists; choose another id")
         self._sessions[header.id] = _Data(encode(header), list(lines))
-        return self._open_log(header.id)
+        return self.open_log(header.id)
 
-    def _session_ids(self) -> list[str]:
+    def session_ids(self) -> list[str]:
         return list(self._sessions)
+
+    def changes_since(self, session_id: str, cursor: str) -> Changes:
+        data = self._sessions[session_id]
+        ident, _, seen = cursor.partition(":")
+        reset = ident != str(id(data.lines))  # a rewrite replaces the list
+        start = 0 if reset else int(seen or 0)
+        lines = data.lines[start:]
+        buf = b"".join(line + b"\n" for line in lines)
+        slots, _ = parse_lines(buf, 0, len(buf), LoadReport(), 0, {})
+        return reset, slots, f"{id(data.lines)}:{start + len(lines)}"
 
     def delete(self, session_id: str) -> None:
         check_session_id(session_id)

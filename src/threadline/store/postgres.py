@@ -32,8 +32,10 @@ from threadline.model.search_text import embed_text, message_text
 from threadline.store import migrations
 from threadline.store.base import (
     BaseStore,
+    CatalogLocation,
     Loaded,
     LoadReport,
+    SessionListing,
     SessionSummary,
     Slot,
     check_session_id,
@@ -275,6 +277,18 @@ class PostgresLog:
             with contextlib.suppress(psycopg.Error):
                 conn.close()  # closing the connection drops its advisory lock
 
+    def raw_header(self) -> bytes:
+        with self._store.tx() as conn:
+            row = conn.execute("SELECT header FROM tl_sessions WHERE tenant_id = %s AND "
+                               "session_id = %s", (self._store.tenant, self.session_id)
+                               ).fetchone()
+        if row is None:
+            raise not_found(self.session_id)
+        return bytes(row[0])
+
+    def companion_files(self) -> list[str]:
+        return []
+
     def size(self) -> int:
         with self._store.tx() as conn:
             row = conn.execute(
@@ -403,10 +417,10 @@ class PostgresStore(BaseStore):
             return conn.execute("SELECT 1 FROM tl_sessions WHERE tenant_id = %s AND "
                                 "session_id = %s", (self.tenant, session_id)).fetchone() is not None
 
-    def _open_log(self, session_id: str) -> PostgresLog:
+    def open_log(self, session_id: str) -> PostgresLog:
         return PostgresLog(self, check_session_id(session_id))
 
-    def _create_log(self, header: SessionHeader, lines: list[bytes]) -> PostgresLog:
+    def create_log(self, header: SessionHeader, lines: list[bytes]) -> PostgresLog:
         rows = [_row(line) for line in lines]
         d = Delta(header, lines)
         try:
@@ -421,9 +435,9 @@ class PostgresStore(BaseStore):
                 _insert_records(conn, self.tenant, header.id, 1, rows, lines)
         except psycopg.errors.UniqueViolation:
             raise UserError(f"Session '{header.id}' already exists; choose another id") from None
-        return self._open_log(header.id)
+        return self.open_log(header.id)
 
-    def _session_ids(self) -> list[str]:
+    def session_ids(self) -> list[str]:
         with self.tx() as conn:
             return [r[0] for r in conn.execute("SELECT session_id FROM tl_sessions WHERE "
                                                "tenant_id = %s", (self.tenant,))]
@@ -439,15 +453,15 @@ class PostgresStore(BaseStore):
     _LIST = ("SELECT session_id, name, created, modified, message_count, first_message, "
              "parent_session FROM tl_sessions WHERE tenant_id = %s")
 
-    def list(self) -> list[SessionSummary]:
+    def list(self) -> SessionListing:
         """Every session of the tenant, most recently modified first (list columns only)."""
         with self.tx() as conn:
             rows = conn.execute(self._LIST + " ORDER BY modified DESC", (self.tenant,)).fetchall()
-        return [SessionSummary(id=r[0], name=r[1], created=r[2], modified=r[3],
-                               message_count=r[4], first_message=r[5], parent_session=r[6])
-                for r in rows]
+        return SessionListing(
+            SessionSummary(id=r[0], name=r[1], created=r[2], modified=r[3], message_count=r[4],
+                           first_message=r[5], parent_session=r[6]) for r in rows)
 
-    def _summary(self, session_id: str) -> SessionSummary:
+    def summary(self, session_id: str) -> SessionSummary:
         with self.tx() as conn:
             r = conn.execute(self._LIST + " AND session_id = %s", (self.tenant, session_id)
                              ).fetchone()
@@ -456,10 +470,8 @@ class PostgresStore(BaseStore):
         return SessionSummary(id=r[0], name=r[1], created=r[2], modified=r[3],
                               message_count=r[4], first_message=r[5], parent_session=r[6])
 
-    def _make_catalog(self) -> Any:
-        from threadline.catalog.postgres import PostgresCatalog
-
-        return PostgresCatalog(self)
+    def catalog_location(self) -> CatalogLocation:
+        return CatalogLocation(kind="postgres")
 
     def close(self) -> None:
         super().close()

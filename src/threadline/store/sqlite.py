@@ -36,9 +36,11 @@ from threadline.model.entries import (
 from threadline.store import migrations
 from threadline.store.base import (
     BaseStore,
+    CatalogLocation,
     Durability,
     Loaded,
     LoadReport,
+    SessionListing,
     SessionSummary,
     Slot,
     check_session_id,
@@ -252,6 +254,17 @@ class SqliteLog:
                                (self.session_id, self._owner))
         self._owner = None
 
+    def raw_header(self) -> bytes:
+        with self._store.lock:
+            row = self._conn.execute("SELECT header FROM tl_sessions WHERE session_id = ?",
+                                     (self.session_id,)).fetchone()
+        if row is None:
+            raise not_found(self.session_id)
+        return bytes(row[0])
+
+    def companion_files(self) -> list[str]:
+        return []
+
     def size(self) -> int:
         with self._store.lock:
             row = self._conn.execute(
@@ -310,10 +323,10 @@ class SqliteStore(BaseStore):
             return self.conn.execute("SELECT 1 FROM tl_sessions WHERE session_id = ?",
                                      (session_id,)).fetchone() is not None
 
-    def _open_log(self, session_id: str) -> SqliteLog:
+    def open_log(self, session_id: str) -> SqliteLog:
         return SqliteLog(self, check_session_id(session_id))
 
-    def _create_log(self, header: SessionHeader, lines: list[bytes]) -> SqliteLog:
+    def create_log(self, header: SessionHeader, lines: list[bytes]) -> SqliteLog:
         rows = [envelope(line) for line in lines]
         d = Delta(header, lines)
         try:
@@ -332,9 +345,9 @@ class SqliteStore(BaseStore):
                      for i, (env, line) in enumerate(zip(rows, lines, strict=True))])
         except sqlite3.IntegrityError:
             raise UserError(f"Session '{header.id}' already exists; choose another id") from None
-        return self._open_log(header.id)
+        return self.open_log(header.id)
 
-    def _session_ids(self) -> list[str]:
+    def session_ids(self) -> list[str]:
         with self.lock:
             return [r[0] for r in self.conn.execute("SELECT session_id FROM tl_sessions")]
 
@@ -349,13 +362,17 @@ class SqliteStore(BaseStore):
     _LIST = ("SELECT session_id, name, created, modified, message_count, first_message, "
              "parent_session FROM tl_sessions")
 
-    def list(self) -> list[SessionSummary]:
-        """Every session, most recently modified first, from the list columns alone."""
+    def list(self) -> SessionListing:
+        """Every session, most recently modified first, from the list columns alone (kept at
+        each append, so no session is ever unreadable here: ``skipped`` stays empty)."""
         with self.lock:
             rows = self.conn.execute(self._LIST + " ORDER BY modified DESC").fetchall()
-        return [_summary_row(r) for r in rows]
+        return SessionListing(_summary_row(r) for r in rows)
 
-    def _summary(self, session_id: str) -> SessionSummary:
+    def catalog_location(self) -> CatalogLocation:
+        return CatalogLocation(kind="sqlite", path=self.path)
+
+    def summary(self, session_id: str) -> SessionSummary:
         with self.lock:
             row = self.conn.execute(self._LIST + " WHERE session_id = ?",
                                     (session_id,)).fetchone()

@@ -136,7 +136,7 @@ def scratch_copy(session: Session) -> Session:
     from threadline.store.memory import MemoryStore
 
     store = MemoryStore()
-    log = store._create_log(session.header, list(session.state.log.raw_lines()))
+    log = store.create_log(session.header, list(session.state.log.raw_lines()))
     return Session(store, log, log.load())
 
 
