@@ -9,6 +9,7 @@ test_crash.py and test_concurrency.py.
 from __future__ import annotations
 
 import gc
+import json
 import os
 import sys
 import time
@@ -813,3 +814,73 @@ def test_line_separators_and_escapes_in_text_survive_a_reopen(store: tl.Store) -
     assert again.path_ids() == [u, a]
     assert again.entry(u).message.text == body
     assert again.entry(a).message.content == [text(body), tool_use("t", body, {body: [body]})]
+
+
+# -- the Backend contract (threadline.store.base.Backend) ---------------------------------------
+
+BACKEND_METHODS = ["exists", "delete", "open_log", "create_log", "session_ids", "list",
+                   "changes_since", "catalog_location", "forget_listing", "close"]
+
+
+def test_every_backend_implements_each_capability_of_the_contract(store: tl.Store) -> None:
+    from threadline.store.base import BaseStore
+
+    backend = type(store.backend)
+    # the hooks with no shared default are the backend's own
+    own = [m for m in ("exists", "delete", "open_log", "create_log", "session_ids")
+           if getattr(backend, m) is getattr(BaseStore, m)]
+    assert own == []
+    assert [m for m in BACKEND_METHODS if not callable(getattr(store.backend, m, None))] == []
+
+
+def test_changes_since_returns_what_was_appended_after_the_cursor(store: tl.Store) -> None:
+    s = store.create()
+    a = s.append_message("user", "one")
+    b = s.append_message("assistant", "two")
+    reset, slots, cursor = store.backend.changes_since(s.id, "")
+    assert (reset, [x.id for x in slots]) == (True, [a, b])
+    c = s.append_message("user", "three")
+    reset, slots, cursor2 = store.backend.changes_since(s.id, cursor)
+    if store.backend.catalog_location().kind == "sqlite":  # indexed incrementally from here
+        assert (reset, [x.id for x in slots]) == (False, [c])
+        assert store.backend.changes_since(s.id, cursor2)[:2] == (False, [])
+    else:  # the PostgreSQL catalog is kept in the same database: the portable fallback
+        assert (reset, [x.id for x in slots]) == (True, [a, b, c])
+
+
+def test_the_catalog_is_made_from_the_location_the_backend_names(store: tl.Store) -> None:
+    from threadline.stores import CATALOGS
+
+    assert store.backend.catalog_location().kind in CATALOGS
+    s = store.create()
+    s.append_message("user", "walrus tusks")
+    store.catalog.embedder = None
+    assert [h.session_id for h in store.catalog.search("walrus", mode="keyword")] == [s.id]
+    assert store.opened_catalog is store.catalog
+
+
+def test_list_reports_an_unreadable_session_in_skipped(jsonl_store: tl.Store) -> None:
+    s = jsonl_store.create()
+    s.append_message("user", "fine")
+    bad = jsonl_store.backend.directory / "broken.jsonl"  # type: ignore[attr-defined]
+    bad.write_bytes(b"this is not a session header\n")
+    rows = jsonl_store.list()
+    assert [r.id for r in rows] == [s.id]
+    assert rows.skipped == [
+        ("broken", "not a session header: JSON is malformed: invalid character (byte 4)")]
+
+
+def test_the_cli_names_a_skipped_session_on_stderr(jsonl_store: tl.Store) -> None:
+    from click.testing import CliRunner
+
+    from threadline.cli.main import cli
+
+    s = jsonl_store.create()
+    s.append_message("user", "fine")
+    directory = jsonl_store.backend.directory  # type: ignore[attr-defined]
+    (directory / "broken.jsonl").write_bytes(b"this is not a session header\n")
+    res = CliRunner().invoke(cli, ["--store", str(directory), "sessions", "--json"])
+    assert res.exit_code == 0
+    assert [row["id"] for row in json.loads(res.stdout)] == [s.id]
+    assert res.stderr == ("Skipped unreadable session 'broken': not a session header: JSON is "
+                          "malformed: invalid character (byte 4)\n")

@@ -71,8 +71,11 @@ def register(cli: click.Group) -> None:
 def sessions(ctx: click.Context, as_json: bool) -> None:
     """List sessions, most recently modified first."""
     rows = get_store(ctx).list()
+    # unreadable sessions are named on stderr (stdout stays the listing, JSON or not)
+    for sid, reason in rows.skipped:
+        click.echo(f"Skipped unreadable session '{sid}': {reason}", err=True)
     if as_json:
-        echo_json(rows)
+        echo_json(list(rows))
         return
     out = console()
     if not rows:

@@ -145,9 +145,15 @@ class SessionRow(BaseModel):
     parent_session: str | None = None
 
 
+class SkippedSession(BaseModel):
+    id: str
+    reason: str
+
+
 class SessionList(BaseModel):
     notice: str = DATA_NOTICE
     sessions: list[SessionRow]
+    skipped: list[SkippedSession] = []  # sessions that could not be read, with the reason
 
 
 class EntryMetaRow(BaseModel):
@@ -500,8 +506,10 @@ def create_server(store: Store, *, name: str = "threadline",
     @_guard
     def list_sessions(limit: int = 50) -> SessionList:
         """Sessions of the store, most recently modified first."""
-        rows = store.list()[:max(0, limit)]
-        return SessionList(sessions=[SessionRow.model_validate(_builtins(r)) for r in rows])
+        listing = store.list()
+        rows = listing[:max(0, limit)]
+        return SessionList(sessions=[SessionRow.model_validate(_builtins(r)) for r in rows],
+                           skipped=[SkippedSession(id=i, reason=why) for i, why in listing.skipped])
 
     @server.tool(annotations=_READ)
     @_guard

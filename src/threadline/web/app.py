@@ -203,8 +203,10 @@ class Viewer:
             if q or tag:
                 raise UserError("Search and tag filters need the catalog, which this "
                                 "installation lacks")
+            listing = self.store.list()
             return {"sessions": [{**msgspec.to_builtins(r), "tags": [], "hit": None}
-                                 for r in self.store.list()], "tags": {}, "query": ""}
+                                 for r in listing], "tags": {}, "query": "",
+                    "skipped": [{"id": i, "reason": why} for i, why in listing.skipped]}
         rows = catalog.sessions(tag=tag)
         by_id = {r.id: r for r in rows}
         hits: dict[str, Any] = {}
@@ -216,7 +218,8 @@ class Viewer:
                     ordered.append(by_id[hit.session_id])
             rows = ordered
         return {"sessions": [{**msgspec.to_builtins(r), "hit": hits.get(r.id)} for r in rows],
-                "tags": catalog.tags(), "query": q}
+                "tags": catalog.tags(), "query": q,
+                "skipped": [{"id": i, "reason": why} for i, why in self.store.list().skipped]}
 
     def examples(self, request: Request, body: Any) -> dict[str, Any]:
         from threadline import examples

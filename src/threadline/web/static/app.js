@@ -279,6 +279,10 @@ async function showList() {
     if (!data.sessions.length) table.append(h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No session matches.")));
     page.append(table);
   }
+  for (const sk of data.skipped || []) {
+    page.append(h("div", { class: "muted", "data-testid": "skipped-session" },
+      `Skipped unreadable session ${sk.id}: ${sk.reason}`));
+  }
   if (INFO.manage_tags) page.append(manageTagsPanel());
   status(`${data.sessions.length} session(s)`);
 }
