@@ -70,6 +70,10 @@ def test_the_cycle_finder_sees_a_cycle() -> None:
 
 def test_a_user_script_over_the_documented_api_passes_mypy_strict() -> None:
     script = HERE / "typing" / "user_script.py"
-    out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                          str(script)], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(script)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert out.stdout.strip() == "Success: no issues found in 1 source file", out.stdout

@@ -45,12 +45,14 @@ class SessionState:
     """Everything known about one session's log: the tree, the records, the meta-record
     indexes (labels, bookmarks, op states, message tags, purges), the leaf and the cached view."""
 
-    def __init__(self, store: BaseStore | None, log: Log, loaded: Loaded, *, read_only: bool = False
-                 ) -> None:
+    def __init__(
+        self, store: BaseStore | None, log: Log, loaded: Loaded, *, read_only: bool = False
+    ) -> None:
         self.load(store, log, loaded, read_only=read_only)
 
-    def load(self, store: BaseStore | None, log: Log, loaded: Loaded, *, read_only: bool = False
-             ) -> None:
+    def load(
+        self, store: BaseStore | None, log: Log, loaded: Loaded, *, read_only: bool = False
+    ) -> None:
         """(Re)build every index from a fresh load of the log."""
         self.store = store
         self.log = log
@@ -114,7 +116,6 @@ class SessionState:
             leaf = self.leaf
         self.leaf = leaf
         tree.drop_children()
-
 
     def ingest_record(self, rec: Any) -> None:
         """Index one decoded record (anything but a lazy message)."""
@@ -181,8 +182,8 @@ class SessionState:
         tree = self.tree
         had = (len(tree.orphans), len(tree.cycles))
         tree.settle()
-        self.load_report.orphans.extend(tree.orphans[had[0]:])
-        self.load_report.cycles.extend(tree.cycles[had[1]:])
+        self.load_report.orphans.extend(tree.orphans[had[0] :])
+        self.load_report.cycles.extend(tree.cycles[had[1] :])
         for eid, slot in self.slots.items():
             if isinstance(slot, PurgedEntry):
                 self.purged.add(eid)
@@ -208,8 +209,14 @@ class SessionState:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def write(self, kind: str, payload: Any, *, tree: bool = True,
-               parent_id: str | object | None = AT_LEAF) -> str:
+    def write(
+        self,
+        kind: str,
+        payload: Any,
+        *,
+        tree: bool = True,
+        parent_id: str | object | None = AT_LEAF,
+    ) -> str:
         """Append one record of ``kind``: a tree entry (under the leaf, or under ``parent_id``)
         or a meta record (``tree=False``)."""
         self.ensure_writer()
@@ -263,7 +270,6 @@ class SessionState:
             return
         view.leaf = rec.id
 
-
     # -- reading -----------------------------------------------------------------------------
 
     def unknown(self, entry_id: str) -> NotFoundError:
@@ -279,16 +285,20 @@ class SessionState:
                 rec = slot.decode()
             except Exception as exc:
                 self.load_report.corrupt_lines.append((-1, f"entry {entry_id}: {exc}"))
-                rec = MessageEntry(id=slot.id, parent_id=slot.parent_id, timestamp=slot.timestamp,
-                                   message=Message(role="custom", content=[
-                                       text(f"[unreadable entry {entry_id}]")]))
+                rec = MessageEntry(
+                    id=slot.id,
+                    parent_id=slot.parent_id,
+                    timestamp=slot.timestamp,
+                    message=Message(
+                        role="custom", content=[text(f"[unreadable entry {entry_id}]")]
+                    ),
+                )
             self.slots[entry_id] = rec
             return rec
         return slot
 
     def payload(self, entry_id: str) -> Any:
         return self.record(entry_id).payload
-
 
     def path_ids(self, leaf_id: str | None = None) -> list[str]:
         """Entry ids from the root to ``leaf_id`` (default: the current leaf)."""
@@ -303,9 +313,9 @@ class SessionState:
             raise self.unknown(leaf_id)
         return self.tree.path(leaf_id)
 
-
-    def context(self, leaf_id: str | None = None,
-                active_tags: Iterable[str] | None = None) -> Context:
+    def context(
+        self, leaf_id: str | None = None, active_tags: Iterable[str] | None = None
+    ) -> Context:
         """What the model sees at ``leaf_id`` (default: the current leaf), DESIGN §5."""
         tags = frozenset(active_tags or ())
         if leaf_id is not None and leaf_id not in self.slots:
@@ -325,11 +335,9 @@ class SessionState:
             rec = self.record(view_id)
             return rec.message  # type: ignore[union-attr]
         if kind == "compaction":
-            return Message(role="compactionSummary",
-                           content=[text(self.payload(view_id).summary)])
+            return Message(role="compactionSummary", content=[text(self.payload(view_id).summary)])
         if kind == "branch_summary":
-            return Message(role="branchSummary",
-                           content=[text(self.payload(view_id).summary)])
+            return Message(role="branchSummary", content=[text(self.payload(view_id).summary)])
         from threadline.operations import synthetic_message
 
         return synthetic_message(self, view_id)
@@ -339,9 +347,7 @@ class SessionState:
         tags = list(self.message_tags.get(view_id, ()))
         if kind is not None:
             return ViewItem(id=view_id, kind=kind, entry_id=view_id, tags=tags)
-        return ViewItem(id=view_id, kind="synthetic", entry_id=view_id.rsplit(":", 1)[0],
-                        tags=tags)
-
+        return ViewItem(id=view_id, kind="synthetic", entry_id=view_id.rsplit(":", 1)[0], tags=tags)
 
     def build_view(self, path: list[str], active_tags: frozenset[str]) -> ViewState:
         """The view over ``path`` (root .. leaf ids), uncached (DESIGN §5)."""
@@ -365,4 +371,3 @@ class SessionState:
             self.closed = True
             self.log.release()
             self.writer = False
-

@@ -57,8 +57,10 @@ def catalog_for(backend: BaseStore) -> Catalog:
         location = backend.catalog_location()
         make = CATALOGS.get(location.kind)
         if make is None:
-            raise UserError(f"No catalog implementation of kind {location.kind!r}; use one of: "
-                            f"{', '.join(sorted(CATALOGS))}")
+            raise UserError(
+                f"No catalog implementation of kind {location.kind!r}; use one of: "
+                f"{', '.join(sorted(CATALOGS))}"
+            )
         cat = _opened[backend] = make(backend, location)
     return cat
 
@@ -93,12 +95,24 @@ class Store:
         """Open a session; takes no lock until the first write."""
         return open_session(self.backend, session_id, read_only=read_only)
 
-    def create(self, *, session_id: str | None = None, parent_session: str | None = None,
-               cwd: str | None = None, metadata: dict[str, Any] | None = None,
-               records: Sequence[Any] = ()) -> Session:
+    def create(
+        self,
+        *,
+        session_id: str | None = None,
+        parent_session: str | None = None,
+        cwd: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        records: Sequence[Any] = (),
+    ) -> Session:
         """Create a session (optionally with prepared records, written in one atomic step)."""
-        return create_session(self.backend, session_id=session_id, parent_session=parent_session,
-                              cwd=cwd, metadata=metadata, records=records)
+        return create_session(
+            self.backend,
+            session_id=session_id,
+            parent_session=parent_session,
+            cwd=cwd,
+            metadata=metadata,
+            records=records,
+        )
 
     def fork(self, session_id: str) -> Session:
         """A new session holding a copy of every record of ``session_id`` (unknown ones too)."""
@@ -150,8 +164,9 @@ class Store:
         self.close()
 
 
-def open_store(url: str | os.PathLike[str] | None = None, *, durability: Durability = "fsync",
-               **options: Any) -> Store:
+def open_store(
+    url: str | os.PathLike[str] | None = None, *, durability: Durability = "fsync", **options: Any
+) -> Store:
     """Open the store at ``url`` (default: ``$THREADLINE_HOME`` or ``~/.threadline``): a
     directory or ``file://…`` (JSONL files), ``memory://``, ``sqlite:///path.db`` or
     ``postgresql://…`` (``tenant=``, ``schema=``, ``pool=``)."""

@@ -74,9 +74,34 @@ def tour(store: tl.Store) -> None:
     hits = store.catalog.search("hello", k=3)
     store.delete(forked.id)
     store.close()
-    print(label, labels, summary_id, messages, item, ids, nodes, flat, metas, stats, count, leaf,
-          name, report, tagged, ops, t, listing, undone, plan, copy, recent, skipped, first,
-          exists, hits)
+    print(
+        label,
+        labels,
+        summary_id,
+        messages,
+        item,
+        ids,
+        nodes,
+        flat,
+        metas,
+        stats,
+        count,
+        leaf,
+        name,
+        report,
+        tagged,
+        ops,
+        t,
+        listing,
+        undone,
+        plan,
+        copy,
+        recent,
+        skipped,
+        first,
+        exists,
+        hits,
+    )
 
 
 tour(tl.open_store("memory://"))
