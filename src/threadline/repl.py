@@ -44,6 +44,7 @@ from threadline.compaction import (
 )
 from threadline.errors import ProviderError, ThreadlineError, UserError
 from threadline.model.content import Message, ToolUse, text, tool_result
+from threadline.providers import provider_kind
 from threadline.providers.base import Provider, ToolSpec
 
 if TYPE_CHECKING:
@@ -111,15 +112,6 @@ def run_tool(tools: dict[str, tuple[ToolSpec, ToolFn]], call: ToolUse) -> tuple[
         return found[1](tool_input), False
     except Exception as exc:  # a tool's failure goes back to the model as an error result
         return f"{type(exc).__name__}: {exc}", True
-
-
-def provider_kind(model: str, provider: str | None) -> str:
-    """The provider name recorded in ``model_change`` entries (as ``get_provider`` picks it)."""
-    if provider:
-        return provider
-    if model == "test":
-        return "test"
-    return "anthropic" if model.lower().startswith("claude") else "openai"
 
 
 # -- completion ----------------------------------------------------------------------------------

@@ -43,8 +43,8 @@ def chat(ctx: click.Context, session_id: str | None, model: str, base_url: str |
     """
     from threadline.cli.main import get_store
     from threadline.errors import UserError
-    from threadline.providers import get_provider
-    from threadline.repl import Chat, provider_kind
+    from threadline.providers import get_provider, provider_kind
+    from threadline.repl import Chat
 
     if session_id and resume_recent:
         raise UserError("Give either SESSION or --continue, not both")

@@ -12,9 +12,10 @@ import msgspec
 
 from threadline.cli.main import get_store
 from threadline.errors import UserError
+from threadline.formats import PROVIDER_FORMATS
 
-EXPORT_FORMATS = ("openai_chat", "openai_responses", "anthropic", "gemini", "bedrock",
-                  "chat_history")
+#: what ``export`` writes: every provider format, and the wrapped chat history
+EXPORT_FORMATS = (*PROVIDER_FORMATS, "chat_history")
 
 
 @click.command(name="import")

@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from threadline.errors import NotFoundError
+from threadline.importing import FORMATS as IMPORTERS
 from threadline.model.content import Message
 
 PROVIDER_FORMATS: tuple[str, ...] = (
@@ -34,14 +35,8 @@ PROVIDER_FORMATS: tuple[str, ...] = (
     "gemini",
     "bedrock",
 )
-IMPORTER_FORMATS: tuple[str, ...] = (
-    "pi",
-    "claude_code",
-    "chatgpt_export",
-    "codex",
-    "google_adk",
-    "chat_history",
-)
+#: the importers (``threadline.importing.FORMATS`` is the one list of them)
+IMPORTER_FORMATS: tuple[str, ...] = tuple(IMPORTERS)
 
 
 def names() -> list[str]:

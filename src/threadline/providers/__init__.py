@@ -21,6 +21,16 @@ from threadline.providers.openai import OpenAICompatProvider
 PROVIDERS = ("openai", "anthropic", "test")
 
 
+def provider_kind(model: str, provider: str | None = None) -> str:
+    """Which implementation serves ``model``: ``provider`` when given, else ``"test"`` for the
+    test double, ``"anthropic"`` for a ``claude*`` model and ``"openai"`` for anything else."""
+    if provider:
+        return provider
+    if model == "test":
+        return "test"
+    return "anthropic" if model.lower().startswith("claude") else "openai"
+
+
 def get_provider(model: str, *, base_url: str | None = None, api_key: str | None = None,
                  provider: str | None = None) -> Provider:
     """The client for ``model``.
@@ -29,8 +39,7 @@ def get_provider(model: str, *, base_url: str | None = None, api_key: str | None
     ``"anthropic"``, ``"test"``); without it, ``"test"`` is the deterministic test double, a
     ``claude*`` model goes to Anthropic and anything else to the OpenAI-compatible client.
     """
-    kind = provider or ("test" if model == "test" else
-                        "anthropic" if model.lower().startswith("claude") else "openai")
+    kind = provider_kind(model, provider)
     if kind == "test":
         from threadline.testing import TestProvider
 
