@@ -154,9 +154,14 @@ def test_every_tool_runs_and_returns_structured_results(
         tog = await call("toggle_operation", operation_id=op_d, active=True, session_id=sid)
         assert tog.structured_content["operation"]["state"] == "active"
 
+        (directory / "broken.jsonl").write_bytes(b"this is not a session header\n")
         sessions = await call("list_sessions")
         assert [row["id"] for row in sessions.structured_content["sessions"]] == [sid]
         assert sessions.structured_content["sessions"][0]["first_message"] == "u0"
+        assert sessions.structured_content["skipped"] == [{
+            "id": "broken",
+            "reason": "not a session header: JSON is malformed: invalid character (byte 4)"}]
+        (directory / "broken.jsonl").unlink()
         meta = await call("get_history_metadata", session_id=sid, limit=2)
         assert meta.structured_content["total"] == 12
         assert [e["id"] for e in meta.structured_content["entries"]] == ids[:2]

@@ -354,3 +354,14 @@ def test_a_tag_is_removed_through_the_api(store: Any, client: TestClient) -> Non
                     json={"action": "untag", "args": {"name": "checkpoint"}})
     assert r.status_code == 200
     assert [t.name for t in store.open(s.id).tags()] == ["__session_start__"]
+
+
+def test_the_session_list_names_unreadable_sessions(store: Any, client: TestClient) -> None:
+    s = store.create()
+    s.append_message("user", "fine")
+    (store.backend.directory / "broken.jsonl").write_bytes(b"this is not a session header\n")
+    body = client.get("/api/sessions").json()
+    assert [row["id"] for row in body["sessions"]] == [s.id]
+    assert body["skipped"] == [{
+        "id": "broken",
+        "reason": "not a session header: JSON is malformed: invalid character (byte 4)"}]
