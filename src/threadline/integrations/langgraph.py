@@ -1,0 +1,903 @@
+"""A LangGraph checkpointer over any threadline store: ``ThreadlineSaver``.
+
+    from threadline.integrations.langgraph import ThreadlineSaver
+    saver = ThreadlineSaver("sqlite:///agent.db")       # a Store, a URL, or None ($THREADLINE_HOME)
+    graph = builder.compile(checkpointer=saver)
+    graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t1"}})
+
+One LangGraph thread is one threadline session (its id is the thread id when that is a valid
+session id, else ``lg-`` and a hash; the header's ``metadata.langgraph.thread_id`` names it).
+Checkpoints, their pending writes and the channel values live in that session's tree:
+
+- a checkpoint is a ``custom`` entry (``custom_type="langgraph.checkpoint"``) whose tree parent is
+  the last entry of its parent checkpoint (time travel appends under an earlier checkpoint, so it
+  branches; ``copy_thread`` copies the whole tree into a new session);
+- ``put_writes`` appends a ``langgraph.writes`` entry after its checkpoint;
+- a channel value is stored once, when its version is new; a list of LangChain messages that
+  grew from its previous version (``add_messages``) is stored as the messages added, each an
+  ordinary threadline ``message`` entry written once (a message a node wrote as a pending write is
+  the same entry the next checkpoint refers to). So the current branch of the session *is* the
+  conversation: ``threadline show``, search, tags, the web viewer and every export format read it.
+  Anything else is stored whole: JSON values as JSON, other values through LangGraph's serializer.
+
+Deleting (``delete_thread``, ``prune``, ``delete_for_runs``) really deletes: a thread's session is
+removed, and pruned checkpoints are purged (content gone, tree shape kept; see threadline's purge).
+
+Needs the ``langgraph`` extra: ``pip install 'threadline[langgraph]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import math
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+try:
+    from langchain_core.messages import BaseMessage
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        PendingWrite,
+        get_checkpoint_id,
+        get_checkpoint_metadata,
+        writes_sort_key,
+    )
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+except ImportError:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "threadline's LangGraph checkpointer needs langgraph-checkpoint: "
+        "pip install 'threadline[langgraph]'"
+    ) from None
+
+from threadline.errors import UserError
+from threadline.formats import langchain as lc
+from threadline.model.entries import CustomEntry, MessageEntry, new_id, now
+from threadline.model.entries import Custom as CustomPayload
+from threadline.session import Session
+from threadline.store import open_store
+from threadline.store.base import SESSION_ID_RE, Store
+
+__all__ = ["ThreadlineSaver"]
+
+CHECKPOINT = "langgraph.checkpoint"
+WRITES = "langgraph.writes"
+BLOBS = "langgraph.blobs"  # channel values re-homed by prune / delete_for_runs
+_MSG_KEY = "$m"  # a message entry reference inside a stored value
+_MAX_DEPTH = 40  # threadline refuses records nested deeper than 64
+
+
+# -- value encoding ------------------------------------------------------------------------------
+# A stored value ("spec") is a short list: ["j", json] a JSON value; ["x", tree] JSON whose
+# {"$m": entry_id} leaves are LangChain messages kept as message entries; ["m", base, [ids]] a
+# message list = the value stored in entry ``base`` (same channel) + these message entries;
+# ["s", type, base64] LangGraph's serializer; ["e"] no value (a channel cleared at this version).
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is JSON that threadline stores and reads back identical."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        t = type(v)
+        if v is None or t is bool:
+            continue
+        if t is str:
+            if "\x00" in v or not (v.isascii() or _utf8(v)):
+                return False
+        elif t is int:
+            if not -(2**63) <= v < 2**64:
+                return False
+        elif t is float:
+            if not math.isfinite(v):
+                return False
+        elif t is list:
+            if depth >= _MAX_DEPTH:
+                return False
+            stack.extend((x, depth + 1) for x in v)
+        elif t is dict:
+            if depth >= _MAX_DEPTH:
+                return False
+            for k, x in v.items():
+                if type(k) is not str or k == _MSG_KEY or not _plain(k):
+                    return False
+                stack.append((x, depth + 1))
+        else:
+            return False
+    return True
+
+
+def _utf8(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
+
+
+@dataclass
+class _Batch:
+    """Records of one durable append, chained from ``parent``."""
+
+    parent: str | None
+    records: list[Any] = field(default_factory=list)
+    # message objects written (or found) for this batch: id(obj) -> (obj, entry id)
+    known: dict[int, tuple[Any, str]] = field(default_factory=dict)
+
+    def add(self, rec: Any) -> str:
+        self.records.append(rec)
+        self.parent = rec.id
+        return str(rec.id)
+
+    def message(self, msg: Any) -> str | None:
+        """The entry id holding LangChain message ``msg`` (written now if new); None when the
+        message would not come back identical from a message entry."""
+        hit = self.known.get(id(msg))
+        if hit is not None and hit[0] is msg:
+            return hit[1]
+        converted = lc.to_message(msg)
+        if not lc.round_trips(msg, converted):
+            return None
+        eid = self.add(MessageEntry(id=new_id(), parent_id=self.parent, timestamp=now(),
+                                    message=converted))
+        self.known[id(msg)] = (msg, eid)
+        return eid
+
+
+# -- per-thread index ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Cp:
+    entry: str  # the checkpoint's custom entry
+    ns: str
+    id: str
+    parent: str | None  # parent checkpoint id
+    tail: str  # last entry of its linear suffix: where writes and children attach
+    # (task_id, idx) -> (task_id, channel, spec, task_path, entry id)
+    writes: dict[tuple[str, int], tuple[str, str, Any, str, str]] = field(default_factory=dict)
+    blobs: dict[str, str] = field(default_factory=dict)  # channel -> entry re-homing its value
+    known: dict[int, tuple[Any, str]] = field(default_factory=dict)  # messages written here
+
+
+class _Thread:
+    """One LangGraph thread: its session and an in-memory index of its checkpoints."""
+
+    def __init__(self, thread_id: str, session: Session) -> None:
+        self.thread_id = thread_id
+        self.session = session
+        self.cps: dict[str, dict[str, _Cp]] = {}  # ns -> checkpoint id -> info
+        # (ns, channel, version) -> [(checkpoint id, entry id holding the value)]
+        self.blobs: dict[tuple[str, str, Any], list[tuple[str, str]]] = {}
+        self.data: dict[str, dict[str, Any]] = {}  # entry id -> its custom data
+        self.values: dict[tuple[str, str], tuple[Any, ...]] = {}  # decoded message lists
+        self.main_leaf: str | None = session.leaf_id
+        for meta in session.metadata():
+            if meta.type == "custom":
+                rec = session.entry(meta.id)
+                if isinstance(rec, CustomEntry):
+                    self.ingest(rec)
+
+    def ingest(self, rec: CustomEntry) -> None:
+        kind = rec.custom.custom_type
+        data = rec.custom.data
+        if kind not in (CHECKPOINT, WRITES, BLOBS) or not isinstance(data, dict):
+            return
+        self.data[rec.id] = data
+        ns = data.get("ns", "")
+        if kind == CHECKPOINT:
+            cid = data.get("id", rec.id)
+            cp = _Cp(entry=rec.id, ns=ns, id=cid, parent=data.get("p"), tail=rec.id)
+            cps = self.cps.setdefault(ns, {})
+            old = cps.get(cid)
+            if old is not None:  # put again: the new checkpoint keeps the writes made so far
+                cp.writes = old.writes
+            cps[cid] = cp
+            versions = {**data["cv"], **data.get("bv", {})}
+            for ch in data.get("b", {}):
+                key = (ns, ch, versions.get(ch))
+                self.blobs.setdefault(key, []).append((cid, rec.id))
+            return
+        cp_or_none = self.cps.get(ns, {}).get(data["cp"])
+        if cp_or_none is None:
+            return
+        cp = cp_or_none
+        cp.tail = rec.id
+        if kind == BLOBS:
+            for ch in data["b"]:
+                cp.blobs[ch] = rec.id
+            return
+        for idx, channel, spec in data["w"]:
+            key = (data["task"], idx)
+            if idx >= 0 and key in cp.writes:
+                continue
+            cp.writes[key] = (data["task"], channel, spec, data.get("path", ""), rec.id)
+
+    def latest(self, ns: str) -> _Cp | None:
+        cps = self.cps.get(ns)
+        return cps[max(cps)] if cps else None
+
+    def holder(self, cp: _Cp, channel: str, version: Any) -> str | None:
+        """The entry holding ``channel`` at ``version`` as seen from checkpoint ``cp``: the
+        nearest ancestor that stored it (versions repeat across branches), else the latest."""
+        rehomed = cp.blobs.get(channel)
+        if rehomed is not None:
+            return rehomed
+        found = self.blobs.get((cp.ns, channel, version))
+        if not found:
+            return None
+        if len(found) == 1:
+            return found[0][1]
+        owners = dict(found)
+        cps = self.cps.get(cp.ns, {})
+        seen: set[str] = set()
+        cur: _Cp | None = cp
+        while cur is not None and cur.id not in seen:
+            if cur.id in owners:
+                return owners[cur.id]
+            seen.add(cur.id)
+            cur = cps.get(cur.parent) if cur.parent else None
+        return found[-1][1]
+
+
+def _thread_session_id(thread_id: str) -> str:
+    if SESSION_ID_RE.match(thread_id) and not thread_id.startswith("lg-"):
+        return thread_id
+    return "lg-" + hashlib.sha256(thread_id.encode()).hexdigest()[:40]
+
+
+class ThreadlineSaver(BaseCheckpointSaver[int]):
+    """A LangGraph ``BaseCheckpointSaver`` (sync and async) over a threadline store.
+
+    ``store`` is a threadline Store, a store URL (a directory, ``sqlite:///…``,
+    ``postgresql://…``) or None for the default store (``$THREADLINE_HOME`` or ~/.threadline).
+    The saver becomes the writer of each thread it writes (threadline's one-writer-per-session
+    lock) until :meth:`close`; another process can read or write that thread after it.
+    """
+
+    def __init__(self, store: Store | str | None = None, *,
+                 serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        self.store: Store = store if store is not None and not isinstance(store, str) \
+            else open_store(store)
+        self._threads: dict[str, _Thread] = {}
+        self._lock = threading.RLock()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release every thread's writer lock (the saver can still be used afterwards)."""
+        with self._lock:
+            for t in self._threads.values():
+                t.session.close()
+            self._threads.clear()
+
+    def __enter__(self) -> ThreadlineSaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> ThreadlineSaver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def session(self, thread_id: str) -> Session | None:
+        """The threadline session of a LangGraph thread (None when it has no checkpoint)."""
+        with self._lock:
+            t = self._thread(thread_id, create=False)
+            return t.session if t else None
+
+    # -- threads -------------------------------------------------------------------------------
+
+    def _thread(self, thread_id: str, *, create: bool) -> _Thread | None:
+        t = self._threads.get(thread_id)
+        if t is not None:
+            return t
+        if not isinstance(thread_id, str) or not thread_id:
+            raise UserError(f"LangGraph thread id {thread_id!r} must be a non-empty string")
+        sid = _thread_session_id(thread_id)
+        if self.store.exists(sid):
+            session = self.store.open(sid)
+            meta = (session.header.metadata or {}).get("langgraph")
+            if not isinstance(meta, dict) or meta.get("thread_id") != thread_id:
+                raise UserError(
+                    f"Session '{sid}' exists but is not LangGraph thread {thread_id!r}; "
+                    "use another thread id or another store")
+        elif create:
+            session = self.store.create(session_id=sid,
+                                        metadata={"langgraph": {"thread_id": thread_id}})
+        else:
+            return None
+        t = self._threads[thread_id] = _Thread(thread_id, session)
+        return t
+
+    def _thread_ids(self) -> list[str]:
+        """Every LangGraph thread of the store (opens each session's header)."""
+        out = []
+        for row in self.store.list():
+            known = [tid for tid, t in self._threads.items() if t.session.id == row.id]
+            if known:
+                out.extend(known)
+                continue
+            try:
+                session = self.store.open(row.id, read_only=True)
+            except Exception:  # a session another writer is replacing: not a thread of ours
+                continue
+            meta = (session.header.metadata or {}).get("langgraph")
+            if isinstance(meta, dict) and isinstance(meta.get("thread_id"), str):
+                out.append(meta["thread_id"])
+        return out
+
+    def _append(self, t: _Thread, batch: _Batch, *, main: bool) -> None:
+        """Write one batch durably; keep the session's leaf on the root namespace's latest
+        checkpoint so the session reads as the conversation."""
+        session = t.session
+        if batch.records:
+            session.append_records(batch.records)
+            for rec in batch.records:
+                if isinstance(rec, CustomEntry):
+                    t.ingest(rec)
+            if main:
+                t.main_leaf = batch.records[-1].id
+        if t.main_leaf is not None and session.leaf_id != t.main_leaf:
+            session.branch(t.main_leaf)
+
+    # -- values --------------------------------------------------------------------------------
+
+    def _encode(self, value: Any, batch: _Batch) -> list[Any]:
+        if _plain(value):
+            return ["j", value]
+        tree = self._tree(value, batch)
+        if tree is not None:
+            return ["x", tree]
+        kind, data = self.serde.dumps_typed(value)
+        return ["s", kind, base64.b64encode(data).decode("ascii")]
+
+    def _tree(self, value: Any, batch: _Batch, depth: int = 0) -> Any:
+        """``value`` as JSON with messages as entry references, or None if it is not that."""
+        if isinstance(value, BaseMessage):
+            eid = batch.message(value)
+            return None if eid is None else {_MSG_KEY: eid}
+        if depth >= _MAX_DEPTH:
+            return None
+        if type(value) is list:
+            out = []
+            for v in value:
+                enc = self._tree(v, batch, depth + 1)
+                if enc is None:
+                    return None
+                out.append(enc)
+            return out
+        if type(value) is dict:
+            obj = {}
+            for k, v in value.items():
+                if type(k) is not str or k == _MSG_KEY or not _plain(k):
+                    return None
+                enc = self._tree(v, batch, depth + 1)
+                if enc is None:
+                    return None
+                obj[k] = enc
+            return obj
+        return value if _plain(value) else None
+
+    def _decode(self, t: _Thread, spec: list[Any]) -> Any:
+        kind = spec[0]
+        if kind == "j":
+            return spec[1]
+        if kind == "x":
+            return self._untree(t, spec[1])
+        if kind == "s":
+            return self.serde.loads_typed((spec[1], base64.b64decode(spec[2])))
+        raise UserError(f"Unknown stored LangGraph value kind {kind!r}")
+
+    def _untree(self, t: _Thread, tree: Any) -> Any:
+        if isinstance(tree, dict):
+            if _MSG_KEY in tree:
+                return self._message(t, tree[_MSG_KEY])
+            return {k: self._untree(t, v) for k, v in tree.items()}
+        if isinstance(tree, list):
+            return [self._untree(t, v) for v in tree]
+        return tree
+
+    def _message(self, t: _Thread, entry_id: str) -> Any:
+        rec = t.session.entry(entry_id)
+        if not isinstance(rec, MessageEntry):
+            raise UserError(f"Entry '{entry_id}' of session '{t.session.id}' is not a message "
+                            "(was it purged?); the checkpoint that refers to it cannot load")
+        return lc.from_message(rec.message)
+
+    def _messages_at(self, t: _Thread, holder: str, channel: str) -> tuple[Any, ...]:
+        """The message list stored (as a chain of deltas) for ``channel`` in entry ``holder``."""
+        cached = t.values.get((holder, channel))
+        if cached is not None:
+            return cached
+        chain: list[list[str]] = []
+        cur: str | None = holder
+        base: tuple[Any, ...] = ()
+        while cur is not None:
+            hit = t.values.get((cur, channel))
+            if hit is not None:
+                base = hit
+                break
+            spec = t.data[cur]["b"][channel]
+            if spec[0] != "m":
+                decoded = self._decode(t, spec)
+                if type(decoded) is not list:
+                    raise UserError(f"Channel {channel!r} of entry '{cur}' is not a list")
+                base = tuple(decoded)
+                break
+            chain.append(spec[2])
+            cur = spec[1]
+        out = list(base)
+        for ids in reversed(chain):
+            out.extend(self._message(t, e) for e in ids)
+        value = tuple(out)
+        self._cache(t, holder, channel, value)
+        return value
+
+    @staticmethod
+    def _cache(t: _Thread, holder: str, channel: str, value: tuple[Any, ...]) -> None:
+        if len(t.values) >= 16:
+            t.values.pop(next(iter(t.values)))
+        t.values[(holder, channel)] = value
+
+    def _value(self, t: _Thread, holder: str, channel: str) -> tuple[bool, Any]:
+        spec = t.data[holder]["b"][channel]
+        if spec[0] == "e":
+            return False, None
+        if spec[0] == "m":
+            return True, list(self._messages_at(t, holder, channel))
+        return True, self._decode(t, spec)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _tuple(self, t: _Thread, cp: _Cp) -> CheckpointTuple:
+        data = t.data[cp.entry]
+        values: dict[str, Any] = {}
+        for ch, ver in data["cv"].items():
+            holder = t.holder(cp, ch, ver)
+            if holder is None:
+                continue
+            present, value = self._value(t, holder, ch)
+            if present:
+                values[ch] = value
+        entry = t.session.entry(cp.entry)
+        checkpoint: dict[str, Any] = {
+            "v": data.get("v", 1), "id": cp.id, "ts": data.get("ts", entry.timestamp),
+            "channel_values": values, "channel_versions": dict(data["cv"]),
+            "versions_seen": {k: dict(v) for k, v in data["vs"].items()},
+        }
+        for key, spec in data.get("o", {}).items():
+            checkpoint[key] = self._decode(t, spec)
+        writes = sorted(cp.writes.items(), key=lambda kv: writes_sort_key(kv[1][3], *kv[0]))
+        pending: list[PendingWrite] = [
+            (task, channel, self._decode(t, spec)) for _, (task, channel, spec, _p, _e) in writes
+        ]
+        config = {"configurable": {"thread_id": t.thread_id, "checkpoint_ns": cp.ns,
+                                   "checkpoint_id": cp.id}}
+        parent = ({"configurable": {"thread_id": t.thread_id, "checkpoint_ns": cp.ns,
+                                    "checkpoint_id": cp.parent}} if cp.parent else None)
+        return CheckpointTuple(config=config,  # type: ignore[arg-type]
+                               checkpoint=checkpoint,  # type: ignore[arg-type]
+                               metadata=self._decode(t, data["md"]),
+                               parent_config=parent,  # type: ignore[arg-type]
+                               pending_writes=pending)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        with self._lock:
+            t = self._thread(conf["thread_id"], create=False)
+            if t is None:
+                return None
+            ns = conf.get("checkpoint_ns", "")
+            cid = get_checkpoint_id(config)
+            cp = t.cps.get(ns, {}).get(cid) if cid else t.latest(ns)
+            return self._tuple(t, cp) if cp is not None else None
+
+    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+             before: RunnableConfig | None = None, limit: int | None = None
+             ) -> Iterator[CheckpointTuple]:
+        with self._lock:
+            found = self._list(config, filter, before, limit)
+        yield from found
+
+    def _list(self, config: RunnableConfig | None, filter: dict[str, Any] | None,
+              before: RunnableConfig | None, limit: int | None) -> list[CheckpointTuple]:
+        conf = config["configurable"] if config else {}
+        thread_ids = [conf["thread_id"]] if conf.get("thread_id") else self._thread_ids()
+        want_ns = conf.get("checkpoint_ns")
+        want_id = get_checkpoint_id(config) if config else None
+        before_id = get_checkpoint_id(before) if before else None
+        out: list[CheckpointTuple] = []
+        for tid in thread_ids:
+            t = self._thread(tid, create=False)
+            if t is None:
+                continue
+            for ns, cps in t.cps.items():
+                if want_ns is not None and ns != want_ns:
+                    continue
+                for cid in sorted(cps, reverse=True):
+                    if want_id and cid != want_id:
+                        continue
+                    if before_id and cid >= before_id:
+                        continue
+                    cp = cps[cid]
+                    if filter:
+                        meta = self._decode(t, t.data[cp.entry]["md"])
+                        if not all(meta.get(k) == v for k, v in filter.items()):
+                            continue
+                    if limit is not None and len(out) >= limit:
+                        return out
+                    out.append(self._tuple(t, cp))
+        return out
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        conf = config["configurable"]
+        thread_id = conf["thread_id"]
+        ns = conf.get("checkpoint_ns", "")
+        parent_id = conf.get("checkpoint_id")
+        cid = checkpoint["id"]
+        with self._lock:
+            t = self._thread(thread_id, create=True)
+            assert t is not None
+            cps = t.cps.setdefault(ns, {})
+            parent = cps.get(parent_id) if parent_id else None
+            batch = _Batch(parent.tail if parent else (t.main_leaf if ns == "" else None))
+            if parent is not None:
+                batch.known.update(parent.known)
+            values = checkpoint["channel_values"]
+            blobs: dict[str, Any] = {}
+            deltas: dict[str, tuple[Any, ...]] = {}
+            for ch in new_versions:
+                if ch not in values:
+                    blobs[ch] = ["e"]
+                    continue
+                value = values[ch]
+                spec = self._delta(t, parent, ch, value, batch) if parent else None
+                if spec is None:
+                    spec = self._encode(value, batch)
+                elif type(value) is list:
+                    deltas[ch] = tuple(value)
+                blobs[ch] = spec
+            data: dict[str, Any] = {}
+            if ns:
+                data["ns"] = ns
+            entry_id = cid if not ns and not t.session.has_entry(cid) else new_id()
+            if entry_id != cid:
+                data["id"] = cid
+            if parent_id:
+                data["p"] = parent_id
+            ts = checkpoint.get("ts")
+            if not isinstance(ts, str) or not ts:
+                data["ts"] = ts
+                ts = now()
+            data["v"] = checkpoint.get("v", 1)
+            data["cv"] = dict(checkpoint.get("channel_versions", {}))
+            data["vs"] = {k: dict(v) for k, v in checkpoint.get("versions_seen", {}).items()}
+            others = {k: v for k, v in checkpoint.items()
+                      if k not in ("v", "id", "ts", "channel_values", "channel_versions",
+                                   "versions_seen")}
+            if others:
+                data["o"] = {k: self._encode(v, batch) for k, v in others.items()}
+            data["md"] = self._encode(get_checkpoint_metadata(config, metadata), batch)
+            data["b"] = blobs
+            odd = {ch: v for ch, v in new_versions.items() if data["cv"].get(ch) != v}
+            if odd:
+                data["bv"] = odd
+            if not (_plain(data["cv"]) and _plain(data["vs"]) and _plain(odd)):
+                raise UserError("LangGraph channel versions must be strings or numbers")
+            batch.add(CustomEntry(id=entry_id, parent_id=batch.parent, timestamp=ts,
+                                  custom=CustomPayload(custom_type=CHECKPOINT, data=data)))
+            self._append(t, batch, main=not ns)
+            cp = cps[cid]
+            cp.known = batch.known
+            if parent is not None and parent.parent:
+                grand = cps.get(parent.parent)
+                if grand is not None:
+                    grand.known = {}
+            for ch, value in deltas.items():
+                self._cache(t, cp.entry, ch, value)
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
+                                 "checkpoint_id": cid}}
+
+    def _delta(self, t: _Thread, parent: _Cp, channel: str, value: Any, batch: _Batch
+               ) -> list[Any] | None:
+        """``value`` as the messages added to the parent's version of ``channel``, or None."""
+        if type(value) is not list or not value or not isinstance(value[-1], BaseMessage):
+            return None
+        version = t.data[parent.entry]["cv"].get(channel)
+        holder = t.holder(parent, channel, version) if version is not None else None
+        if holder is None or t.data[holder]["b"][channel][0] not in ("m", "x"):
+            return None
+        try:
+            prev = self._messages_at(t, holder, channel)
+        except Exception:  # the previous value is not a message list after all
+            return None
+        n = len(prev)
+        if len(value) < n:
+            return None
+        for a, b in zip(prev, value, strict=False):  # identity first: add_messages keeps them
+            if a is not b and not (isinstance(a, BaseMessage) and a == b):
+                return None
+        ids = []
+        for msg in value[n:]:
+            if not isinstance(msg, BaseMessage):
+                return None
+            eid = batch.message(msg)
+            if eid is None:
+                return None
+            ids.append(eid)
+        return ["m", holder, ids]
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
+                   task_id: str, task_path: str = "") -> None:
+        conf = config["configurable"]
+        ns = conf.get("checkpoint_ns", "")
+        cid = conf["checkpoint_id"]
+        with self._lock:
+            t = self._thread(conf["thread_id"], create=True)
+            assert t is not None
+            cp = t.cps.get(ns, {}).get(cid)
+            if cp is None:
+                raise UserError(f"Checkpoint {cid!r} of thread {conf['thread_id']!r} "
+                                f"(namespace {ns!r}) does not exist; put it before its writes")
+            batch = _Batch(cp.tail)
+            batch.known.update(cp.known)
+            rows = []
+            for idx, (channel, value) in enumerate(writes):
+                key_idx = WRITES_IDX_MAP.get(channel, idx)
+                if key_idx >= 0 and (task_id, key_idx) in cp.writes:
+                    continue
+                rows.append([key_idx, channel, self._encode(value, batch)])
+            if not rows:
+                return
+            data: dict[str, Any] = {"cp": cid, "task": task_id, "w": rows}
+            if ns:
+                data["ns"] = ns
+            if task_path:
+                data["path"] = task_path
+            batch.add(CustomEntry(id=new_id(), parent_id=batch.parent, timestamp=now(),
+                                  custom=CustomPayload(custom_type=WRITES, data=data)))
+            on_main = not ns and t.main_leaf == cp.tail
+            self._append(t, batch, main=on_main)
+            cp.known.update(batch.known)
+
+    # -- deleting and copying ------------------------------------------------------------------
+
+    def delete_thread(self, thread_id: str) -> None:
+        with self._lock:
+            t = self._threads.pop(thread_id, None)
+            if t is not None:
+                t.session.close()
+            sid = _thread_session_id(thread_id)
+            if self.store.exists(sid):
+                session = self.store.open(sid, read_only=True)
+                meta = (session.header.metadata or {}).get("langgraph")
+                if isinstance(meta, dict) and meta.get("thread_id") == thread_id:
+                    self.store.delete(sid)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, write and message of a thread into a new thread (a fork of
+        its session: same entry ids, ``parent_session`` naming the source)."""
+        with self._lock:
+            src = self._thread(source_thread_id, create=False)
+            if src is None:
+                return
+            existing = self._thread(target_thread_id, create=False)
+            if existing is not None and existing.cps:
+                raise UserError(f"Thread {target_thread_id!r} already has checkpoints; "
+                                "delete_thread it first or copy into a new thread id")
+            if existing is not None:
+                self.delete_thread(target_thread_id)
+            records = []
+            for rec in src.session.entries():
+                if isinstance(rec, (MessageEntry, CustomEntry)):
+                    records.append(rec)
+                else:  # purged or foreign entries keep their place in the tree
+                    records.append(CustomEntry(
+                        id=rec.id or new_id(), parent_id=rec.parent_id,
+                        timestamp=rec.timestamp or now(),
+                        custom=CustomPayload(custom_type="langgraph.gap")))
+            session = self.store.create(
+                session_id=_thread_session_id(target_thread_id),
+                parent_session=src.session.id,
+                metadata={"langgraph": {"thread_id": target_thread_id}}, records=records)
+            t = self._threads[target_thread_id] = _Thread(target_thread_id, session)
+            t.main_leaf = src.main_leaf
+            if t.main_leaf is not None and session.leaf_id != t.main_leaf:
+                session.branch(t.main_leaf)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keep each namespace's latest checkpoint (with its writes and the
+        messages its values hold) and purge the rest; ``delete``: delete the threads."""
+        if strategy not in ("keep_latest", "delete"):
+            raise UserError(f"Unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
+        with self._lock:
+            for tid in thread_ids:
+                if strategy == "delete":
+                    self.delete_thread(tid)
+                    continue
+                t = self._thread(tid, create=False)
+                if t is None:
+                    continue
+                keep = {id(c) for c in (t.latest(ns) for ns in t.cps) if c is not None}
+                self._drop(t, lambda cp, keep=keep: id(cp) not in keep)  # type: ignore[misc]
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Purge every checkpoint (and its writes) whose metadata ``run_id`` is one of these."""
+        runs = set(run_ids)
+        if not runs:
+            return
+        with self._lock:
+            for tid in self._thread_ids():
+                t = self._thread(tid, create=False)
+                if t is None:
+                    continue
+
+                def doomed(cp: _Cp, t: _Thread = t) -> bool:
+                    meta = self._decode(t, t.data[cp.entry]["md"])
+                    return isinstance(meta, dict) and meta.get("run_id") in runs
+
+                self._drop(t, doomed)
+
+    def _drop(self, t: _Thread, doomed: Any) -> None:
+        """Purge the checkpoints ``doomed(cp)`` picks; survivors whose values were held by a
+        purged entry get them re-written first; messages no survivor refers to go too."""
+        gone = [cp for cps in t.cps.values() for cp in cps.values() if doomed(cp)]
+        if not gone:
+            return
+        gone_entries = {cp.entry for cp in gone}
+        for cp in gone:
+            gone_entries.update(w[4] for w in cp.writes.values())
+            gone_entries.update(cp.blobs.values())
+        survivors = [cp for cps in t.cps.values() for cp in cps.values() if not doomed(cp)]
+        refs: set[str] = set()
+        for cp in survivors:
+            self._rehome(t, cp, gone_entries, refs)
+            for w in cp.writes.values():
+                _refs(w[2], refs)
+        doomed_ids = set(gone_entries)
+        for cp in gone:
+            for rid in _message_ids(t, cp):
+                if rid not in refs:
+                    doomed_ids.add(rid)
+        t.session.purge(sorted(doomed_ids), dry_run=False)
+        for ns_cps in t.cps.values():
+            for cid in [c for c, cp in ns_cps.items() if cp.entry in gone_entries]:
+                del ns_cps[cid]
+        for key in list(t.blobs):
+            t.blobs[key] = [(c, e) for c, e in t.blobs[key] if e not in gone_entries]
+        t.values.clear()
+        t.main_leaf = t.session.leaf_id
+
+    def _rehome(self, t: _Thread, cp: _Cp, gone: set[str], refs: set[str]) -> None:
+        data = t.data[cp.entry]
+        moved: dict[str, Any] = {}
+        for ch, ver in data["cv"].items():
+            holder = t.holder(cp, ch, ver)
+            if holder is None:
+                continue
+            chain = _chain(t, holder, ch)
+            spec = t.data[holder]["b"][ch]
+            if gone.intersection(chain):
+                if spec[0] == "m":
+                    ids = [eid for h in reversed(chain) for eid in _delta_ids(t, h, ch)]
+                    spec = ["x", [{_MSG_KEY: e} for e in ids]]
+                moved[ch] = spec
+            for h in chain:
+                _refs(t.data[h]["b"][ch], refs)
+        if not moved:
+            return
+        batch = _Batch(cp.tail)
+        data_b: dict[str, Any] = {"cp": cp.id, "b": moved}
+        if cp.ns:
+            data_b["ns"] = cp.ns
+        batch.add(CustomEntry(id=new_id(), parent_id=batch.parent, timestamp=now(),
+                              custom=CustomPayload(custom_type=BLOBS, data=data_b)))
+        self._append(t, batch, main=False)
+
+    # -- async -----------------------------------------------------------------------------------
+    # The work is file or database I/O: it runs in a worker thread, never on the event loop.
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None, limit: int | None = None
+                    ) -> AsyncIterator[CheckpointTuple]:
+        found = await asyncio.to_thread(self._locked_list, config, filter, before, limit)
+        for item in found:
+            yield item
+
+    def _locked_list(self, config: RunnableConfig | None, filter: dict[str, Any] | None,
+                     before: RunnableConfig | None, limit: int | None) -> list[CheckpointTuple]:
+        with self._lock:
+            return self._list(config, filter, before, limit)
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
+                   metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
+                          task_id: str, task_path: str = "") -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+
+def _chain(t: _Thread, holder: str, channel: str) -> list[str]:
+    """The entries a stored message-list delta depends on, newest first."""
+    out = []
+    cur: str | None = holder
+    while cur is not None and cur not in out:
+        out.append(cur)
+        spec = t.data[cur]["b"][channel]
+        cur = spec[1] if spec[0] == "m" else None
+    return out
+
+
+def _delta_ids(t: _Thread, holder: str, channel: str) -> list[str]:
+    spec = t.data[holder]["b"][channel]
+    if spec[0] == "m":
+        return list(spec[2])
+    ids: set[str] = set()
+    _refs(spec, ids)
+    return _ordered_refs(spec[1]) if spec[0] == "x" else []
+
+
+def _ordered_refs(tree: Any) -> list[str]:
+    out: list[str] = []
+    stack = [tree]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            if _MSG_KEY in v:
+                out.append(v[_MSG_KEY])
+            else:
+                stack.extend(reversed(list(v.values())))
+        elif isinstance(v, list):
+            stack.extend(reversed(v))
+    return out
+
+
+def _refs(spec: list[Any], out: set[str]) -> None:
+    """Collect the message entries a stored value refers to."""
+    if spec[0] == "m":
+        out.update(spec[2])
+    elif spec[0] == "x":
+        out.update(_ordered_refs(spec[1]))
+
+
+def _message_ids(t: _Thread, cp: _Cp) -> set[str]:
+    """Message entries written with a checkpoint's values or writes."""
+    out: set[str] = set()
+    for spec in t.data[cp.entry]["b"].values():
+        _refs(spec, out)
+    for w in cp.writes.values():
+        _refs(w[2], out)
+    return out
