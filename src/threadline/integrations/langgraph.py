@@ -33,7 +33,7 @@ import base64
 import hashlib
 import math
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,27 +129,36 @@ class _Batch:
     """Records of one durable append, chained from ``parent``."""
 
     parent: str | None
+    # messages written for this thread's latest steps: id(obj) -> (obj, entry id, its id then)
+    known: dict[int, tuple[Any, str, Any]]
+    # the entries a reused message may be in (None: any): a checkpoint's messages must be on
+    # its path, so that the session's branch reads as the conversation
+    allowed: set[str] | None = None
     records: list[Any] = field(default_factory=list)
-    # message objects written (or found) for this batch: id(obj) -> (obj, entry id)
-    known: dict[int, tuple[Any, str]] = field(default_factory=dict)
+    written: dict[int, tuple[Any, str, Any]] = field(default_factory=dict)
 
     def add(self, rec: Any) -> str:
         self.records.append(rec)
         self.parent = rec.id
         return str(rec.id)
 
-    def message(self, msg: Any) -> str | None:
-        """The entry id holding LangChain message ``msg`` (written now if new); None when the
-        message would not come back identical from a message entry."""
-        hit = self.known.get(id(msg))
-        if hit is not None and hit[0] is msg:
-            return hit[1]
+    def message(self, msg: Any) -> Any:
+        """A reference to the entry holding LangChain message ``msg`` (written now if new):
+        the entry id, or ``[entry id, message id]`` when ``add_messages`` gave the message its
+        id after it was stored. None when it would not come back identical from an entry."""
+        hit = self.written.get(id(msg)) or self.known.get(id(msg))
+        if hit is not None and hit[0] is msg and (
+                self.allowed is None or hit[1] in self.allowed or id(msg) in self.written):
+            if msg.id == hit[2]:
+                return hit[1]
+            if hit[2] is None and isinstance(msg.id, str):
+                return [hit[1], msg.id]
         converted = lc.to_message(msg)
         if not lc.round_trips(msg, converted):
             return None
         eid = self.add(MessageEntry(id=new_id(), parent_id=self.parent, timestamp=now(),
                                     message=converted))
-        self.known[id(msg)] = (msg, eid)
+        self.written[id(msg)] = (msg, eid, msg.id)
         return eid
 
 
@@ -162,11 +171,10 @@ class _Cp:
     ns: str
     id: str
     parent: str | None  # parent checkpoint id
-    tail: str  # last entry of its linear suffix: where writes and children attach
+    tail: str | None  # last entry of its linear suffix: where writes and children attach
     # (task_id, idx) -> (task_id, channel, spec, task_path, entry id)
     writes: dict[tuple[str, int], tuple[str, str, Any, str, str]] = field(default_factory=dict)
     blobs: dict[str, str] = field(default_factory=dict)  # channel -> entry re-homing its value
-    known: dict[int, tuple[Any, str]] = field(default_factory=dict)  # messages written here
 
 
 class _Thread:
@@ -176,10 +184,16 @@ class _Thread:
         self.thread_id = thread_id
         self.session = session
         self.cps: dict[str, dict[str, _Cp]] = {}  # ns -> checkpoint id -> info
+        # writes that came before their checkpoint (LangGraph saves checkpoints in the
+        # background while the next tasks' writes arrive): (ns, checkpoint id) -> holder
+        self.orphans: dict[tuple[str, str], _Cp] = {}
+        self.checkpoint_entries: set[str] = set()
         # (ns, channel, version) -> [(checkpoint id, entry id holding the value)]
         self.blobs: dict[tuple[str, str, Any], list[tuple[str, str]]] = {}
         self.data: dict[str, dict[str, Any]] = {}  # entry id -> its custom data
         self.values: dict[tuple[str, str], tuple[Any, ...]] = {}  # decoded message lists
+        # the last messages written: id(obj) -> (obj, entry id, message id when written)
+        self.recent: dict[int, tuple[Any, str, Any]] = {}
         self.main_leaf: str | None = session.leaf_id
         for meta in session.metadata():
             if meta.type == "custom":
@@ -195,11 +209,12 @@ class _Thread:
         self.data[rec.id] = data
         ns = data.get("ns", "")
         if kind == CHECKPOINT:
+            self.checkpoint_entries.add(rec.id)
             cid = data.get("id", rec.id)
             cp = _Cp(entry=rec.id, ns=ns, id=cid, parent=data.get("p"), tail=rec.id)
             cps = self.cps.setdefault(ns, {})
-            old = cps.get(cid)
-            if old is not None:  # put again: the new checkpoint keeps the writes made so far
+            old = cps.get(cid) or self.orphans.pop((ns, cid), None)
+            if old is not None:  # the writes made before (or for an earlier put of) it stay
                 cp.writes = old.writes
             cps[cid] = cp
             versions = {**data["cv"], **data.get("bv", {})}
@@ -207,10 +222,7 @@ class _Thread:
                 key = (ns, ch, versions.get(ch))
                 self.blobs.setdefault(key, []).append((cid, rec.id))
             return
-        cp_or_none = self.cps.get(ns, {}).get(data["cp"])
-        if cp_or_none is None:
-            return
-        cp = cp_or_none
+        cp = self.target(ns, data["cp"])
         cp.tail = rec.id
         if kind == BLOBS:
             for ch in data["b"]:
@@ -221,6 +233,59 @@ class _Thread:
             if idx >= 0 and key in cp.writes:
                 continue
             cp.writes[key] = (data["task"], channel, spec, data.get("path", ""), rec.id)
+
+    def target(self, ns: str, cid: str) -> _Cp:
+        """The checkpoint that writes for ``cid`` belong to (a holder until it is put)."""
+        cp = self.cps.get(ns, {}).get(cid)
+        if cp is None:
+            cp = self.orphans.get((ns, cid))
+            if cp is None:
+                cp = self.orphans[(ns, cid)] = _Cp(entry="", ns=ns, id=cid, parent=None,
+                                                   tail=None)
+        return cp
+
+    def remember(self, written: dict[int, tuple[Any, str, Any]]) -> None:
+        self.recent.update(written)
+        while len(self.recent) > 256:
+            self.recent.pop(next(iter(self.recent)))
+
+    def follow(self, start: str | None, lineage: Set[str] = frozenset()) -> str | None:
+        """Where a root-namespace record that belongs after ``start`` goes: after the main
+        leaf when only writes and messages lie between them (LangGraph saves a checkpoint in
+        the background, so the next steps' writes can arrive before it), else after ``start``
+        (time travel: a new branch). Checkpoints in ``lineage`` (the new one's ancestors) may
+        lie between too."""
+        leaf = self.main_leaf
+        if start is None or leaf is None or leaf == start:
+            return start if start is not None else leaf
+        cur: str | None = leaf
+        for _ in range(64):
+            if cur == start:
+                return leaf
+            if cur is None or (cur in self.checkpoint_entries and cur not in lineage):
+                return start
+            cur = self.session.entry(cur).parent_id
+        return start
+
+    def lineage(self, cp: _Cp | None, limit: int = 8) -> set[str]:
+        """The entries of ``cp`` and its nearest ancestor checkpoints."""
+        out: set[str] = set()
+        cps = self.cps.get(cp.ns, {}) if cp else {}
+        while cp is not None and len(out) < limit and cp.entry not in out:
+            out.add(cp.entry)
+            cp = cps.get(cp.parent) if cp.parent else None
+        return out
+
+    def ancestors(self, start: str | None, limit: int = 64) -> set[str]:
+        """``start`` and its nearest ancestors in the tree (a step's messages are reused by
+        the next few steps, never by ones far away)."""
+        out: set[str] = set()
+        cur = start
+        session = self.session
+        while cur is not None and cur not in out and len(out) < limit:
+            out.add(cur)
+            cur = session.entry(cur).parent_id
+        return out
 
     def latest(self, ns: str) -> _Cp | None:
         cps = self.cps.get(ns)
@@ -271,6 +336,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             else open_store(store)
         self._threads: dict[str, _Thread] = {}
         self._lock = threading.RLock()
+        self._put_done = threading.Condition(self._lock)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -351,6 +417,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                     t.ingest(rec)
             if main:
                 t.main_leaf = batch.records[-1].id
+            t.remember(batch.written)
         if t.main_leaf is not None and session.leaf_id != t.main_leaf:
             session.branch(t.main_leaf)
 
@@ -369,7 +436,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         """``value`` as JSON with messages as entry references, or None if it is not that."""
         if isinstance(value, BaseMessage):
             eid = batch.message(value)
-            return None if eid is None else {_MSG_KEY: eid}
+            ref = batch.message(value)
+            return None if ref is None else {_MSG_KEY: ref}
         if depth >= _MAX_DEPTH:
             return None
         if type(value) is list:
@@ -411,12 +479,16 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             return [self._untree(t, v) for v in tree]
         return tree
 
-    def _message(self, t: _Thread, entry_id: str) -> Any:
+    def _message(self, t: _Thread, ref: Any) -> Any:
+        entry_id = ref if isinstance(ref, str) else ref[0]
         rec = t.session.entry(entry_id)
         if not isinstance(rec, MessageEntry):
             raise UserError(f"Entry '{entry_id}' of session '{t.session.id}' is not a message "
                             "(was it purged?); the checkpoint that refers to it cannot load")
-        return lc.from_message(rec.message)
+        msg = lc.from_message(rec.message)
+        if not isinstance(ref, str):
+            msg.id = ref[1]
+        return msg
 
     def _messages_at(self, t: _Thread, holder: str, channel: str) -> tuple[Any, ...]:
         """The message list stored (as a chain of deltas) for ``channel`` in entry ``holder``."""
@@ -557,9 +629,13 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             assert t is not None
             cps = t.cps.setdefault(ns, {})
             parent = cps.get(parent_id) if parent_id else None
-            batch = _Batch(parent.tail if parent else (t.main_leaf if ns == "" else None))
             if parent is not None:
-                batch.known.update(parent.known)
+                start = parent.tail
+            else:
+                start = t.main_leaf if ns == "" else None
+            if not ns:
+                start = t.follow(start, t.lineage(parent))
+            batch = _Batch(start, t.recent, t.ancestors(start))
             values = checkpoint["channel_values"]
             blobs: dict[str, Any] = {}
             deltas: dict[str, tuple[Any, ...]] = {}
@@ -604,12 +680,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             batch.add(CustomEntry(id=entry_id, parent_id=batch.parent, timestamp=ts,
                                   custom=CustomPayload(custom_type=CHECKPOINT, data=data)))
             self._append(t, batch, main=not ns)
+            self._put_done.notify_all()
             cp = cps[cid]
-            cp.known = batch.known
-            if parent is not None and parent.parent:
-                grand = cps.get(parent.parent)
-                if grand is not None:
-                    grand.known = {}
             for ch, value in deltas.items():
                 self._cache(t, cp.entry, ch, value)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
@@ -638,10 +710,10 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         for msg in value[n:]:
             if not isinstance(msg, BaseMessage):
                 return None
-            eid = batch.message(msg)
-            if eid is None:
+            ref = batch.message(msg)
+            if ref is None:
                 return None
-            ids.append(eid)
+            ids.append(ref)
         return ["m", holder, ids]
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
@@ -652,12 +724,29 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         with self._lock:
             t = self._thread(conf["thread_id"], create=True)
             assert t is not None
-            cp = t.cps.get(ns, {}).get(cid)
-            if cp is None:
-                raise UserError(f"Checkpoint {cid!r} of thread {conf['thread_id']!r} "
-                                f"(namespace {ns!r}) does not exist; put it before its writes")
-            batch = _Batch(cp.tail)
-            batch.known.update(cp.known)
+            latest = t.latest(ns)
+            if cid not in t.cps.get(ns, {}) and latest is not None and cid > latest.id:
+                # a checkpoint LangGraph is saving in the background right now: its writes
+                # wait for it (briefly), so they can go after it and hold its messages once
+                self._put_done.wait_for(lambda: cid in t.cps.get(ns, {}), timeout=2.0)
+                t = self._thread(conf["thread_id"], create=True)
+                assert t is not None
+            cp = t.target(ns, cid)
+            # Writes go after their checkpoint. Writes that arrive before it (LangGraph saves
+            # checkpoints in the background) or after its child wait on a side branch, so the
+            # session's branch keeps the conversation's order; a message they hold is written
+            # again where its checkpoint needs it.
+            start = cp.tail
+            if start is None:
+                latest = t.latest(ns)
+                start = t.main_leaf if ns == "" else (latest.tail if latest else None)
+                on_main = False
+            elif not ns:
+                start = t.follow(start)
+                on_main = start == t.main_leaf
+            else:
+                on_main = False
+            batch = _Batch(start, t.recent)
             rows = []
             for idx, (channel, value) in enumerate(writes):
                 key_idx = WRITES_IDX_MAP.get(channel, idx)
@@ -673,9 +762,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 data["path"] = task_path
             batch.add(CustomEntry(id=new_id(), parent_id=batch.parent, timestamp=now(),
                                   custom=CustomPayload(custom_type=WRITES, data=data)))
-            on_main = not ns and t.main_leaf == cp.tail
             self._append(t, batch, main=on_main)
-            cp.known.update(batch.known)
 
     # -- deleting and copying ------------------------------------------------------------------
 
@@ -803,7 +890,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 _refs(t.data[h]["b"][ch], refs)
         if not moved:
             return
-        batch = _Batch(cp.tail)
+        batch = _Batch(cp.tail, {})
         data_b: dict[str, Any] = {"cp": cp.id, "b": moved}
         if cp.ns:
             data_b["ns"] = cp.ns
@@ -861,17 +948,16 @@ def _chain(t: _Thread, holder: str, channel: str) -> list[str]:
     return out
 
 
-def _delta_ids(t: _Thread, holder: str, channel: str) -> list[str]:
+def _delta_ids(t: _Thread, holder: str, channel: str) -> list[Any]:
+    """The message references a stored value adds, in order."""
     spec = t.data[holder]["b"][channel]
     if spec[0] == "m":
         return list(spec[2])
-    ids: set[str] = set()
-    _refs(spec, ids)
     return _ordered_refs(spec[1]) if spec[0] == "x" else []
 
 
-def _ordered_refs(tree: Any) -> list[str]:
-    out: list[str] = []
+def _ordered_refs(tree: Any) -> list[Any]:
+    out: list[Any] = []
     stack = [tree]
     while stack:
         v = stack.pop()
@@ -887,10 +973,8 @@ def _ordered_refs(tree: Any) -> list[str]:
 
 def _refs(spec: list[Any], out: set[str]) -> None:
     """Collect the message entries a stored value refers to."""
-    if spec[0] == "m":
-        out.update(spec[2])
-    elif spec[0] == "x":
-        out.update(_ordered_refs(spec[1]))
+    refs = spec[2] if spec[0] == "m" else _ordered_refs(spec[1]) if spec[0] == "x" else []
+    out.update(r if isinstance(r, str) else r[0] for r in refs)
 
 
 def _message_ids(t: _Thread, cp: _Cp) -> set[str]:

@@ -1,0 +1,250 @@
+"""The LangGraph checkpointer (threadline.integrations.langgraph) on JSONL, SQLite and PostgreSQL:
+LangGraph's own conformance suite, and a real compiled graph compared with ``InMemorySaver``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.conformance")  # the dev extra installs it
+
+from _langgraph_chat import build, run, shape, user
+from conftest import PG_URL, make_store
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.memory import InMemorySaver
+
+import threadline as tl
+from threadline.integrations.langgraph import ThreadlineSaver
+
+STORES = ["jsonl", "sqlite", "postgres"]
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tl.store.BaseStore]:
+    st = make_store(request.param, tmp_path)
+    yield st
+    st.close()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_conformance_suite_passes_every_capability(kind: str, tmp_path: Path) -> None:
+    stores: list[Any] = []
+
+    @checkpointer_test(name=f"ThreadlineSaver[{kind}]")
+    async def factory() -> Any:
+        st = make_store(kind, tmp_path / str(len(stores)))
+        stores.append(st)
+        saver = ThreadlineSaver(st)
+        yield saver
+        saver.close()
+        st.close()
+
+    report = asyncio.run(validate(factory))
+    outcome = {name: (r.passed, r.tests_failed, r.failures) for name, r in report.results.items()}
+    assert outcome == {name: (True, 0, []) for name in (
+        "put", "put_writes", "get_tuple", "list", "delete_thread",
+        "delete_for_runs", "copy_thread", "prune")}
+    assert len(stores) == 8  # one fresh store per capability suite
+
+
+def _history(graph: Any, config: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [(s.metadata["step"], s.metadata["source"], s.next, len(s.values["messages"]))
+            for s in graph.get_state_history(config)]
+
+
+def _after_turn(graph: Any, config: dict[str, Any], n_messages: int) -> dict[str, Any]:
+    """The config of the checkpoint that ended the turn leaving ``n_messages`` messages."""
+    for s in graph.get_state_history(config):
+        if not s.next and len(s.values["messages"]) == n_messages:
+            return s.config  # type: ignore[no-any-return]
+    raise AssertionError(f"no finished turn with {n_messages} messages")
+
+
+def _pg_args(st: Any) -> list[str]:
+    return ["test", st.schema] if st.url.startswith("postgresql") else []
+
+
+def test_a_50_turn_graph_resumed_in_a_new_process_and_time_travelled_equals_in_memory_saver(
+        store: Any) -> None:
+    config = {"configurable": {"thread_id": "chat-1"}}
+    # the reference: LangGraph's InMemorySaver, all in one process
+    ref = build(InMemorySaver())
+    run(ref, config, 1, 25)
+    ref_main = run(ref, config, 26, 50)
+    ref_fork = _after_turn(ref, config, 26)  # the end of turn 10 (turns 3, 6, 9 call the tool)
+    run(ref, ref_fork, 101, 101)  # time travel: a new branch from there
+    ref_branch = run(ref, config, 102, 105)  # the thread's latest checkpoint is on it
+    ref_history = _history(ref, config)
+
+    # threadline: 25 turns here, 25 in a new process, then time travel here
+    with ThreadlineSaver(store) as saver:
+        run(build(saver), config, 1, 25)
+    url = PG_URL if store.url.startswith("postgresql") else store.url
+    out = subprocess.run([sys.executable, str(HERE / "_langgraph_chat.py"), url, "chat-1", "26",
+                          "50", *_pg_args(store)], capture_output=True, text=True, check=True)
+    main_shape = json.loads(out.stdout)
+    saver = ThreadlineSaver(store)
+    graph = build(saver)
+    assert main_shape == shape(ref_main["messages"])
+    assert shape(graph.get_state(config).values["messages"]) == main_shape
+    fork = _after_turn(graph, config, 26)
+    run(graph, fork, 101, 101)
+    branch = run(graph, config, 102, 105)
+    assert shape(branch["messages"]) == shape(ref_branch["messages"])
+    assert _history(graph, config) == ref_history
+    assert len(ref_history) == 201  # both branches: 3 checkpoints a turn, 5 with a tool call
+
+    # the thread is a readable threadline session: its current branch is the conversation
+    session = saver.session("chat-1")
+    assert session is not None and session.id == "chat-1"
+    ctx = session.context()
+    assert [m.role for m in ctx.messages] == [
+        {"human": "user", "ai": "assistant", "tool": "tool"}[m.type] for m in branch["messages"]]
+    assert [m.text for m in ctx.messages if m.role != "tool"] == [
+        m.content for m in branch["messages"] if m.type != "tool"]
+    # each message is stored once, however many checkpoints hold it
+    stored = [e for e in session.entries() if e.type == "message"]
+    assert len(stored) == len(ref_main["messages"]) + len(branch["messages"]) - 26
+    saver.close()
+
+
+def test_a_thread_reads_back_as_the_conversation_in_any_provider_format(
+        jsonl_store: Any) -> None:
+    with ThreadlineSaver(jsonl_store) as saver:
+        final = run(build(saver), {"configurable": {"thread_id": "t"}}, 1, 3)
+        session = saver.session("t")
+        assert session is not None
+        payload = tl.formats.dump_context("openai_chat", session.context().messages)
+    assert [m.type for m in final["messages"]] == [
+        "human", "ai", "human", "ai", "human", "ai", "tool", "ai"]
+    assert payload[6] == {"role": "tool", "tool_call_id": "call-3",
+                          "content": "result for 3: 9"}
+    assert payload[5]["tool_calls"][0]["function"] == {"name": "lookup",
+                                                       "arguments": '{"q":3}'}
+
+
+def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) -> None:
+    saver = ThreadlineSaver(jsonl_store)
+    graph = build(saver)
+    config = {"configurable": {"thread_id": "deltas"}}
+    run(graph, config, 1, 30)
+    session = saver.session("deltas")
+    assert session is not None
+    records = [json.loads(line) for line in
+               (Path(jsonl_store.directory) / "deltas.jsonl").read_bytes().splitlines()[1:]]
+    messages = [r for r in records if r["type"] == "message"]
+    assert len(messages) == len(graph.get_state(config).values["messages"]) == 80
+    checkpoints = [r["custom"]["data"] for r in records
+                   if r["type"] == "custom" and r["custom"]["custom_type"] ==
+                   "langgraph.checkpoint"]
+    kinds = [c["b"]["messages"][0] for c in checkpoints if "messages" in c["b"]]
+    assert kinds[0] == "x" and set(kinds[1:]) == {"m"}  # whole once, then only what was added
+    assert all(len(c["b"]["messages"][2]) <= 2 for c in checkpoints
+               if c["b"].get("messages", [""])[0] == "m")
+    saver.close()
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_values_that_are_not_message_lists_come_back_exact(jsonl_store: Any) -> None:
+    saver = ThreadlineSaver(jsonl_store)
+    ref = InMemorySaver()
+    config = {"configurable": {"thread_id": "odd", "checkpoint_ns": ""}}
+    values = {"tuple": (1, "a"), "set": {1, 2}, "nul": "a\x00b", "nan": float("nan"),
+              "deep": _nested(45),
+              "msgs": [HumanMessage("hi", id="h"), AIMessage("yo", id="a")],
+              "mixed": {"m": ToolMessage("r", tool_call_id="c", id="t"), "n": 1},
+              "shrunk": [HumanMessage("x", id="x")]}
+    checkpoint = {"v": 1, "id": "1ef0", "ts": "2026-01-01T00:00:00+00:00",
+                  "channel_values": values, "channel_versions": {k: 1 for k in values},
+                  "versions_seen": {}, "updated_channels": None}
+    saved = saver.put(config, checkpoint, {"source": "loop", "step": 0}, {k: 1 for k in values})
+    ref_saved = ref.put(config, checkpoint, {"source": "loop", "step": 0}, {k: 1 for k in values})
+    child = {**checkpoint, "id": "1ef1",
+             "channel_values": {**values, "shrunk": [], "msgs": [*values["msgs"],
+                                                                AIMessage("more", id="m")]},
+             "channel_versions": {k: 2 if k in ("shrunk", "msgs") else 1 for k in values}}
+    saver.put(saved, child, {"source": "loop", "step": 1}, {"shrunk": 2, "msgs": 2})
+    ref.put(ref_saved, child, {"source": "loop", "step": 1}, {"shrunk": 2, "msgs": 2})
+    saver.close()
+    fresh = ThreadlineSaver(jsonl_store)
+    got = fresh.get_tuple({"configurable": {"thread_id": "odd"}})
+    assert got is not None
+    got_values = got.checkpoint["channel_values"]
+    expected = ref.get_tuple({"configurable": {"thread_id": "odd"}}).checkpoint["channel_values"]
+    nan = got_values.pop("nan")
+    assert nan != nan and math.isnan(expected.pop("nan"))
+    assert got_values == expected
+    assert got_values["set"] == {1, 2} and got_values["nul"] == "a\x00b"
+    assert [type(v) for v in got_values["msgs"]] == [HumanMessage, AIMessage, AIMessage]
+    fresh.close()
+
+
+def test_time_travel_branches_the_session_tree_and_the_leaf_follows_the_new_branch(
+        jsonl_store: Any) -> None:
+    saver = ThreadlineSaver(jsonl_store)
+    graph = build(saver)
+    config = {"configurable": {"thread_id": "tt"}}
+    run(graph, config, 1, 4)
+    abandoned = graph.get_state(config).config["configurable"]["checkpoint_id"]
+    fork = _after_turn(graph, config, 4)
+    run(graph, fork, 7, 7)
+    session = saver.session("tt")
+    assert session is not None
+    assert [(m.role, m.text.split(" after")[0]) for m in session.context().messages] == [
+        ("user", "question 1"), ("assistant", "answer 1"), ("user", "question 2"),
+        ("assistant", "answer 2"), ("user", "question 7"), ("assistant", ""), ("tool", ""),
+        ("assistant", "answer 3")]
+    # the abandoned branch stays in the tree, off the current path
+    on_path = set(session.path_ids())
+    assert fork["configurable"]["checkpoint_id"] in on_path
+    assert abandoned in session.entry_ids() and abandoned not in on_path
+    saver.close()
+
+
+def test_a_thread_id_that_is_not_a_session_id_is_hashed_and_named_in_the_header(
+        jsonl_store: Any) -> None:
+    with ThreadlineSaver(jsonl_store) as saver:
+        run(build(saver), {"configurable": {"thread_id": "user 42/chat"}}, 1, 1)
+        session = saver.session("user 42/chat")
+        assert session is not None
+        assert session.id.startswith("lg-") and len(session.id) == 43
+        assert session.header.metadata == {"langgraph": {"thread_id": "user 42/chat"}}
+
+
+def test_a_session_that_is_not_a_langgraph_thread_is_refused(jsonl_store: Any) -> None:
+    jsonl_store.create(session_id="mine").append_message("user", "hello")
+    with ThreadlineSaver(jsonl_store) as saver, pytest.raises(
+            tl.UserError, match="Session 'mine' exists but is not LangGraph thread 'mine'"):
+        run(build(saver), {"configurable": {"thread_id": "mine"}}, 1, 1)
+
+
+def test_async_graph_runs_through_the_async_methods(jsonl_store: Any) -> None:
+    async def main() -> list[Any]:
+        saver = ThreadlineSaver(jsonl_store)
+        graph = build(saver)
+        config = {"configurable": {"thread_id": "a"}}
+        for turn in range(1, 4):
+            await graph.ainvoke({"messages": [user(turn)]}, config)
+        state = await graph.aget_state(config)
+        saver.close()
+        return shape(state.values["messages"])
+
+    ref = build(InMemorySaver())
+    expected = run(ref, {"configurable": {"thread_id": "a"}}, 1, 3)
+    assert asyncio.run(main()) == shape(expected["messages"])
