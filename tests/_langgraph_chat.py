@@ -24,8 +24,10 @@ from langchain_core.tools import tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-FILLER = ("The quick brown fox jumps over the lazy dog while the committee reviews the "
-          "quarterly figures and drafts a reply. ")
+FILLER = (
+    "The quick brown fox jumps over the lazy dog while the committee reviews the "
+    "quarterly figures and drafts a reply. "
+)
 
 
 @tool
@@ -41,10 +43,14 @@ def _reply(messages: list[BaseMessage], pad: int) -> AIMessage:
     n = sum(1 for m in messages if isinstance(m, HumanMessage))
     text = FILLER * pad
     if isinstance(last, HumanMessage) and n % 3 == 0:
-        return AIMessage(content="", id=f"ai-{len(messages)}-call",
-                         tool_calls=[{"name": "lookup", "args": {"q": n}, "id": f"call-{n}"}])
-    return AIMessage(content=f"answer {n} after {len(messages)} messages. {text}",
-                     id=f"ai-{len(messages)}")
+        return AIMessage(
+            content="",
+            id=f"ai-{len(messages)}-call",
+            tool_calls=[{"name": "lookup", "args": {"q": n}, "id": f"call-{n}"}],
+        )
+    return AIMessage(
+        content=f"answer {n} after {len(messages)} messages. {text}", id=f"ai-{len(messages)}"
+    )
 
 
 def build(checkpointer: Any, pad: int = 0) -> Any:
@@ -79,8 +85,14 @@ def shape(messages: list[BaseMessage]) -> list[list[Any]]:
     """What a conversation says, without the random ids LangGraph gives tool messages."""
     out = []
     for m in messages:
-        out.append([m.type, m.content, [dict(c) for c in getattr(m, "tool_calls", [])],
-                    getattr(m, "tool_call_id", None)])
+        out.append(
+            [
+                m.type,
+                m.content,
+                [dict(c) for c in getattr(m, "tool_calls", [])],
+                getattr(m, "tool_call_id", None),
+            ]
+        )
     return out
 
 

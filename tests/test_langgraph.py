@@ -13,16 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("langgraph.checkpoint.conformance")  # the dev extra installs it
-
-from _langgraph_chat import build, run, shape, user
-from conftest import PG_URL, make_store
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.memory import InMemorySaver
 
 import threadline as tl
+from _langgraph_chat import build, run, shape, user
+from conftest import PG_URL, make_store
 from threadline.integrations.langgraph import ThreadlineSaver
 
 STORES = ["jsonl", "sqlite", "postgres"]
@@ -51,15 +48,27 @@ def test_conformance_suite_passes_every_capability(kind: str, tmp_path: Path) ->
 
     report = asyncio.run(validate(factory))
     outcome = {name: (r.passed, r.tests_failed, r.failures) for name, r in report.results.items()}
-    assert outcome == {name: (True, 0, []) for name in (
-        "put", "put_writes", "get_tuple", "list", "delete_thread",
-        "delete_for_runs", "copy_thread", "prune")}
+    assert outcome == {
+        name: (True, 0, [])
+        for name in (
+            "put",
+            "put_writes",
+            "get_tuple",
+            "list",
+            "delete_thread",
+            "delete_for_runs",
+            "copy_thread",
+            "prune",
+        )
+    }
     assert len(stores) == 8  # one fresh store per capability suite
 
 
 def _history(graph: Any, config: dict[str, Any]) -> list[tuple[Any, ...]]:
-    return [(s.metadata["step"], s.metadata["source"], s.next, len(s.values["messages"]))
-            for s in graph.get_state_history(config)]
+    return [
+        (s.metadata["step"], s.metadata["source"], s.next, len(s.values["messages"]))
+        for s in graph.get_state_history(config)
+    ]
 
 
 def _after_turn(graph: Any, config: dict[str, Any], n_messages: int) -> dict[str, Any]:
@@ -75,7 +84,8 @@ def _pg_args(st: Any) -> list[str]:
 
 
 def test_a_50_turn_graph_resumed_in_a_new_process_and_time_travelled_equals_in_memory_saver(
-        store: Any) -> None:
+    store: Any,
+) -> None:
     config = {"configurable": {"thread_id": "chat-1"}}
     # the reference: LangGraph's InMemorySaver, all in one process
     ref = build(InMemorySaver())
@@ -90,8 +100,20 @@ def test_a_50_turn_graph_resumed_in_a_new_process_and_time_travelled_equals_in_m
     with ThreadlineSaver(store) as saver:
         run(build(saver), config, 1, 25)
     url = PG_URL if store.url.startswith("postgresql") else store.url
-    out = subprocess.run([sys.executable, str(HERE / "_langgraph_chat.py"), url, "chat-1", "26",
-                          "50", *_pg_args(store)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "_langgraph_chat.py"),
+            url,
+            "chat-1",
+            "26",
+            "50",
+            *_pg_args(store),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     main_shape = json.loads(out.stdout)
     saver = ThreadlineSaver(store)
     graph = build(saver)
@@ -109,28 +131,35 @@ def test_a_50_turn_graph_resumed_in_a_new_process_and_time_travelled_equals_in_m
     assert session is not None and session.id == "chat-1"
     ctx = session.context()
     assert [m.role for m in ctx.messages] == [
-        {"human": "user", "ai": "assistant", "tool": "tool"}[m.type] for m in branch["messages"]]
+        {"human": "user", "ai": "assistant", "tool": "tool"}[m.type] for m in branch["messages"]
+    ]
     assert [m.text for m in ctx.messages if m.role != "tool"] == [
-        m.content for m in branch["messages"] if m.type != "tool"]
+        m.content for m in branch["messages"] if m.type != "tool"
+    ]
     # each message is stored once, however many checkpoints hold it
     stored = [e for e in session.entries() if e.type == "message"]
     assert len(stored) == len(ref_main["messages"]) + len(branch["messages"]) - 26
     saver.close()
 
 
-def test_a_thread_reads_back_as_the_conversation_in_any_provider_format(
-        jsonl_store: Any) -> None:
+def test_a_thread_reads_back_as_the_conversation_in_any_provider_format(jsonl_store: Any) -> None:
     with ThreadlineSaver(jsonl_store) as saver:
         final = run(build(saver), {"configurable": {"thread_id": "t"}}, 1, 3)
         session = saver.session("t")
         assert session is not None
         payload = tl.formats.dump_context("openai_chat", session.context().messages)
     assert [m.type for m in final["messages"]] == [
-        "human", "ai", "human", "ai", "human", "ai", "tool", "ai"]
-    assert payload[6] == {"role": "tool", "tool_call_id": "call-3",
-                          "content": "result for 3: 9"}
-    assert payload[5]["tool_calls"][0]["function"] == {"name": "lookup",
-                                                       "arguments": '{"q":3}'}
+        "human",
+        "ai",
+        "human",
+        "ai",
+        "human",
+        "ai",
+        "tool",
+        "ai",
+    ]
+    assert payload[6] == {"role": "tool", "tool_call_id": "call-3", "content": "result for 3: 9"}
+    assert payload[5]["tool_calls"][0]["function"] == {"name": "lookup", "arguments": '{"q":3}'}
 
 
 def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) -> None:
@@ -140,17 +169,24 @@ def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) ->
     run(graph, config, 1, 30)
     session = saver.session("deltas")
     assert session is not None
-    records = [json.loads(line) for line in
-               (Path(jsonl_store.directory) / "deltas.jsonl").read_bytes().splitlines()[1:]]
+    records = [
+        json.loads(line)
+        for line in (Path(jsonl_store.directory) / "deltas.jsonl").read_bytes().splitlines()[1:]
+    ]
     messages = [r for r in records if r["type"] == "message"]
     assert len(messages) == len(graph.get_state(config).values["messages"]) == 80
-    checkpoints = [r["custom"]["data"] for r in records
-                   if r["type"] == "custom" and r["custom"]["custom_type"] ==
-                   "langgraph.checkpoint"]
+    checkpoints = [
+        r["custom"]["data"]
+        for r in records
+        if r["type"] == "custom" and r["custom"]["custom_type"] == "langgraph.checkpoint"
+    ]
     kinds = [c["b"]["messages"][0] for c in checkpoints if "messages" in c["b"]]
     assert kinds[0] == "x" and set(kinds[1:]) == {"m"}  # whole once, then only what was added
-    assert all(len(c["b"]["messages"][2]) <= 2 for c in checkpoints
-               if c["b"].get("messages", [""])[0] == "m")
+    assert all(
+        len(c["b"]["messages"][2]) <= 2
+        for c in checkpoints
+        if c["b"].get("messages", [""])[0] == "m"
+    )
     saver.close()
 
 
@@ -165,20 +201,37 @@ def test_values_that_are_not_message_lists_come_back_exact(jsonl_store: Any) -> 
     saver = ThreadlineSaver(jsonl_store)
     ref = InMemorySaver()
     config = {"configurable": {"thread_id": "odd", "checkpoint_ns": ""}}
-    values = {"tuple": (1, "a"), "set": {1, 2}, "nul": "a\x00b", "nan": float("nan"),
-              "deep": _nested(45),
-              "msgs": [HumanMessage("hi", id="h"), AIMessage("yo", id="a")],
-              "mixed": {"m": ToolMessage("r", tool_call_id="c", id="t"), "n": 1},
-              "shrunk": [HumanMessage("x", id="x")]}
-    checkpoint = {"v": 1, "id": "1ef0", "ts": "2026-01-01T00:00:00+00:00",
-                  "channel_values": values, "channel_versions": {k: 1 for k in values},
-                  "versions_seen": {}, "updated_channels": None}
+    values = {
+        "tuple": (1, "a"),
+        "set": {1, 2},
+        "nul": "a\x00b",
+        "nan": float("nan"),
+        "deep": _nested(45),
+        "msgs": [HumanMessage("hi", id="h"), AIMessage("yo", id="a")],
+        "mixed": {"m": ToolMessage("r", tool_call_id="c", id="t"), "n": 1},
+        "shrunk": [HumanMessage("x", id="x")],
+    }
+    checkpoint = {
+        "v": 1,
+        "id": "1ef0",
+        "ts": "2026-01-01T00:00:00+00:00",
+        "channel_values": values,
+        "channel_versions": {k: 1 for k in values},
+        "versions_seen": {},
+        "updated_channels": None,
+    }
     saved = saver.put(config, checkpoint, {"source": "loop", "step": 0}, {k: 1 for k in values})
     ref_saved = ref.put(config, checkpoint, {"source": "loop", "step": 0}, {k: 1 for k in values})
-    child = {**checkpoint, "id": "1ef1",
-             "channel_values": {**values, "shrunk": [], "msgs": [*values["msgs"],
-                                                                AIMessage("more", id="m")]},
-             "channel_versions": {k: 2 if k in ("shrunk", "msgs") else 1 for k in values}}
+    child = {
+        **checkpoint,
+        "id": "1ef1",
+        "channel_values": {
+            **values,
+            "shrunk": [],
+            "msgs": [*values["msgs"], AIMessage("more", id="m")],
+        },
+        "channel_versions": {k: 2 if k in ("shrunk", "msgs") else 1 for k in values},
+    }
     saver.put(saved, child, {"source": "loop", "step": 1}, {"shrunk": 2, "msgs": 2})
     ref.put(ref_saved, child, {"source": "loop", "step": 1}, {"shrunk": 2, "msgs": 2})
     saver.close()
@@ -196,7 +249,8 @@ def test_values_that_are_not_message_lists_come_back_exact(jsonl_store: Any) -> 
 
 
 def test_time_travel_branches_the_session_tree_and_the_leaf_follows_the_new_branch(
-        jsonl_store: Any) -> None:
+    jsonl_store: Any,
+) -> None:
     saver = ThreadlineSaver(jsonl_store)
     graph = build(saver)
     config = {"configurable": {"thread_id": "tt"}}
@@ -207,9 +261,15 @@ def test_time_travel_branches_the_session_tree_and_the_leaf_follows_the_new_bran
     session = saver.session("tt")
     assert session is not None
     assert [(m.role, m.text.split(" after")[0]) for m in session.context().messages] == [
-        ("user", "question 1"), ("assistant", "answer 1"), ("user", "question 2"),
-        ("assistant", "answer 2"), ("user", "question 7"), ("assistant", ""), ("tool", ""),
-        ("assistant", "answer 3")]
+        ("user", "question 1"),
+        ("assistant", "answer 1"),
+        ("user", "question 2"),
+        ("assistant", "answer 2"),
+        ("user", "question 7"),
+        ("assistant", ""),
+        ("tool", ""),
+        ("assistant", "answer 3"),
+    ]
     # the abandoned branch stays in the tree, off the current path
     on_path = set(session.path_ids())
     assert fork["configurable"]["checkpoint_id"] in on_path
@@ -218,7 +278,8 @@ def test_time_travel_branches_the_session_tree_and_the_leaf_follows_the_new_bran
 
 
 def test_a_thread_id_that_is_not_a_session_id_is_hashed_and_named_in_the_header(
-        jsonl_store: Any) -> None:
+    jsonl_store: Any,
+) -> None:
     with ThreadlineSaver(jsonl_store) as saver:
         run(build(saver), {"configurable": {"thread_id": "user 42/chat"}}, 1, 1)
         session = saver.session("user 42/chat")
@@ -229,8 +290,12 @@ def test_a_thread_id_that_is_not_a_session_id_is_hashed_and_named_in_the_header(
 
 def test_a_session_that_is_not_a_langgraph_thread_is_refused(jsonl_store: Any) -> None:
     jsonl_store.create(session_id="mine").append_message("user", "hello")
-    with ThreadlineSaver(jsonl_store) as saver, pytest.raises(
-            tl.UserError, match="Session 'mine' exists but is not LangGraph thread 'mine'"):
+    with (
+        ThreadlineSaver(jsonl_store) as saver,
+        pytest.raises(
+            tl.UserError, match="Session 'mine' exists but is not LangGraph thread 'mine'"
+        ),
+    ):
         run(build(saver), {"configurable": {"thread_id": "mine"}}, 1, 1)
 
 

@@ -44,9 +44,16 @@ NAME = "langchain"
 _ROLE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 _TYPE = {v: k for k, v in _ROLE.items()}
 # fields every message has, with the value that means "absent"
-_DEFAULTS: dict[str, Any] = {"additional_kwargs": {}, "response_metadata": {}, "name": None,
-                             "id": None, "invalid_tool_calls": [], "usage_metadata": None,
-                             "artifact": None, "status": "success"}
+_DEFAULTS: dict[str, Any] = {
+    "additional_kwargs": {},
+    "response_metadata": {},
+    "name": None,
+    "id": None,
+    "invalid_tool_calls": [],
+    "usage_metadata": None,
+    "artifact": None,
+    "status": "success",
+}
 
 
 def _lc() -> Any:
@@ -91,8 +98,11 @@ def to_message(message: Any) -> Message:
         blocks = [_block(item) for item in content]
     for call in raw.get("tool_calls") or ():
         blocks.append(tool_use(str(call.get("id") or ""), call["name"], call.get("args", {})))
-        leftover = {k: v for k, v in call.items()
-                    if k not in ("id", "name", "args") and not (k == "type" and v == "tool_call")}
+        leftover = {
+            k: v
+            for k, v in call.items()
+            if k not in ("id", "name", "args") and not (k == "type" and v == "tool_call")
+        }
         if call.get("id") is None:
             leftover["no_id"] = True
         if leftover:
@@ -140,9 +150,12 @@ def _usage(u: dict[str, Any]) -> Usage:
 
     details = u.get("input_token_details")
     cache_read = details.get("cache_read", 0) if isinstance(details, dict) else 0
-    return Usage(input=num("input_tokens"), output=num("output_tokens"),
-                 total=num("total_tokens"),
-                 cache_read=cache_read if isinstance(cache_read, int) else 0)
+    return Usage(
+        input=num("input_tokens"),
+        output=num("output_tokens"),
+        total=num("total_tokens"),
+        cache_read=cache_read if isinstance(cache_read, int) else 0,
+    )
 
 
 def from_message(message: Message) -> Any:
@@ -164,8 +177,7 @@ def from_message(message: Message) -> Any:
         elif isinstance(res.content, str):
             content = res.content
         else:
-            content = "\n".join(b.text.content for b in res.content
-                                if isinstance(b, TextBlock))
+            content = "\n".join(b.text.content for b in res.content if isinstance(b, TextBlock))
         if res is not None and res.is_error and "status" not in extra:
             fields["status"] = "error"
     else:
@@ -187,18 +199,30 @@ def from_message(message: Message) -> Any:
     return getattr(lc, cls)(content=content, **fields)
 
 
-_CLASSES = {"human": "HumanMessage", "ai": "AIMessage", "system": "SystemMessage",
-            "tool": "ToolMessage", "function": "FunctionMessage", "chat": "ChatMessage",
-            "remove": "RemoveMessage", "AIMessageChunk": "AIMessageChunk",
-            "HumanMessageChunk": "HumanMessageChunk", "SystemMessageChunk": "SystemMessageChunk",
-            "ToolMessageChunk": "ToolMessageChunk"}
+_CLASSES = {
+    "human": "HumanMessage",
+    "ai": "AIMessage",
+    "system": "SystemMessage",
+    "tool": "ToolMessage",
+    "function": "FunctionMessage",
+    "chat": "ChatMessage",
+    "remove": "RemoveMessage",
+    "AIMessageChunk": "AIMessageChunk",
+    "HumanMessageChunk": "HumanMessageChunk",
+    "SystemMessageChunk": "SystemMessageChunk",
+    "ToolMessageChunk": "ToolMessageChunk",
+}
 
 
 def _tool_call(b: ToolUseBlock) -> dict[str, Any]:
     extra = dict((b.provider_details or {}).get(NAME) or {})
     no_id = extra.pop("no_id", False)
-    call = {"name": b.tool_use.name, "args": b.tool_use.input,
-            "id": None if no_id else b.tool_use.id, "type": "tool_call"}
+    call = {
+        "name": b.tool_use.name,
+        "args": b.tool_use.input,
+        "id": None if no_id else b.tool_use.id,
+        "type": "tool_call",
+    }
     call.update(extra)
     return call
 

@@ -59,15 +59,20 @@ except ImportError:  # pragma: no cover - exercised only without the extra
         "pip install 'threadline[langgraph]'"
     ) from None
 
+from threadline import history
 from threadline.errors import UserError
 from threadline.formats import langchain as lc
-from threadline.model.entries import CustomEntry, MessageEntry, new_id, now
 from threadline.model.entries import Custom as CustomPayload
+from threadline.model.entries import CustomEntry, MessageEntry, new_id, now
 from threadline.session import Session
 from threadline.store import open_store
-from threadline.store.base import SESSION_ID_RE, Store
+from threadline.store.base import SESSION_ID_RE, BaseStore, Store
 
 __all__ = ["ThreadlineSaver"]
+
+# (``list`` is a method name inside the saver)
+_Tuples = list[CheckpointTuple]
+_Spec = list[Any]
 
 CHECKPOINT = "langgraph.checkpoint"
 WRITES = "langgraph.writes"
@@ -147,8 +152,11 @@ class _Batch:
         the entry id, or ``[entry id, message id]`` when ``add_messages`` gave the message its
         id after it was stored. None when it would not come back identical from an entry."""
         hit = self.written.get(id(msg)) or self.known.get(id(msg))
-        if hit is not None and hit[0] is msg and (
-                self.allowed is None or hit[1] in self.allowed or id(msg) in self.written):
+        if (
+            hit is not None
+            and hit[0] is msg
+            and (self.allowed is None or hit[1] in self.allowed or id(msg) in self.written)
+        ):
             if msg.id == hit[2]:
                 return hit[1]
             if hit[2] is None and isinstance(msg.id, str):
@@ -156,8 +164,9 @@ class _Batch:
         converted = lc.to_message(msg)
         if not lc.round_trips(msg, converted):
             return None
-        eid = self.add(MessageEntry(id=new_id(), parent_id=self.parent, timestamp=now(),
-                                    message=converted))
+        eid = self.add(
+            MessageEntry(id=new_id(), parent_id=self.parent, timestamp=now(), message=converted)
+        )
         self.written[id(msg)] = (msg, eid, msg.id)
         return eid
 
@@ -229,10 +238,10 @@ class _Thread:
                 cp.blobs[ch] = rec.id
             return
         for idx, channel, spec in data["w"]:
-            key = (data["task"], idx)
-            if idx >= 0 and key in cp.writes:
+            wkey = (data["task"], idx)
+            if idx >= 0 and wkey in cp.writes:
                 continue
-            cp.writes[key] = (data["task"], channel, spec, data.get("path", ""), rec.id)
+            cp.writes[wkey] = (data["task"], channel, spec, data.get("path", ""), rec.id)
 
     def target(self, ns: str, cid: str) -> _Cp:
         """The checkpoint that writes for ``cid`` belong to (a holder until it is put)."""
@@ -240,8 +249,7 @@ class _Thread:
         if cp is None:
             cp = self.orphans.get((ns, cid))
             if cp is None:
-                cp = self.orphans[(ns, cid)] = _Cp(entry="", ns=ns, id=cid, parent=None,
-                                                   tail=None)
+                cp = self.orphans[(ns, cid)] = _Cp(entry="", ns=ns, id=cid, parent=None, tail=None)
         return cp
 
     def remember(self, written: dict[int, tuple[Any, str, Any]]) -> None:
@@ -329,11 +337,13 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
     lock) until :meth:`close`; another process can read or write that thread after it.
     """
 
-    def __init__(self, store: Store | str | None = None, *,
-                 serde: SerializerProtocol | None = None) -> None:
+    def __init__(
+        self, store: Store | str | None = None, *, serde: SerializerProtocol | None = None
+    ) -> None:
         super().__init__(serde=serde)
-        self.store: Store = store if store is not None and not isinstance(store, str) \
-            else open_store(store)
+        self.store: Store = (
+            store if store is not None and not isinstance(store, str) else open_store(store)
+        )
         self._threads: dict[str, _Thread] = {}
         self._lock = threading.RLock()
         self._put_done = threading.Condition(self._lock)
@@ -380,10 +390,12 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if not isinstance(meta, dict) or meta.get("thread_id") != thread_id:
                 raise UserError(
                     f"Session '{sid}' exists but is not LangGraph thread {thread_id!r}; "
-                    "use another thread id or another store")
+                    "use another thread id or another store"
+                )
         elif create:
-            session = self.store.create(session_id=sid,
-                                        metadata={"langgraph": {"thread_id": thread_id}})
+            session = self.store.create(
+                session_id=sid, metadata={"langgraph": {"thread_id": thread_id}}
+            )
         else:
             return None
         t = self._threads[thread_id] = _Thread(thread_id, session)
@@ -435,7 +447,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
     def _tree(self, value: Any, batch: _Batch, depth: int = 0) -> Any:
         """``value`` as JSON with messages as entry references, or None if it is not that."""
         if isinstance(value, BaseMessage):
-            eid = batch.message(value)
+            batch.message(value)
             ref = batch.message(value)
             return None if ref is None else {_MSG_KEY: ref}
         if depth >= _MAX_DEPTH:
@@ -483,8 +495,10 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         entry_id = ref if isinstance(ref, str) else ref[0]
         rec = t.session.entry(entry_id)
         if not isinstance(rec, MessageEntry):
-            raise UserError(f"Entry '{entry_id}' of session '{t.session.id}' is not a message "
-                            "(was it purged?); the checkpoint that refers to it cannot load")
+            raise UserError(
+                f"Entry '{entry_id}' of session '{t.session.id}' is not a message "
+                "(was it purged?); the checkpoint that refers to it cannot load"
+            )
         msg = lc.from_message(rec.message)
         if not isinstance(ref, str):
             msg.id = ref[1]
@@ -547,8 +561,11 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 values[ch] = value
         entry = t.session.entry(cp.entry)
         checkpoint: dict[str, Any] = {
-            "v": data.get("v", 1), "id": cp.id, "ts": data.get("ts", entry.timestamp),
-            "channel_values": values, "channel_versions": dict(data["cv"]),
+            "v": data.get("v", 1),
+            "id": cp.id,
+            "ts": data.get("ts", entry.timestamp),
+            "channel_values": values,
+            "channel_versions": dict(data["cv"]),
             "versions_seen": {k: dict(v) for k, v in data["vs"].items()},
         }
         for key, spec in data.get("o", {}).items():
@@ -557,15 +574,31 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         pending: list[PendingWrite] = [
             (task, channel, self._decode(t, spec)) for _, (task, channel, spec, _p, _e) in writes
         ]
-        config = {"configurable": {"thread_id": t.thread_id, "checkpoint_ns": cp.ns,
-                                   "checkpoint_id": cp.id}}
-        parent = ({"configurable": {"thread_id": t.thread_id, "checkpoint_ns": cp.ns,
-                                    "checkpoint_id": cp.parent}} if cp.parent else None)
-        return CheckpointTuple(config=config,  # type: ignore[arg-type]
-                               checkpoint=checkpoint,  # type: ignore[arg-type]
-                               metadata=self._decode(t, data["md"]),
-                               parent_config=parent,  # type: ignore[arg-type]
-                               pending_writes=pending)
+        config = {
+            "configurable": {
+                "thread_id": t.thread_id,
+                "checkpoint_ns": cp.ns,
+                "checkpoint_id": cp.id,
+            }
+        }
+        parent = (
+            {
+                "configurable": {
+                    "thread_id": t.thread_id,
+                    "checkpoint_ns": cp.ns,
+                    "checkpoint_id": cp.parent,
+                }
+            }
+            if cp.parent
+            else None
+        )
+        return CheckpointTuple(
+            config=config,  # type: ignore[arg-type]
+            checkpoint=checkpoint,  # type: ignore[arg-type]
+            metadata=self._decode(t, data["md"]),
+            parent_config=parent,  # type: ignore[arg-type]
+            pending_writes=pending,
+        )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         conf = config["configurable"]
@@ -578,21 +611,31 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             cp = t.cps.get(ns, {}).get(cid) if cid else t.latest(ns)
             return self._tuple(t, cp) if cp is not None else None
 
-    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-             before: RunnableConfig | None = None, limit: int | None = None
-             ) -> Iterator[CheckpointTuple]:
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
         with self._lock:
             found = self._list(config, filter, before, limit)
         yield from found
 
-    def _list(self, config: RunnableConfig | None, filter: dict[str, Any] | None,
-              before: RunnableConfig | None, limit: int | None) -> list[CheckpointTuple]:
+    def _list(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> _Tuples:
         conf = config["configurable"] if config else {}
         thread_ids = [conf["thread_id"]] if conf.get("thread_id") else self._thread_ids()
         want_ns = conf.get("checkpoint_ns")
         want_id = get_checkpoint_id(config) if config else None
         before_id = get_checkpoint_id(before) if before else None
-        out: list[CheckpointTuple] = []
+        out: _Tuples = []
         for tid in thread_ids:
             t = self._thread(tid, create=False)
             if t is None:
@@ -617,8 +660,13 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
 
     # -- writing -------------------------------------------------------------------------------
 
-    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-            new_versions: ChannelVersions) -> RunnableConfig:
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         conf = config["configurable"]
         thread_id = conf["thread_id"]
         ns = conf.get("checkpoint_ns", "")
@@ -629,10 +677,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             assert t is not None
             cps = t.cps.setdefault(ns, {})
             parent = cps.get(parent_id) if parent_id else None
-            if parent is not None:
-                start = parent.tail
-            else:
-                start = t.main_leaf if ns == "" else None
+            start = parent.tail if parent is not None else t.main_leaf if ns == "" else None
             if not ns:
                 start = t.follow(start, t.lineage(parent))
             batch = _Batch(start, t.recent, t.ancestors(start))
@@ -665,9 +710,11 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             data["v"] = checkpoint.get("v", 1)
             data["cv"] = dict(checkpoint.get("channel_versions", {}))
             data["vs"] = {k: dict(v) for k, v in checkpoint.get("versions_seen", {}).items()}
-            others = {k: v for k, v in checkpoint.items()
-                      if k not in ("v", "id", "ts", "channel_values", "channel_versions",
-                                   "versions_seen")}
+            others = {
+                k: v
+                for k, v in checkpoint.items()
+                if k not in ("v", "id", "ts", "channel_values", "channel_versions", "versions_seen")
+            }
             if others:
                 data["o"] = {k: self._encode(v, batch) for k, v in others.items()}
             data["md"] = self._encode(get_checkpoint_metadata(config, metadata), batch)
@@ -677,18 +724,24 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 data["bv"] = odd
             if not (_plain(data["cv"]) and _plain(data["vs"]) and _plain(odd)):
                 raise UserError("LangGraph channel versions must be strings or numbers")
-            batch.add(CustomEntry(id=entry_id, parent_id=batch.parent, timestamp=ts,
-                                  custom=CustomPayload(custom_type=CHECKPOINT, data=data)))
+            batch.add(
+                CustomEntry(
+                    id=entry_id,
+                    parent_id=batch.parent,
+                    timestamp=ts,
+                    custom=CustomPayload(custom_type=CHECKPOINT, data=data),
+                )
+            )
             self._append(t, batch, main=not ns)
             self._put_done.notify_all()
             cp = cps[cid]
             for ch, value in deltas.items():
                 self._cache(t, cp.entry, ch, value)
-        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
-                                 "checkpoint_id": cid}}
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
-    def _delta(self, t: _Thread, parent: _Cp, channel: str, value: Any, batch: _Batch
-               ) -> list[Any] | None:
+    def _delta(
+        self, t: _Thread, parent: _Cp, channel: str, value: Any, batch: _Batch
+    ) -> _Spec | None:
         """``value`` as the messages added to the parent's version of ``channel``, or None."""
         if type(value) is not list or not value or not isinstance(value[-1], BaseMessage):
             return None
@@ -716,8 +769,13 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             ids.append(ref)
         return ["m", holder, ids]
 
-    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
-                   task_id: str, task_path: str = "") -> None:
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
         conf = config["configurable"]
         ns = conf.get("checkpoint_ns", "")
         cid = conf["checkpoint_id"]
@@ -728,7 +786,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if cid not in t.cps.get(ns, {}) and latest is not None and cid > latest.id:
                 # a checkpoint LangGraph is saving in the background right now: its writes
                 # wait for it (briefly), so they can go after it and hold its messages once
-                self._put_done.wait_for(lambda: cid in t.cps.get(ns, {}), timeout=2.0)
+                waiting = t
+                self._put_done.wait_for(lambda: cid in waiting.cps.get(ns, {}), timeout=2.0)
                 t = self._thread(conf["thread_id"], create=True)
                 assert t is not None
             cp = t.target(ns, cid)
@@ -760,8 +819,14 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 data["ns"] = ns
             if task_path:
                 data["path"] = task_path
-            batch.add(CustomEntry(id=new_id(), parent_id=batch.parent, timestamp=now(),
-                                  custom=CustomPayload(custom_type=WRITES, data=data)))
+            batch.add(
+                CustomEntry(
+                    id=new_id(),
+                    parent_id=batch.parent,
+                    timestamp=now(),
+                    custom=CustomPayload(custom_type=WRITES, data=data),
+                )
+            )
             self._append(t, batch, main=on_main)
 
     # -- deleting and copying ------------------------------------------------------------------
@@ -787,8 +852,10 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 return
             existing = self._thread(target_thread_id, create=False)
             if existing is not None and existing.cps:
-                raise UserError(f"Thread {target_thread_id!r} already has checkpoints; "
-                                "delete_thread it first or copy into a new thread id")
+                raise UserError(
+                    f"Thread {target_thread_id!r} already has checkpoints; "
+                    "delete_thread it first or copy into a new thread id"
+                )
             if existing is not None:
                 self.delete_thread(target_thread_id)
             records = []
@@ -796,14 +863,21 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 if isinstance(rec, (MessageEntry, CustomEntry)):
                     records.append(rec)
                 else:  # purged or foreign entries keep their place in the tree
-                    records.append(CustomEntry(
-                        id=rec.id or new_id(), parent_id=rec.parent_id,
-                        timestamp=rec.timestamp or now(),
-                        custom=CustomPayload(custom_type="langgraph.gap")))
+                    records.append(
+                        CustomEntry(
+                            id=rec.id or new_id(),
+                            parent_id=rec.parent_id,
+                            timestamp=rec.timestamp or now(),
+                            custom=CustomPayload(custom_type="langgraph.gap"),
+                        )
+                    )
+            assert isinstance(self.store, BaseStore)  # create(records=…): every store has it
             session = self.store.create(
                 session_id=_thread_session_id(target_thread_id),
                 parent_session=src.session.id,
-                metadata={"langgraph": {"thread_id": target_thread_id}}, records=records)
+                metadata={"langgraph": {"thread_id": target_thread_id}},
+                records=records,
+            )
             t = self._threads[target_thread_id] = _Thread(target_thread_id, session)
             t.main_leaf = src.main_leaf
             if t.main_leaf is not None and session.leaf_id != t.main_leaf:
@@ -823,7 +897,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 if t is None:
                     continue
                 keep = {id(c) for c in (t.latest(ns) for ns in t.cps) if c is not None}
-                self._drop(t, lambda cp, keep=keep: id(cp) not in keep)  # type: ignore[misc]
+                self._drop(t, lambda cp, keep=keep: id(cp) not in keep)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Purge every checkpoint (and its writes) whose metadata ``run_id`` is one of these."""
@@ -863,7 +937,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             for rid in _message_ids(t, cp):
                 if rid not in refs:
                     doomed_ids.add(rid)
-        t.session.purge(sorted(doomed_ids), dry_run=False)
+        history.purge(t.session, sorted(doomed_ids), dry_run=False)
         for ns_cps in t.cps.values():
             for cid in [c for c, cp in ns_cps.items() if cp.entry in gone_entries]:
                 del ns_cps[cid]
@@ -894,8 +968,14 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         data_b: dict[str, Any] = {"cp": cp.id, "b": moved}
         if cp.ns:
             data_b["ns"] = cp.ns
-        batch.add(CustomEntry(id=new_id(), parent_id=batch.parent, timestamp=now(),
-                              custom=CustomPayload(custom_type=BLOBS, data=data_b)))
+        batch.add(
+            CustomEntry(
+                id=new_id(),
+                parent_id=batch.parent,
+                timestamp=now(),
+                custom=CustomPayload(custom_type=BLOBS, data=data_b),
+            )
+        )
         self._append(t, batch, main=False)
 
     # -- async -----------------------------------------------------------------------------------
@@ -904,24 +984,44 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
 
-    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-                    before: RunnableConfig | None = None, limit: int | None = None
-                    ) -> AsyncIterator[CheckpointTuple]:
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
         found = await asyncio.to_thread(self._locked_list, config, filter, before, limit)
         for item in found:
             yield item
 
-    def _locked_list(self, config: RunnableConfig | None, filter: dict[str, Any] | None,
-                     before: RunnableConfig | None, limit: int | None) -> list[CheckpointTuple]:
+    def _locked_list(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> _Tuples:
         with self._lock:
             return self._list(config, filter, before, limit)
 
-    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
-                   metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
 
-    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
-                          task_id: str, task_path: str = "") -> None:
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
         await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
