@@ -1,0 +1,266 @@
+"""ThreadlineSaver vs LangGraph's SqliteSaver and PostgresSaver on the same graph (issue 16).
+
+    .venv/bin/python bench/langgraph_compare.py [--sizes 1000 10000] [--pad 4] [--turns 20]
+
+The graph is tests/_langgraph_chat.py (chat node with a scripted model + ToolNode; a turn adds 2
+messages, or 4 when the model calls the tool). ``--pad`` repeats a ~120-byte sentence in every
+message (4: messages of ~500-600 bytes as JSONL, the size the issue measured). For each saver,
+side by side in one run:
+
+1. size N reached by running the graph turn by turn (``--full`` sizes, default 1000): every
+   checkpoint LangGraph writes along the way is stored, as in real use;
+2. sizes reached by one ``update_state`` that puts N messages in a fresh thread (the others,
+   default 10000: running 3,750 turns through SqliteSaver would store ~35 GB), then turns;
+
+then it measures, at that history length: bytes on disk (the saver's files or tables), the mean
+latency of ``--turns`` more turns (per turn and per checkpoint), and the time a fresh saver
+takes to load the latest checkpoint (``get_tuple``, median of 3). The messages' own size is
+their LangChain JSON (``model_dump_json``), one per line.
+
+PostgreSQL: the ``test`` database on 127.0.0.1 (``$THREADLINE_BENCH_PG``), a fresh schema per
+saver, dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "src"))
+
+from _langgraph_chat import FILLER, build, user  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
+
+URL = os.environ.get("THREADLINE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
+SCHEMAS: list[str] = []
+
+
+def pg_schema(tag: str) -> str:
+    import psycopg
+
+    schema = f"lgbench_{os.getpid()}_{tag}"
+    with psycopg.connect(URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+    SCHEMAS.append(schema)
+    return schema
+
+
+def pg_bytes(schema: str) -> int:
+    import psycopg
+
+    with psycopg.connect(URL, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+        row = conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'm')", (schema,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+class Saver:
+    """One saver under test: ``open()`` yields a fresh saver on the same storage."""
+
+    def __init__(self, name: str, opener: Callable[[], Any], size: Callable[[], int]) -> None:
+        self.name = name
+        self.opener = opener
+        self.size = size
+
+    @contextmanager
+    def open(self) -> Iterator[Any]:
+        with self.opener() as saver:
+            yield saver
+
+
+def savers(root: Path, tag: str) -> list[Saver]:
+    import threadline as tl
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from threadline.integrations.langgraph import ThreadlineSaver
+    from threadline.store.postgres import upgrade
+
+    jsonl = root / f"tl-{tag}"
+    tl_db = root / f"tl-{tag}.db"
+    lg_db = root / f"lg-{tag}.db"
+    tl_schema = pg_schema(f"tl{tag}")
+    upgrade(URL, tl_schema)
+    lg_schema = pg_schema(f"lg{tag}")
+    lg_url = f"{URL}?options=-csearch_path%3D{lg_schema}"
+
+    @contextmanager
+    def tl_saver(url: str, **opts: Any) -> Iterator[Any]:
+        store = tl.open_store(url, **opts)
+        saver = ThreadlineSaver(store)
+        try:
+            yield saver
+        finally:
+            saver.close()
+            store.close()
+
+    @contextmanager
+    def sqlite_saver() -> Iterator[Any]:
+        with SqliteSaver.from_conn_string(str(lg_db)) as saver:
+            yield saver
+
+    @contextmanager
+    def postgres_saver() -> Iterator[Any]:
+        with PostgresSaver.from_conn_string(lg_url) as saver:
+            saver.setup()
+            yield saver
+
+    return [
+        Saver("ThreadlineSaver (JSONL)", lambda: tl_saver(str(jsonl)), lambda: dir_bytes(jsonl)),
+        Saver("ThreadlineSaver (SQLite)", lambda: tl_saver(f"sqlite:///{tl_db}"),
+              lambda: sum(p.stat().st_size for p in root.glob(f"tl-{tag}.db*"))),
+        Saver("ThreadlineSaver (PostgreSQL)",
+              lambda: tl_saver(URL, tenant="bench", schema=tl_schema),
+              lambda: pg_bytes(tl_schema)),
+        Saver("SqliteSaver", sqlite_saver,
+              lambda: sum(p.stat().st_size for p in root.glob(f"lg-{tag}.db*"))),
+        Saver("PostgresSaver", postgres_saver, lambda: pg_bytes(lg_schema)),
+    ]
+
+
+def history(n: int, pad: int) -> list[Any]:
+    """``n`` messages of a finished conversation (user, assistant, ...), bench-sized."""
+    out: list[Any] = []
+    for i in range(n // 2):
+        out.append(HumanMessage(f"question p{i} {FILLER * pad}", id=f"pre-user-{i}"))
+        out.append(AIMessage(f"answer p{i}. {FILLER * pad}", id=f"pre-ai-{i}"))
+    return out
+
+
+def timed_turns(graph: Any, saver: Any, config: dict[str, Any], first: int, turns: int,
+                pad: int) -> tuple[float, float]:
+    """Over ``turns`` turns: the mean ms per turn (the whole graph: LangGraph's own work on
+    the message list grows with it for every saver) and the ms the saver itself spends per
+    checkpoint (its ``put`` and ``put_writes`` calls, divided by the checkpoints)."""
+    puts = 0
+    inside = 0.0
+    put, put_writes = saver.put, saver.put_writes
+
+    def timed_put(*args: Any, **kwargs: Any) -> Any:
+        nonlocal puts, inside
+        puts += 1
+        t0 = time.perf_counter()
+        try:
+            return put(*args, **kwargs)
+        finally:
+            inside += time.perf_counter() - t0
+
+    def timed_writes(*args: Any, **kwargs: Any) -> Any:
+        nonlocal inside
+        t0 = time.perf_counter()
+        try:
+            return put_writes(*args, **kwargs)
+        finally:
+            inside += time.perf_counter() - t0
+
+    saver.put, saver.put_writes = timed_put, timed_writes
+    t0 = time.perf_counter()
+    for turn in range(first, first + turns):
+        graph.invoke({"messages": [user(turn, pad)]}, config, durability="sync")
+    elapsed = time.perf_counter() - t0
+    saver.put, saver.put_writes = put, put_writes
+    return elapsed * 1000 / turns, inside * 1000 / max(puts, 1)
+
+
+def measure(s: Saver, n: int, full: bool, pad: int, turns: int) -> dict[str, Any]:
+    config = {"configurable": {"thread_id": f"bench-{n}"}}
+    with s.open() as saver:
+        graph = build(saver, pad)
+        t0 = time.perf_counter()
+        if full:
+            turn = 1
+            early = None
+            count = 0
+            while count < n - 4:
+                if turn == 11:
+                    early = timed_turns(graph, saver, config, turn, turns, pad)
+                    turn += turns
+                state = graph.invoke({"messages": [user(turn, pad)]}, config,
+                                     durability="sync")
+                count = len(state["messages"])
+                turn += 1
+        else:
+            graph.update_state(config, {"messages": history(n - 40, pad)}, as_node="agent")
+            run = 1
+            turn = 1
+            for run in range(1, 11):
+                graph.invoke({"messages": [user(run, pad)]}, config, durability="sync")
+            turn = run + 1
+            early = None
+        build_s = time.perf_counter() - t0
+        per_turn, per_cp = timed_turns(graph, saver, config, 10_000 + turn, turns, pad)
+        messages = graph.get_state(config).values["messages"]
+    jsonl = sum(len(m.model_dump_json()) + 1 for m in messages)
+    loads = []
+    for _ in range(3):
+        with s.open() as fresh:
+            t0 = time.perf_counter()
+            tup = fresh.get_tuple(config)
+            loads.append((time.perf_counter() - t0) * 1000)
+            assert tup is not None and len(tup.checkpoint["channel_values"]["messages"]) == len(
+                messages)
+    size = s.size()
+    return {"saver": s.name, "n": len(messages), "mode": "turn by turn" if full else "prefill",
+            "bytes": size, "jsonl": jsonl, "ratio": size / jsonl,
+            "turn_ms": per_turn, "cp_ms": per_cp,
+            "early_cp_ms": early[1] if early else None,
+            "load_ms": statistics.median(loads), "build_s": build_s}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    ap.add_argument("--full", type=int, nargs="*", default=[1000],
+                    help="sizes reached turn by turn (the others: by one update_state)")
+    ap.add_argument("--pad", type=int, default=4)
+    ap.add_argument("--turns", type=int, default=20)
+    ap.add_argument("--only", nargs="*", default=None, help="savers whose name contains one")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            for n in args.sizes:
+                for s in savers(Path(tmp), str(n)):
+                    if args.only and not any(o in s.name for o in args.only):
+                        continue
+                    row = measure(s, n, n in args.full, args.pad, args.turns)
+                    rows.append(row)
+                    print(f"{row['saver']:30} n={row['n']:6} {row['mode']:12} "
+                          f"bytes={row['bytes']:>13,} ({row['ratio']:.2f}x JSONL) "
+                          f"turn={row['turn_ms']:.1f}ms saver/cp={row['cp_ms']:.2f}ms "
+                          f"load={row['load_ms']:.1f}ms build={row['build_s']:.0f}s", flush=True)
+        finally:
+            import psycopg
+
+            with psycopg.connect(URL, autocommit=True) as conn:
+                for schema in SCHEMAS:
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    print()
+    print("| saver | messages | history built | bytes on disk | × messages as JSONL | "
+          "saver ms per checkpoint | (at turns 11-30) | graph ms per turn | "
+          "load latest (ms) |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        early = f"{r['early_cp_ms']:.2f}" if r["early_cp_ms"] is not None else "-"
+        print(f"| {r['saver']} | {r['n']:,} | {r['mode']} | {r['bytes']:,} | {r['ratio']:.2f} | "
+              f"{r['cp_ms']:.2f} | {early} | {r['turn_ms']:.1f} | {r['load_ms']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
