@@ -172,9 +172,10 @@ class Session:
             return []
         self._state.ensure_writer()
         lines = []
-        seen = set(self._state.slots)
+        slots = self._state.slots
+        seen: set[str] = set()  # this batch's ids (the session's are in slots: no copy of them)
         for rec in records:
-            if rec.tree and rec.id in seen:
+            if rec.tree and (rec.id in seen or rec.id in slots):
                 raise UserError(f"Entry id '{rec.id}' already exists in session '{self.id}'")
             seen.add(rec.id)
             line = encode_checked(encode, rec)
@@ -184,7 +185,7 @@ class Session:
         for rec, line in zip(records, lines, strict=True):
             self._state.sizes[rec.id] = len(line)
         self._state.ingest(records)
-        self._state.settle()
+        self._state.settle(records)
         self._state.invalidate()
         return [r.id for r in records]
 

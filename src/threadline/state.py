@@ -178,12 +178,18 @@ class SessionState:
         elif kind == "purge":
             self.purged.update(payload.entry_ids)
 
-    def settle(self) -> None:
+    def settle(self, new: Iterable[Any] | None = None) -> None:
+        """Resolve the tree after records were ingested: all of them, or only ``new``."""
         tree = self.tree
         had = (len(tree.orphans), len(tree.cycles))
         tree.settle()
         self.load_report.orphans.extend(tree.orphans[had[0] :])
         self.load_report.cycles.extend(tree.cycles[had[1] :])
+        if new is not None:  # an append: only its records can be purged ones
+            for rec in new:
+                if isinstance(rec, PurgedEntry):
+                    self.purged.add(rec.id)
+            return
         for eid, slot in self.slots.items():
             if isinstance(slot, PurgedEntry):
                 self.purged.add(eid)
