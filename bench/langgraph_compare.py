@@ -38,8 +38,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from _langgraph_chat import FILLER, build, user  # noqa: E402
 from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
+
+from _langgraph_chat import FILLER, build, user  # noqa: E402
 
 URL = os.environ.get("THREADLINE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 SCHEMAS: list[str] = []
@@ -86,9 +87,10 @@ class Saver:
 
 
 def savers(root: Path, tag: str) -> list[Saver]:
-    import threadline as tl
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.checkpoint.sqlite import SqliteSaver
+
+    import threadline as tl
     from threadline.integrations.langgraph import ThreadlineSaver
     from threadline.store.postgres import upgrade
 

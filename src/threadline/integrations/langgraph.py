@@ -30,11 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
-import math
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence, Set
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 try:
@@ -62,270 +59,33 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 from threadline import history
 from threadline.errors import UserError
 from threadline.formats import langchain as lc
+from threadline.integrations._langgraph_index import (
+    BLOBS,
+    CHECKPOINT,
+    MAX_DEPTH,
+    MSG_KEY,
+    WRITES,
+    Batch,
+    CheckpointInfo,
+    ThreadIndex,
+    collect_refs,
+    delta_chain,
+    delta_refs,
+    message_ids,
+    plain,
+    thread_session_id,
+)
 from threadline.model.entries import Custom as CustomPayload
 from threadline.model.entries import CustomEntry, MessageEntry, new_id, now
 from threadline.session import Session
 from threadline.store import open_store
-from threadline.store.base import SESSION_ID_RE, BaseStore, Store
+from threadline.store.base import BaseStore, Store
 
 __all__ = ["ThreadlineSaver"]
 
 # (``list`` is a method name inside the saver)
 _Tuples = list[CheckpointTuple]
 _Spec = list[Any]
-
-CHECKPOINT = "langgraph.checkpoint"
-WRITES = "langgraph.writes"
-BLOBS = "langgraph.blobs"  # channel values re-homed by prune / delete_for_runs
-_MSG_KEY = "$m"  # a message entry reference inside a stored value
-_MAX_DEPTH = 40  # threadline refuses records nested deeper than 64
-
-
-# -- value encoding ------------------------------------------------------------------------------
-# A stored value ("spec") is a short list: ["j", json] a JSON value; ["x", tree] JSON whose
-# {"$m": entry_id} leaves are LangChain messages kept as message entries; ["m", base, [ids]] a
-# message list = the value stored in entry ``base`` (same channel) + these message entries;
-# ["s", type, base64] LangGraph's serializer; ["e"] no value (a channel cleared at this version).
-
-
-def _plain(value: Any) -> bool:
-    """Whether ``value`` is JSON that threadline stores and reads back identical."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        v, depth = stack.pop()
-        t = type(v)
-        if v is None or t is bool:
-            continue
-        if t is str:
-            if "\x00" in v or not (v.isascii() or _utf8(v)):
-                return False
-        elif t is int:
-            if not -(2**63) <= v < 2**64:
-                return False
-        elif t is float:
-            if not math.isfinite(v):
-                return False
-        elif t is list:
-            if depth >= _MAX_DEPTH:
-                return False
-            stack.extend((x, depth + 1) for x in v)
-        elif t is dict:
-            if depth >= _MAX_DEPTH:
-                return False
-            for k, x in v.items():
-                if type(k) is not str or k == _MSG_KEY or not _plain(k):
-                    return False
-                stack.append((x, depth + 1))
-        else:
-            return False
-    return True
-
-
-def _utf8(s: str) -> bool:
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate
-        return False
-    return True
-
-
-@dataclass
-class _Batch:
-    """Records of one durable append, chained from ``parent``."""
-
-    parent: str | None
-    # messages written for this thread's latest steps: id(obj) -> (obj, entry id, its id then)
-    known: dict[int, tuple[Any, str, Any]]
-    # the entries a reused message may be in (None: any): a checkpoint's messages must be on
-    # its path, so that the session's branch reads as the conversation
-    allowed: set[str] | None = None
-    records: list[Any] = field(default_factory=list)
-    written: dict[int, tuple[Any, str, Any]] = field(default_factory=dict)
-
-    def add(self, rec: Any) -> str:
-        self.records.append(rec)
-        self.parent = rec.id
-        return str(rec.id)
-
-    def message(self, msg: Any) -> Any:
-        """A reference to the entry holding LangChain message ``msg`` (written now if new):
-        the entry id, or ``[entry id, message id]`` when ``add_messages`` gave the message its
-        id after it was stored. None when it would not come back identical from an entry."""
-        hit = self.written.get(id(msg)) or self.known.get(id(msg))
-        if (
-            hit is not None
-            and hit[0] is msg
-            and (self.allowed is None or hit[1] in self.allowed or id(msg) in self.written)
-        ):
-            if msg.id == hit[2]:
-                return hit[1]
-            if hit[2] is None and isinstance(msg.id, str):
-                return [hit[1], msg.id]
-        converted = lc.to_message(msg)
-        if not lc.round_trips(msg, converted):
-            return None
-        eid = self.add(
-            MessageEntry(id=new_id(), parent_id=self.parent, timestamp=now(), message=converted)
-        )
-        self.written[id(msg)] = (msg, eid, msg.id)
-        return eid
-
-
-# -- per-thread index ----------------------------------------------------------------------------
-
-
-@dataclass
-class _Cp:
-    entry: str  # the checkpoint's custom entry
-    ns: str
-    id: str
-    parent: str | None  # parent checkpoint id
-    tail: str | None  # last entry of its linear suffix: where writes and children attach
-    # (task_id, idx) -> (task_id, channel, spec, task_path, entry id)
-    writes: dict[tuple[str, int], tuple[str, str, Any, str, str]] = field(default_factory=dict)
-    blobs: dict[str, str] = field(default_factory=dict)  # channel -> entry re-homing its value
-
-
-class _Thread:
-    """One LangGraph thread: its session and an in-memory index of its checkpoints."""
-
-    def __init__(self, thread_id: str, session: Session) -> None:
-        self.thread_id = thread_id
-        self.session = session
-        self.cps: dict[str, dict[str, _Cp]] = {}  # ns -> checkpoint id -> info
-        # writes that came before their checkpoint (LangGraph saves checkpoints in the
-        # background while the next tasks' writes arrive): (ns, checkpoint id) -> holder
-        self.orphans: dict[tuple[str, str], _Cp] = {}
-        self.checkpoint_entries: set[str] = set()
-        # (ns, channel, version) -> [(checkpoint id, entry id holding the value)]
-        self.blobs: dict[tuple[str, str, Any], list[tuple[str, str]]] = {}
-        self.data: dict[str, dict[str, Any]] = {}  # entry id -> its custom data
-        self.values: dict[tuple[str, str], tuple[Any, ...]] = {}  # decoded message lists
-        # the last messages written: id(obj) -> (obj, entry id, message id when written)
-        self.recent: dict[int, tuple[Any, str, Any]] = {}
-        self.main_leaf: str | None = session.leaf_id
-        for meta in session.metadata():
-            if meta.type == "custom":
-                rec = session.entry(meta.id)
-                if isinstance(rec, CustomEntry):
-                    self.ingest(rec)
-
-    def ingest(self, rec: CustomEntry) -> None:
-        kind = rec.custom.custom_type
-        data = rec.custom.data
-        if kind not in (CHECKPOINT, WRITES, BLOBS) or not isinstance(data, dict):
-            return
-        self.data[rec.id] = data
-        ns = data.get("ns", "")
-        if kind == CHECKPOINT:
-            self.checkpoint_entries.add(rec.id)
-            cid = data.get("id", rec.id)
-            cp = _Cp(entry=rec.id, ns=ns, id=cid, parent=data.get("p"), tail=rec.id)
-            cps = self.cps.setdefault(ns, {})
-            old = cps.get(cid) or self.orphans.pop((ns, cid), None)
-            if old is not None:  # the writes made before (or for an earlier put of) it stay
-                cp.writes = old.writes
-            cps[cid] = cp
-            versions = {**data["cv"], **data.get("bv", {})}
-            for ch in data.get("b", {}):
-                key = (ns, ch, versions.get(ch))
-                self.blobs.setdefault(key, []).append((cid, rec.id))
-            return
-        cp = self.target(ns, data["cp"])
-        cp.tail = rec.id
-        if kind == BLOBS:
-            for ch in data["b"]:
-                cp.blobs[ch] = rec.id
-            return
-        for idx, channel, spec in data["w"]:
-            wkey = (data["task"], idx)
-            if idx >= 0 and wkey in cp.writes:
-                continue
-            cp.writes[wkey] = (data["task"], channel, spec, data.get("path", ""), rec.id)
-
-    def target(self, ns: str, cid: str) -> _Cp:
-        """The checkpoint that writes for ``cid`` belong to (a holder until it is put)."""
-        cp = self.cps.get(ns, {}).get(cid)
-        if cp is None:
-            cp = self.orphans.get((ns, cid))
-            if cp is None:
-                cp = self.orphans[(ns, cid)] = _Cp(entry="", ns=ns, id=cid, parent=None, tail=None)
-        return cp
-
-    def remember(self, written: dict[int, tuple[Any, str, Any]]) -> None:
-        self.recent.update(written)
-        while len(self.recent) > 256:
-            self.recent.pop(next(iter(self.recent)))
-
-    def follow(self, start: str | None, lineage: Set[str] = frozenset()) -> str | None:
-        """Where a root-namespace record that belongs after ``start`` goes: after the main
-        leaf when only writes and messages lie between them (LangGraph saves a checkpoint in
-        the background, so the next steps' writes can arrive before it), else after ``start``
-        (time travel: a new branch). Checkpoints in ``lineage`` (the new one's ancestors) may
-        lie between too."""
-        leaf = self.main_leaf
-        if start is None or leaf is None or leaf == start:
-            return start if start is not None else leaf
-        cur: str | None = leaf
-        for _ in range(64):
-            if cur == start:
-                return leaf
-            if cur is None or (cur in self.checkpoint_entries and cur not in lineage):
-                return start
-            cur = self.session.entry(cur).parent_id
-        return start
-
-    def lineage(self, cp: _Cp | None, limit: int = 8) -> set[str]:
-        """The entries of ``cp`` and its nearest ancestor checkpoints."""
-        out: set[str] = set()
-        cps = self.cps.get(cp.ns, {}) if cp else {}
-        while cp is not None and len(out) < limit and cp.entry not in out:
-            out.add(cp.entry)
-            cp = cps.get(cp.parent) if cp.parent else None
-        return out
-
-    def ancestors(self, start: str | None, limit: int = 64) -> set[str]:
-        """``start`` and its nearest ancestors in the tree (a step's messages are reused by
-        the next few steps, never by ones far away)."""
-        out: set[str] = set()
-        cur = start
-        session = self.session
-        while cur is not None and cur not in out and len(out) < limit:
-            out.add(cur)
-            cur = session.entry(cur).parent_id
-        return out
-
-    def latest(self, ns: str) -> _Cp | None:
-        cps = self.cps.get(ns)
-        return cps[max(cps)] if cps else None
-
-    def holder(self, cp: _Cp, channel: str, version: Any) -> str | None:
-        """The entry holding ``channel`` at ``version`` as seen from checkpoint ``cp``: the
-        nearest ancestor that stored it (versions repeat across branches), else the latest."""
-        rehomed = cp.blobs.get(channel)
-        if rehomed is not None:
-            return rehomed
-        found = self.blobs.get((cp.ns, channel, version))
-        if not found:
-            return None
-        if len(found) == 1:
-            return found[0][1]
-        owners = dict(found)
-        cps = self.cps.get(cp.ns, {})
-        seen: set[str] = set()
-        cur: _Cp | None = cp
-        while cur is not None and cur.id not in seen:
-            if cur.id in owners:
-                return owners[cur.id]
-            seen.add(cur.id)
-            cur = cps.get(cur.parent) if cur.parent else None
-        return found[-1][1]
-
-
-def _thread_session_id(thread_id: str) -> str:
-    if SESSION_ID_RE.match(thread_id) and not thread_id.startswith("lg-"):
-        return thread_id
-    return "lg-" + hashlib.sha256(thread_id.encode()).hexdigest()[:40]
 
 
 class ThreadlineSaver(BaseCheckpointSaver[int]):
@@ -344,7 +104,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         self.store: Store = (
             store if store is not None and not isinstance(store, str) else open_store(store)
         )
-        self._threads: dict[str, _Thread] = {}
+        self._threads: dict[str, ThreadIndex] = {}
         self._lock = threading.RLock()
         self._put_done = threading.Condition(self._lock)
 
@@ -377,13 +137,13 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
 
     # -- threads -------------------------------------------------------------------------------
 
-    def _thread(self, thread_id: str, *, create: bool) -> _Thread | None:
+    def _thread(self, thread_id: str, *, create: bool) -> ThreadIndex | None:
         t = self._threads.get(thread_id)
         if t is not None:
             return t
         if not isinstance(thread_id, str) or not thread_id:
             raise UserError(f"LangGraph thread id {thread_id!r} must be a non-empty string")
-        sid = _thread_session_id(thread_id)
+        sid = thread_session_id(thread_id)
         if self.store.exists(sid):
             session = self.store.open(sid)
             meta = (session.header.metadata or {}).get("langgraph")
@@ -398,7 +158,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             )
         else:
             return None
-        t = self._threads[thread_id] = _Thread(thread_id, session)
+        t = self._threads[thread_id] = ThreadIndex(thread_id, session)
         return t
 
     def _thread_ids(self) -> list[str]:
@@ -418,7 +178,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 out.append(meta["thread_id"])
         return out
 
-    def _append(self, t: _Thread, batch: _Batch, *, main: bool) -> None:
+    def _append(self, t: ThreadIndex, batch: Batch, *, main: bool) -> None:
         """Write one batch durably; keep the session's leaf on the root namespace's latest
         checkpoint so the session reads as the conversation."""
         session = t.session
@@ -435,8 +195,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
 
     # -- values --------------------------------------------------------------------------------
 
-    def _encode(self, value: Any, batch: _Batch) -> list[Any]:
-        if _plain(value):
+    def _encode(self, value: Any, batch: Batch) -> list[Any]:
+        if plain(value):
             return ["j", value]
         tree = self._tree(value, batch)
         if tree is not None:
@@ -444,13 +204,13 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         kind, data = self.serde.dumps_typed(value)
         return ["s", kind, base64.b64encode(data).decode("ascii")]
 
-    def _tree(self, value: Any, batch: _Batch, depth: int = 0) -> Any:
+    def _tree(self, value: Any, batch: Batch, depth: int = 0) -> Any:
         """``value`` as JSON with messages as entry references, or None if it is not that."""
         if isinstance(value, BaseMessage):
             batch.message(value)
             ref = batch.message(value)
-            return None if ref is None else {_MSG_KEY: ref}
-        if depth >= _MAX_DEPTH:
+            return None if ref is None else {MSG_KEY: ref}
+        if depth >= MAX_DEPTH:
             return None
         if type(value) is list:
             out = []
@@ -463,16 +223,16 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         if type(value) is dict:
             obj = {}
             for k, v in value.items():
-                if type(k) is not str or k == _MSG_KEY or not _plain(k):
+                if type(k) is not str or k == MSG_KEY or not plain(k):
                     return None
                 enc = self._tree(v, batch, depth + 1)
                 if enc is None:
                     return None
                 obj[k] = enc
             return obj
-        return value if _plain(value) else None
+        return value if plain(value) else None
 
-    def _decode(self, t: _Thread, spec: list[Any]) -> Any:
+    def _decode(self, t: ThreadIndex, spec: list[Any]) -> Any:
         kind = spec[0]
         if kind == "j":
             return spec[1]
@@ -482,16 +242,16 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             return self.serde.loads_typed((spec[1], base64.b64decode(spec[2])))
         raise UserError(f"Unknown stored LangGraph value kind {kind!r}")
 
-    def _untree(self, t: _Thread, tree: Any) -> Any:
+    def _untree(self, t: ThreadIndex, tree: Any) -> Any:
         if isinstance(tree, dict):
-            if _MSG_KEY in tree:
-                return self._message(t, tree[_MSG_KEY])
+            if MSG_KEY in tree:
+                return self._message(t, tree[MSG_KEY])
             return {k: self._untree(t, v) for k, v in tree.items()}
         if isinstance(tree, list):
             return [self._untree(t, v) for v in tree]
         return tree
 
-    def _message(self, t: _Thread, ref: Any) -> Any:
+    def _message(self, t: ThreadIndex, ref: Any) -> Any:
         entry_id = ref if isinstance(ref, str) else ref[0]
         rec = t.session.entry(entry_id)
         if not isinstance(rec, MessageEntry):
@@ -504,7 +264,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             msg.id = ref[1]
         return msg
 
-    def _messages_at(self, t: _Thread, holder: str, channel: str) -> tuple[Any, ...]:
+    def _messages_at(self, t: ThreadIndex, holder: str, channel: str) -> tuple[Any, ...]:
         """The message list stored (as a chain of deltas) for ``channel`` in entry ``holder``."""
         cached = t.values.get((holder, channel))
         if cached is not None:
@@ -534,12 +294,12 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         return value
 
     @staticmethod
-    def _cache(t: _Thread, holder: str, channel: str, value: tuple[Any, ...]) -> None:
+    def _cache(t: ThreadIndex, holder: str, channel: str, value: tuple[Any, ...]) -> None:
         if len(t.values) >= 16:
             t.values.pop(next(iter(t.values)))
         t.values[(holder, channel)] = value
 
-    def _value(self, t: _Thread, holder: str, channel: str) -> tuple[bool, Any]:
+    def _value(self, t: ThreadIndex, holder: str, channel: str) -> tuple[bool, Any]:
         spec = t.data[holder]["b"][channel]
         if spec[0] == "e":
             return False, None
@@ -549,7 +309,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
 
     # -- reading -------------------------------------------------------------------------------
 
-    def _tuple(self, t: _Thread, cp: _Cp) -> CheckpointTuple:
+    def _tuple(self, t: ThreadIndex, cp: CheckpointInfo) -> CheckpointTuple:
         data = t.data[cp.entry]
         values: dict[str, Any] = {}
         for ch, ver in data["cv"].items():
@@ -680,7 +440,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             start = parent.tail if parent is not None else t.main_leaf if ns == "" else None
             if not ns:
                 start = t.follow(start, t.lineage(parent))
-            batch = _Batch(start, t.recent, t.ancestors(start))
+            batch = Batch(start, t.recent, t.ancestors(start))
             values = checkpoint["channel_values"]
             blobs: dict[str, Any] = {}
             deltas: dict[str, tuple[Any, ...]] = {}
@@ -722,7 +482,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             odd = {ch: v for ch, v in new_versions.items() if data["cv"].get(ch) != v}
             if odd:
                 data["bv"] = odd
-            if not (_plain(data["cv"]) and _plain(data["vs"]) and _plain(odd)):
+            if not (plain(data["cv"]) and plain(data["vs"]) and plain(odd)):
                 raise UserError("LangGraph channel versions must be strings or numbers")
             batch.add(
                 CustomEntry(
@@ -740,7 +500,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
     def _delta(
-        self, t: _Thread, parent: _Cp, channel: str, value: Any, batch: _Batch
+        self, t: ThreadIndex, parent: CheckpointInfo, channel: str, value: Any, batch: Batch
     ) -> _Spec | None:
         """``value`` as the messages added to the parent's version of ``channel``, or None."""
         if type(value) is not list or not value or not isinstance(value[-1], BaseMessage):
@@ -805,7 +565,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 on_main = start == t.main_leaf
             else:
                 on_main = False
-            batch = _Batch(start, t.recent)
+            batch = Batch(start, t.recent)
             rows = []
             for idx, (channel, value) in enumerate(writes):
                 key_idx = WRITES_IDX_MAP.get(channel, idx)
@@ -836,7 +596,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             t = self._threads.pop(thread_id, None)
             if t is not None:
                 t.session.close()
-            sid = _thread_session_id(thread_id)
+            sid = thread_session_id(thread_id)
             if self.store.exists(sid):
                 session = self.store.open(sid, read_only=True)
                 meta = (session.header.metadata or {}).get("langgraph")
@@ -873,12 +633,12 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                     )
             assert isinstance(self.store, BaseStore)  # create(records=…): every store has it
             session = self.store.create(
-                session_id=_thread_session_id(target_thread_id),
+                session_id=thread_session_id(target_thread_id),
                 parent_session=src.session.id,
                 metadata={"langgraph": {"thread_id": target_thread_id}},
                 records=records,
             )
-            t = self._threads[target_thread_id] = _Thread(target_thread_id, session)
+            t = self._threads[target_thread_id] = ThreadIndex(target_thread_id, session)
             t.main_leaf = src.main_leaf
             if t.main_leaf is not None and session.leaf_id != t.main_leaf:
                 session.branch(t.main_leaf)
@@ -910,13 +670,13 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 if t is None:
                     continue
 
-                def doomed(cp: _Cp, t: _Thread = t) -> bool:
+                def doomed(cp: CheckpointInfo, t: ThreadIndex = t) -> bool:
                     meta = self._decode(t, t.data[cp.entry]["md"])
                     return isinstance(meta, dict) and meta.get("run_id") in runs
 
                 self._drop(t, doomed)
 
-    def _drop(self, t: _Thread, doomed: Any) -> None:
+    def _drop(self, t: ThreadIndex, doomed: Any) -> None:
         """Purge the checkpoints ``doomed(cp)`` picks; survivors whose values were held by a
         purged entry get them re-written first; messages no survivor refers to go too."""
         gone = [cp for cps in t.cps.values() for cp in cps.values() if doomed(cp)]
@@ -931,10 +691,10 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         for cp in survivors:
             self._rehome(t, cp, gone_entries, refs)
             for w in cp.writes.values():
-                _refs(w[2], refs)
+                collect_refs(w[2], refs)
         doomed_ids = set(gone_entries)
         for cp in gone:
-            for rid in _message_ids(t, cp):
+            for rid in message_ids(t, cp):
                 if rid not in refs:
                     doomed_ids.add(rid)
         history.purge(t.session, sorted(doomed_ids), dry_run=False)
@@ -946,25 +706,25 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         t.values.clear()
         t.main_leaf = t.session.leaf_id
 
-    def _rehome(self, t: _Thread, cp: _Cp, gone: set[str], refs: set[str]) -> None:
+    def _rehome(self, t: ThreadIndex, cp: CheckpointInfo, gone: set[str], refs: set[str]) -> None:
         data = t.data[cp.entry]
         moved: dict[str, Any] = {}
         for ch, ver in data["cv"].items():
             holder = t.holder(cp, ch, ver)
             if holder is None:
                 continue
-            chain = _chain(t, holder, ch)
+            deps = delta_chain(t, holder, ch)
             spec = t.data[holder]["b"][ch]
-            if gone.intersection(chain):
+            if gone.intersection(deps):
                 if spec[0] == "m":
-                    ids = [eid for h in reversed(chain) for eid in _delta_ids(t, h, ch)]
-                    spec = ["x", [{_MSG_KEY: e} for e in ids]]
+                    ids = [eid for h in reversed(deps) for eid in delta_refs(t, h, ch)]
+                    spec = ["x", [{MSG_KEY: e} for e in ids]]
                 moved[ch] = spec
-            for h in chain:
-                _refs(t.data[h]["b"][ch], refs)
+            for h in deps:
+                collect_refs(t.data[h]["b"][ch], refs)
         if not moved:
             return
-        batch = _Batch(cp.tail, {})
+        batch = Batch(cp.tail, {})
         data_b: dict[str, Any] = {"cp": cp.id, "b": moved}
         if cp.ns:
             data_b["ns"] = cp.ns
@@ -1035,53 +795,3 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         await asyncio.to_thread(self.delete_for_runs, run_ids)
-
-
-def _chain(t: _Thread, holder: str, channel: str) -> list[str]:
-    """The entries a stored message-list delta depends on, newest first."""
-    out = []
-    cur: str | None = holder
-    while cur is not None and cur not in out:
-        out.append(cur)
-        spec = t.data[cur]["b"][channel]
-        cur = spec[1] if spec[0] == "m" else None
-    return out
-
-
-def _delta_ids(t: _Thread, holder: str, channel: str) -> list[Any]:
-    """The message references a stored value adds, in order."""
-    spec = t.data[holder]["b"][channel]
-    if spec[0] == "m":
-        return list(spec[2])
-    return _ordered_refs(spec[1]) if spec[0] == "x" else []
-
-
-def _ordered_refs(tree: Any) -> list[Any]:
-    out: list[Any] = []
-    stack = [tree]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            if _MSG_KEY in v:
-                out.append(v[_MSG_KEY])
-            else:
-                stack.extend(reversed(list(v.values())))
-        elif isinstance(v, list):
-            stack.extend(reversed(v))
-    return out
-
-
-def _refs(spec: list[Any], out: set[str]) -> None:
-    """Collect the message entries a stored value refers to."""
-    refs = spec[2] if spec[0] == "m" else _ordered_refs(spec[1]) if spec[0] == "x" else []
-    out.update(r if isinstance(r, str) else r[0] for r in refs)
-
-
-def _message_ids(t: _Thread, cp: _Cp) -> set[str]:
-    """Message entries written with a checkpoint's values or writes."""
-    out: set[str] = set()
-    for spec in t.data[cp.entry]["b"].values():
-        _refs(spec, out)
-    for w in cp.writes.values():
-        _refs(w[2], out)
-    return out
