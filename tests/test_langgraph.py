@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 import threadline as tl
 from _langgraph_chat import build, run, shape, user
-from conftest import PG_URL, make_store
+from conftest import PG_URL, make_store, pg_schema
 from threadline.integrations.langgraph import ThreadlineSaver
 
 STORES = ["jsonl", "sqlite", "postgres"]
@@ -27,9 +27,16 @@ HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tl.store.BaseStore]:
-    st = make_store(request.param, tmp_path)
-    yield st
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[tl.Store, list[str]]]:
+    """A store, and the arguments that open it in another process."""
+    if request.param == "postgres":
+        schema = pg_schema()
+        st = make_store("postgres", tmp_path, schema=schema)
+        args = [PG_URL, "test", schema]
+    else:
+        st = make_store(request.param, tmp_path)
+        args = [st.url]
+    yield st, args
     st.close()
 
 
@@ -79,13 +86,10 @@ def _after_turn(graph: Any, config: dict[str, Any], n_messages: int) -> dict[str
     raise AssertionError(f"no finished turn with {n_messages} messages")
 
 
-def _pg_args(st: Any) -> list[str]:
-    return ["test", st.schema] if st.url.startswith("postgresql") else []
-
-
 def test_a_50_turn_graph_resumed_in_a_new_process_and_time_travelled_equals_in_memory_saver(
-    store: Any,
+    store: tuple[tl.Store, list[str]],
 ) -> None:
+    store_, args = store
     config = {"configurable": {"thread_id": "chat-1"}}
     # the reference: LangGraph's InMemorySaver, all in one process
     ref = build(InMemorySaver())
@@ -97,25 +101,24 @@ def test_a_50_turn_graph_resumed_in_a_new_process_and_time_travelled_equals_in_m
     ref_history = _history(ref, config)
 
     # threadline: 25 turns here, 25 in a new process, then time travel here
-    with ThreadlineSaver(store) as saver:
+    with ThreadlineSaver(store_) as saver:
         run(build(saver), config, 1, 25)
-    url = PG_URL if store.url.startswith("postgresql") else store.url
     out = subprocess.run(
         [
             sys.executable,
             str(HERE / "_langgraph_chat.py"),
-            url,
+            args[0],
             "chat-1",
             "26",
             "50",
-            *_pg_args(store),
+            *args[1:],
         ],
         capture_output=True,
         text=True,
         check=True,
     )
     main_shape = json.loads(out.stdout)
-    saver = ThreadlineSaver(store)
+    saver = ThreadlineSaver(store_)
     graph = build(saver)
     assert main_shape == shape(ref_main["messages"])
     assert shape(graph.get_state(config).values["messages"]) == main_shape
@@ -171,7 +174,7 @@ def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) ->
     assert session is not None
     records = [
         json.loads(line)
-        for line in (Path(jsonl_store.directory) / "deltas.jsonl").read_bytes().splitlines()[1:]
+        for line in (Path(jsonl_store.url) / "deltas.jsonl").read_bytes().splitlines()[1:]
     ]
     messages = [r for r in records if r["type"] == "message"]
     assert len(messages) == len(graph.get_state(config).values["messages"]) == 80

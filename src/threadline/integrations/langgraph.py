@@ -56,7 +56,6 @@ except ImportError:  # pragma: no cover - exercised only without the extra
         "pip install 'threadline[langgraph]'"
     ) from None
 
-from threadline import history
 from threadline.errors import UserError
 from threadline.formats import langchain as lc
 from threadline.integrations._langgraph_index import (
@@ -78,8 +77,7 @@ from threadline.integrations._langgraph_index import (
 from threadline.model.entries import Custom as CustomPayload
 from threadline.model.entries import CustomEntry, MessageEntry, new_id, now
 from threadline.session import Session
-from threadline.store import open_store
-from threadline.store.base import BaseStore, Store
+from threadline.stores import Store, open_store
 
 __all__ = ["ThreadlineSaver"]
 
@@ -631,7 +629,6 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                             custom=CustomPayload(custom_type="langgraph.gap"),
                         )
                     )
-            assert isinstance(self.store, BaseStore)  # create(records=…): every store has it
             session = self.store.create(
                 session_id=thread_session_id(target_thread_id),
                 parent_session=src.session.id,
@@ -697,7 +694,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             for rid in message_ids(t, cp):
                 if rid not in refs:
                     doomed_ids.add(rid)
-        history.purge(t.session, sorted(doomed_ids), dry_run=False)
+        t.session.purge(sorted(doomed_ids), dry_run=False)
         for ns_cps in t.cps.values():
             for cid in [c for c, cp in ns_cps.items() if cp.entry in gone_entries]:
                 del ns_cps[cid]
