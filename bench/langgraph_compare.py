@@ -255,7 +255,7 @@ def main() -> None:
                     conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     print()
     print("| saver | messages | history built | bytes on disk | × messages as JSONL | "
-          "saver ms per checkpoint | (at turns 11-30) | graph ms per turn | "
+          f"saver ms per checkpoint | (turns 11-{10 + args.turns}) | graph ms per turn | "
           "load latest (ms) |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
