@@ -316,3 +316,16 @@ def test_async_graph_runs_through_the_async_methods(jsonl_store: Any) -> None:
     ref = build(InMemorySaver())
     expected = run(ref, {"configurable": {"thread_id": "a"}}, 1, 3)
     assert asyncio.run(main()) == shape(expected["messages"])
+
+
+def test_without_the_extra_the_import_error_names_the_pip_command() -> None:
+    code = (
+        "import sys; sys.modules['langgraph.checkpoint.base'] = None\n"
+        "try:\n    import threadline.integrations.langgraph\n"
+        "except ImportError as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout == (
+        "threadline's LangGraph checkpointer needs langgraph-checkpoint: "
+        "pip install 'threadline[langgraph]'\n"
+    )
