@@ -1,0 +1,57 @@
+"""What every framework adapter shares: resolving the store argument, the extra's ImportError,
+and the session-id rule."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from typing import TYPE_CHECKING
+
+from threadline.errors import UserError
+
+if TYPE_CHECKING:
+    from threadline.store.base import Store
+
+_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def missing_extra(framework: str, extra: str, exc: ImportError) -> ImportError:
+    """The ImportError an adapter raises when its framework is not installed."""
+    return ImportError(
+        f"threadline's {framework} adapter needs the '{extra}' extra ({exc}); "
+        f"run: pip install 'threadline[{extra}]'")
+
+
+def resolve_store(store: Store | str | os.PathLike[str] | None) -> tuple[Store, bool]:
+    """``(store, owned)``: a Store as given, or one opened from a URL/path (``None``: the
+    default store); ``owned`` is True when the adapter opened it and so closes it."""
+    if store is None or isinstance(store, (str, os.PathLike)):
+        from threadline.store import open_store
+
+        return open_store(store), True
+    return store, False
+
+
+def close_store(store: Store) -> None:
+    close = getattr(store, "close", None)
+    if callable(close):
+        close()
+
+
+def check_id(session_id: str, framework: str) -> str:
+    """A framework session id used as the threadline session id (so ``threadline show ID``
+    finds it); ids that cannot name a file are refused with the rule."""
+    if not isinstance(session_id, str) or not _ID.match(session_id):
+        raise UserError(
+            f"{framework} session id {session_id!r} cannot be a threadline session id; "
+            "use 1-64 characters among letters, digits, '_' and '-'")
+    return session_id
+
+
+def scoped_id(prefix: str, *parts: str) -> str:
+    """A stable threadline session id for a framework key made of several parts (ADK's app,
+    user and session ids): ``<prefix>-`` and 40 hex digits of their SHA-256."""
+    digest = hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{prefix}-{digest[:40]}"
+
