@@ -11,20 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents import Agent, Runner, function_tool, set_tracing_disabled
+from agents.testing import ScriptedModel, assistant_message, function_call
 from click.testing import CliRunner
+from starlette.testclient import TestClient
 
-pytest.importorskip("agents", reason="the openai-agents extra")
-
-from agents import Agent, Runner, function_tool, set_tracing_disabled  # noqa: E402
-from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
-from starlette.testclient import TestClient  # noqa: E402
-
-import threadline as tl  # noqa: E402
-from conftest import PG_URL, make_store, pg_schema  # noqa: E402
-from threadline.cli.main import cli  # noqa: E402
-from threadline.integrations.openai_agents import ThreadlineSession  # noqa: E402
-from threadline.render import message_text  # noqa: E402
-from threadline.web import create_app  # noqa: E402
+import threadline as tl
+from conftest import PG_URL, pg_schema
+from threadline.cli.main import cli
+from threadline.integrations.openai_agents import ThreadlineSession
+from threadline.render import message_text
+from threadline.web import create_app
 
 set_tracing_disabled(True)
 TURNS = Path(__file__).with_name("framework_turns.py")

@@ -176,7 +176,7 @@ class ThreadlineSession:
 
     def _clear(self) -> None:
         with self._lock:
-            self._open().clear()
+            self._open().reset_leaf()
 
 
 def _append_messages(session: Session, messages: Sequence[Message]) -> list[str]:

@@ -1,0 +1,142 @@
+"""Run an agent framework's own session contract tests against threadline's adapter.
+
+    python scripts/framework_contracts.py adk SUITE_FILE --store jsonl|sqlite|postgres
+    python scripts/framework_contracts.py strands SUITE_FILE --store …
+
+SUITE_FILE is the framework's test module, taken unmodified from a checkout of its repository:
+
+- adk: ``tests/unittests/sessions/test_session_service.py`` (google/adk-python). Every session
+  service that module makes (its ``get_session_service`` factory, behind the ``session_service``
+  fixture) is a ``ThreadlineSessionService`` over a fresh store of the chosen backend. Tests
+  that construct ADK's own services by class still test those.
+- strands: ``tests/strands/session/test_repository_session_manager.py`` (strands-agents/
+  sdk-python). Its ``mock_repository`` fixture yields a ``ThreadlineSessionRepository`` over a
+  fresh store; the repository's ``tests/fixtures`` must sit where the module expects them (run
+  from the checkout's root, which this script puts on ``sys.path``).
+
+Nothing of the framework's code is copied here: the suite is read from the checkout given, and
+this script only swaps the backend. Extra arguments after ``--`` go to pytest. Exit status is
+pytest's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PG_URL = os.environ.get("THREADLINE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+class Stores:
+    """Fresh stores of one backend; PostgreSQL schemas are dropped at the end."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.dir = Path(tempfile.mkdtemp(prefix="tl-contracts-"))
+        self.schemas: list[str] = []
+        self.opened: list[Any] = []
+
+    def new(self) -> Any:
+        import threadline as tl
+
+        name = uuid.uuid4().hex[:12]
+        if self.kind == "jsonl":
+            store = tl.open_store(self.dir / name)
+        elif self.kind == "sqlite":
+            store = tl.open_store(f"sqlite:///{self.dir}/{name}.db")
+        elif self.kind == "postgres":
+            from threadline.store.postgres import upgrade
+
+            schema = f"c_{name}"
+            upgrade(PG_URL, schema)
+            self.schemas.append(schema)
+            store = tl.open_store(PG_URL, tenant="contracts", schema=schema, max_size=2)
+        else:
+            raise SystemExit(f"unknown store {self.kind!r}: use jsonl, sqlite or postgres")
+        self.opened.append(store)
+        return store
+
+    def cleanup(self) -> None:
+        for store in self.opened:
+            store.close()
+        if self.schemas:
+            import psycopg
+            from psycopg import sql
+
+            with psycopg.connect(PG_URL, autocommit=True) as conn:
+                for schema in self.schemas:
+                    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                        sql.Identifier(schema)))
+
+
+class AdkPlugin:
+    def __init__(self, stores: Stores) -> None:
+        self.stores = stores
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        from threadline.integrations.adk import ThreadlineSessionService
+
+        module = getattr(item, "module", None)
+        if module is not None and hasattr(module, "get_session_service"):
+            stores = self.stores
+            module.get_session_service = (  # the suite's backend factory
+                lambda *args, **kwargs: ThreadlineSessionService(stores.new()))
+
+
+class StrandsPlugin:
+    def __init__(self, stores: Stores) -> None:
+        self.stores = stores
+
+    @pytest.fixture
+    def mock_repository(self) -> Any:
+        from threadline.integrations.strands import ThreadlineSessionRepository
+
+        return ThreadlineSessionRepository(self.stores.new())
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        # the module's own mock_repository fixture would shadow a plugin fixture: point its
+        # fixture definitions at ours
+        for item in items:
+            info = getattr(item, "_fixtureinfo", None)
+            if info is None:
+                continue
+            defs = info.name2fixturedefs.get("mock_repository")
+            if defs:
+                for d in defs:
+                    d.func = self.mock_repository.__func__.__get__(self)  # type: ignore[attr-defined]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("framework", choices=["adk", "strands"])
+    parser.add_argument("suite", type=Path)
+    parser.add_argument("--store", default="jsonl", choices=["jsonl", "sqlite", "postgres"])
+    args, rest = parser.parse_known_args()
+    rest = [a for a in rest if a != "--"]
+    suite = args.suite.resolve()
+    stores = Stores(args.store)
+    plugin: Any = AdkPlugin(stores) if args.framework == "adk" else StrandsPlugin(stores)
+    root = suite.parent
+    while root != root.parent and not (root / "tests").is_dir():
+        root = root.parent
+    sys.path.insert(0, str(root))
+    ini = stores.dir / "pytest.ini"
+    ini.write_text("[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n")
+    try:
+        return int(pytest.main(["-c", str(ini), "--rootdir", str(root), "-p", "no:cacheprovider",
+                                "-q", str(suite), *rest], plugins=[plugin]))
+    finally:
+        stores.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

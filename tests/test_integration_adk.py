@@ -1,0 +1,231 @@
+"""threadline as a Google ADK session service: ADK's session contract (state scopes, temp state,
+GetSessionConfig, stale writers, lossless events) over JSONL, SQLite and PostgreSQL, and an ADK
+Runner conversation with a tool call kept as a threadline session."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.events import Event, EventActions
+from google.adk.sessions.base_session_service import GetSessionConfig
+from google.genai import types
+
+import threadline as tl
+from conftest import make_store
+from threadline.integrations.adk import ThreadlineSessionService
+from threadline.render import message_text
+
+
+@pytest.fixture(params=["jsonl", "sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tl.store.BaseStore]:
+    store = make_store(request.param, tmp_path)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def service(backend: tl.store.BaseStore) -> ThreadlineSessionService:
+    return ThreadlineSessionService(backend)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_a_created_session_reads_back_equal_and_is_gone_after_delete(
+        service: ThreadlineSessionService) -> None:
+    s = run(service.create_session(app_name="app", user_id="u", state={"k": "v"}))
+    assert (s.app_name, s.user_id, s.state) == ("app", "u", {"k": "v"})
+    assert run(service.get_session(app_name="app", user_id="u", session_id=s.id)) == s
+    run(service.delete_session(app_name="app", user_id="u", session_id=s.id))
+    assert run(service.get_session(app_name="app", user_id="u", session_id=s.id)) is None
+    assert run(service.list_sessions(app_name="app", user_id="u")).sessions == []
+
+
+def test_creating_an_existing_id_raises_already_exists(service: ThreadlineSessionService) -> None:
+    run(service.create_session(app_name="app", user_id="u", session_id="s1"))
+    with pytest.raises(AlreadyExistsError):
+        run(service.create_session(app_name="app", user_id="u", session_id="s1"))
+
+
+def test_state_scopes_app_user_session_and_temp(service: ThreadlineSessionService) -> None:
+    async def scenario() -> list[Any]:
+        s1 = await service.create_session(app_name="app", user_id="u1", session_id="s1",
+                                          state={"app:a": 1, "user:b": 2, "own": 3})
+        delta = {"app:a2": 4, "user:b2": 5, "own2": 6, "temp:t": 7}
+        await service.append_event(s1, Event(author="user", invocation_id="i1",
+                                             actions=EventActions(state_delta=delta)))
+        same_user = await service.create_session(app_name="app", user_id="u1", session_id="s2")
+        other_user = await service.create_session(app_name="app", user_id="u2", session_id="s3")
+        again = await service.get_session(app_name="app", user_id="u1", session_id="s1")
+        return [s1.state, same_user.state, other_user.state, again.state,
+                s1.events[0].actions.state_delta,
+                await service.get_user_state(app_name="app", user_id="u1")]
+
+    s1, same_user, other_user, again, delta, user_state = run(scenario())
+    assert s1 == {"app:a": 1, "user:b": 2, "own": 3, "app:a2": 4, "user:b2": 5, "own2": 6,
+                  "temp:t": 7}
+    assert same_user == {"app:a": 1, "app:a2": 4, "user:b": 2, "user:b2": 5}
+    assert other_user == {"app:a": 1, "app:a2": 4}
+    assert again == {"own": 3, "own2": 6, "app:a": 1, "app:a2": 4, "user:b": 2, "user:b2": 5}
+    assert delta == {"app:a2": 4, "user:b2": 5, "own2": 6}
+    assert user_state == {"b": 2, "b2": 5}
+
+
+def test_the_same_session_id_under_two_users_is_two_sessions(
+        service: ThreadlineSessionService) -> None:
+    s = run(service.create_session(app_name="app", user_id="u1", session_id="s1"))
+    run(service.append_event(s, Event(author="user", invocation_id="i")))
+    run(service.create_session(app_name="app", user_id="u2", session_id="s1"))
+    got = run(service.get_session(app_name="app", user_id="u2", session_id="s1"))
+    assert (got.user_id, got.events) == ("u2", [])
+
+
+def test_list_sessions_per_user_and_for_the_whole_app(service: ThreadlineSessionService) -> None:
+    for user, sid in [("u1", "a"), ("u1", "b"), ("u2", "c")]:
+        run(service.create_session(app_name="app", user_id=user, session_id=sid,
+                                   state={"key": sid}))
+    one = run(service.list_sessions(app_name="app", user_id="u1")).sessions
+    every = run(service.list_sessions(app_name="app")).sessions
+    assert [(s.id, s.state) for s in one] == [("a", {"key": "a"}), ("b", {"key": "b"})]
+    assert sorted(s.id for s in every) == ["a", "b", "c"]
+
+
+def test_events_come_back_equal_with_bytes_and_every_field(
+        service: ThreadlineSessionService) -> None:
+    s = run(service.create_session(app_name="app", user_id="u"))
+    event = Event(
+        invocation_id="inv", author="user", turn_complete=True, partial=False,
+        content=types.Content(role="user", parts=[
+            types.Part(text="look"),
+            types.Part.from_bytes(data=b"\x89PNG-bytes", mime_type="image/png")]),
+        actions=EventActions(artifact_delta={"file": 0}, transfer_to_agent="agent",
+                             escalate=True),
+        long_running_tool_ids={"tool1"}, error_code="code", interrupted=True,
+        grounding_metadata=types.GroundingMetadata(web_search_queries=["q"]),
+        usage_metadata=types.GenerateContentResponseUsageMetadata(
+            prompt_token_count=1, candidates_token_count=1, total_token_count=2),
+        custom_metadata={"k": "v"}, timestamp=1700000000.123)
+    run(service.append_event(s, event))
+    got = run(service.get_session(app_name="app", user_id="u", session_id=s.id))
+    assert got == s
+    assert got.last_update_time == 1700000000.123
+
+
+def test_get_session_config_limits_and_filters_events(service: ThreadlineSessionService) -> None:
+    s = run(service.create_session(app_name="app", user_id="u"))
+    for t in range(1, 6):
+        run(service.append_event(s, Event(author="user", timestamp=t)))
+
+    def stamps(**config: Any) -> list[float]:
+        got = run(service.get_session(app_name="app", user_id="u", session_id=s.id,
+                                      config=GetSessionConfig(**config)))
+        return [e.timestamp for e in got.events]
+
+    assert stamps() == [1, 2, 3, 4, 5]
+    assert stamps(num_recent_events=0) == []
+    assert stamps(num_recent_events=3) == [3, 4, 5]
+    assert stamps(after_timestamp=4.0) == [4, 5]
+    assert stamps(after_timestamp=50) == []
+    assert stamps(after_timestamp=4.0, num_recent_events=3) == [4, 5]
+
+
+def test_partial_events_are_not_stored(service: ThreadlineSessionService) -> None:
+    s = run(service.create_session(app_name="app", user_id="u"))
+    run(service.append_event(s, Event(author="user", partial=True)))
+    got = run(service.get_session(app_name="app", user_id="u", session_id=s.id))
+    assert (s.events, got.events) == ([], [])
+
+
+def test_a_stale_session_copy_cannot_append(service: ThreadlineSessionService) -> None:
+    async def scenario() -> Any:
+        s = await service.create_session(app_name="app", user_id="u")
+        t = s.last_update_time
+        await service.append_event(s, Event(author="user", invocation_id="1", timestamp=t + 1))
+        fresh = await service.get_session(app_name="app", user_id="u", session_id=s.id)
+        await service.append_event(fresh, Event(author="user", invocation_id="2",
+                                                timestamp=t + 2))
+        with pytest.raises(ValueError, match="modified in storage"):
+            await service.append_event(s, Event(author="user", invocation_id="3",
+                                                timestamp=t + 3))
+        return await service.get_session(app_name="app", user_id="u", session_id=s.id)
+
+    final = run(scenario())
+    assert [e.invocation_id for e in final.events] == ["1", "2"]
+
+
+def test_undo_in_threadline_rolls_back_the_events_and_their_state(
+        service: ThreadlineSessionService, backend: tl.store.BaseStore) -> None:
+    s = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+    for n, word in enumerate(["one", "two"]):
+        run(service.append_event(s, Event(
+            author="user", invocation_id=f"i{n}",
+            content=types.Content(role="user", parts=[types.Part(text=word)]),
+            actions=EventActions(state_delta={"last": word}))))
+    run(service.close())
+    tid = ThreadlineSessionService.threadline_id("app", "u", "s")
+    with backend.open(tid) as ts:
+        assert [message_text(m) for m in ts.context().messages] == ["one", "two"]
+        ts.undo(1)
+    got = run(ThreadlineSessionService(backend).get_session(app_name="app", user_id="u",
+                                                             session_id="s"))
+    assert ([e.content.parts[0].text for e in got.events], got.state) == (
+        ["one"], {"last": "one"})
+
+
+# -- a real ADK Runner conversation with a tool call -------------------------------------------
+
+def scripted_llm(replies: list[types.Content]) -> Any:
+    """A BaseLlm answering with the given contents in turn (ADK ships no offline model)."""
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_response import LlmResponse
+
+    class Scripted(BaseLlm):  # type: ignore[misc]
+        model: str = "scripted"
+
+        async def generate_content_async(self, llm_request: Any, stream: bool = False
+                                         ) -> AsyncGenerator[LlmResponse, None]:
+            yield LlmResponse(content=replies.pop(0))
+
+    return Scripted()
+
+
+def test_an_adk_runner_conversation_with_a_tool_call_is_a_threadline_session(
+        backend: tl.store.BaseStore) -> None:
+    from google.adk.agents import LlmAgent
+    from google.adk.runners import Runner
+
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"Sunny in {city}"
+
+    llm = scripted_llm([
+        types.Content(role="model", parts=[types.Part(function_call=types.FunctionCall(
+            id="call_1", name="weather", args={"city": "Paris"}))]),
+        types.Content(role="model", parts=[types.Part(text="Sunny in Paris.")]),
+    ])
+    service = ThreadlineSessionService(backend)
+    runner = Runner(agent=LlmAgent(name="helper", model=llm, tools=[weather]), app_name="app",
+                    session_service=service)
+
+    async def scenario() -> None:
+        await service.create_session(app_name="app", user_id="u", session_id="s")
+        async for _ in runner.run_async(user_id="u", session_id="s", new_message=types.Content(
+                role="user", parts=[types.Part(text="Weather in Paris?")])):
+            pass
+        await service.close()
+
+    run(scenario())
+    with backend.open(ThreadlineSessionService.threadline_id("app", "u", "s")) as ts:
+        ctx = ts.context()
+        assert [(m.role, message_text(m, with_ids=False)) for m in ctx.messages] == [
+            ("user", "Weather in Paris?"),
+            ("assistant", '→ weather({"city": "Paris"})'),
+            ("user", "← result: Sunny in Paris"),
+            ("assistant", "Sunny in Paris."),
+        ]
