@@ -10,9 +10,10 @@ SUITE_FILE is the framework's test module, taken unmodified from a checkout of i
   fixture) is a ``ThreadlineSessionService`` over a fresh store of the chosen backend. Tests
   that construct ADK's own services by class still test those.
 - strands: ``tests/strands/session/test_repository_session_manager.py`` (strands-agents/
-  sdk-python). Its ``mock_repository`` fixture yields a ``ThreadlineSessionRepository`` over a
-  fresh store; the repository's ``tests/fixtures`` must sit where the module expects them (run
-  from the checkout's root, which this script puts on ``sys.path``).
+  sdk-python). The repository class it imports (``MockedSessionRepository``, behind its
+  ``mock_repository`` fixture) becomes a ``ThreadlineSessionRepository`` over a fresh store per
+  instance. The module imports ``tests.fixtures``: give the path inside a checkout (the script
+  puts the checkout's root on ``sys.path``).
 
 Nothing of the framework's code is copied here: the suite is read from the checkout given, and
 this script only swaps the backend. Extra arguments after ``--`` go to pytest. Exit status is
@@ -57,7 +58,8 @@ class Stores:
             schema = f"c_{name}"
             upgrade(PG_URL, schema)
             self.schemas.append(schema)
-            store = tl.open_store(PG_URL, tenant="contracts", schema=schema, max_size=2)
+            # a tenant per store too: the advisory writer locks are keyed by tenant and session id
+            store = tl.open_store(PG_URL, tenant=f"contracts-{name}", schema=schema, max_size=2)
         else:
             raise SystemExit(f"unknown store {self.kind!r}: use jsonl, sqlite or postgres")
         self.opened.append(store)
@@ -95,24 +97,22 @@ class StrandsPlugin:
     def __init__(self, stores: Stores) -> None:
         self.stores = stores
 
-    @pytest.fixture
-    def mock_repository(self) -> Any:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
         from threadline.integrations.strands import ThreadlineSessionRepository
 
-        return ThreadlineSessionRepository(self.stores.new())
+        module = getattr(item, "module", None)
+        if module is None or not hasattr(module, "MockedSessionRepository"):
+            return
+        stores = self.stores
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        # the module's own mock_repository fixture would shadow a plugin fixture: point its
-        # fixture definitions at ours
-        for item in items:
-            info = getattr(item, "_fixtureinfo", None)
-            if info is None:
-                continue
-            defs = info.name2fixturedefs.get("mock_repository")
-            if defs:
-                for d in defs:
-                    d.func = self.mock_repository.__func__.__get__(self)  # type: ignore[attr-defined]
+        class OnThreadline(ThreadlineSessionRepository):
+            """The suite's repository class, on a fresh threadline store per instance."""
+
+            def __init__(self) -> None:
+                super().__init__(stores.new())
+
+        module.MockedSessionRepository = OnThreadline
 
 
 def main() -> int:
