@@ -22,13 +22,24 @@ from typing import TYPE_CHECKING, Any
 
 from threadline.formats import openai_chat
 from threadline.integrations._common import check_id, close_store, missing_extra, resolve_store
-from threadline.model.content import Message, TextBlock, ToolUseBlock
+from threadline.model.content import (
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    text,
+    thinking,
+    tool_use,
+)
 from threadline.model.entries import MessageEntry, new_id, now
 
 try:
     from langchain_core.chat_history import BaseChatMessageHistory
     from langchain_core.messages import (
+        AIMessage,
         BaseMessage,
+        ToolMessage,
         convert_to_messages,
         convert_to_openai_messages,
         message_to_dict,
@@ -109,6 +120,10 @@ class ThreadlineChatMessageHistory(BaseChatMessageHistory):
 
 
 def _to_threadline(m: BaseMessage) -> Message:
+    if isinstance(m, AIMessage):
+        out = _from_ai_message(m)
+        out.provider_details = {NAME: {"message": message_to_dict(m)}}
+        return out
     payload = convert_to_openai_messages([m])
     loaded = openai_chat.load(payload)
     out = loaded[0] if len(loaded) == 1 else Message(
@@ -128,7 +143,61 @@ def _to_langchain(m: Message, names: dict[str, str]) -> list[BaseMessage]:
     mine = (m.provider_details or {}).get(NAME)
     if isinstance(mine, dict) and isinstance(mine.get("message"), dict):
         return list(messages_from_dict([mine["message"]]))
+    if m.role == "assistant":
+        return [_ai_message(m)]
+    results = [b for b in m.content if isinstance(b, ToolResultBlock)]
+    if results and len(results) == len(m.content):
+        return [ToolMessage(_result_text(b), tool_call_id=b.tool_result.tool_use_id,
+                            name=names.get(b.tool_result.tool_use_id),
+                            status="error" if b.tool_result.is_error else "success")
+                for b in results]
     payload: Any = openai_chat.dump([m])
     if isinstance(payload, dict):
         payload = payload.get("messages", [])
     return list(convert_to_messages(payload))
+
+
+def _ai_message(m: Message) -> AIMessage:
+    """An AIMessage for an assistant message another framework wrote: reasoning as LangChain
+    ``reasoning`` content blocks, tool uses as ``tool_calls``."""
+    blocks: list[str | dict[str, Any]] = []
+    calls = []
+    for b in m.content:
+        if isinstance(b, ThinkingBlock) and not b.thinking.redacted:
+            blocks.append({"type": "reasoning", "reasoning": b.thinking.content})
+        elif isinstance(b, TextBlock):
+            blocks.append({"type": "text", "text": b.text.content})
+        elif isinstance(b, ToolUseBlock):
+            args = b.tool_use.input if isinstance(b.tool_use.input, dict) else {
+                "input": b.tool_use.input}
+            calls.append({"id": b.tool_use.id, "name": b.tool_use.name, "args": args})
+    content: str | list[str | dict[str, Any]] = blocks
+    if all(isinstance(x, dict) and x["type"] == "text" for x in blocks):
+        content = "".join(str(x["text"]) for x in blocks if isinstance(x, dict))
+    return AIMessage(content=content, tool_calls=calls)
+
+
+def _result_text(b: ToolResultBlock) -> str:
+    body = b.tool_result.content
+    if isinstance(body, str):
+        return body
+    return "".join(c.text.content for c in body if isinstance(c, TextBlock))
+
+
+def _from_ai_message(m: AIMessage) -> Message:
+    """An AIMessage's blocks: its text and reasoning content blocks, then its tool calls (the
+    OpenAI conversion would drop the reasoning)."""
+    blocks: list[Any] = []
+    parts = m.content if isinstance(m.content, list) else [m.content]
+    for p in parts:
+        if isinstance(p, str):
+            if p:
+                blocks.append(text(p))
+        elif p.get("type") == "text" and p.get("text"):
+            blocks.append(text(str(p["text"])))
+        elif p.get("type") in ("reasoning", "thinking"):
+            words = p.get("reasoning") or p.get("thinking") or ""
+            if words:
+                blocks.append(thinking(str(words)))
+    blocks += [tool_use(c.get("id") or "", c["name"], c["args"]) for c in m.tool_calls]
+    return Message(role="assistant", content=blocks)
