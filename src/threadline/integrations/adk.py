@@ -75,6 +75,8 @@ class ThreadlineSessionService(BaseSessionService):
     def __init__(self, store: Store | str | os.PathLike[str] | None = None) -> None:
         self._store, self._owned = resolve_store(store)
         self._open: dict[str, TlSession] = {}
+        # the stored last update time of each open session (a stale copy is refused by it)
+        self._updated: dict[str, float] = {}
         self._lock = threading.RLock()
 
     # -- ids ---------------------------------------------------------------------------------
@@ -92,6 +94,7 @@ class ThreadlineSessionService(BaseSessionService):
             for s in self._open.values():
                 s.close()
             self._open.clear()
+            self._updated.clear()
             if self._owned:
                 close_store(self._store)
 
@@ -222,6 +225,7 @@ class ThreadlineSessionService(BaseSessionService):
         tid = self.threadline_id(app, user, sid)
         with self._lock:
             s = self._open.pop(tid, None)
+            self._updated.pop(tid, None)
             if s is not None:
                 s.close()
             if self._store.exists(tid):
@@ -234,8 +238,11 @@ class ThreadlineSessionService(BaseSessionService):
             if s is None:
                 raise ValueError(f"Session {session.id!r} of app {session.app_name!r} and user "
                                  f"{session.user_id!r} does not exist; create_session() it first")
-            stored = self._read(s, session.app_name, session.user_id, session.id, None,
-                                with_events=False).last_update_time
+            tid = s.id
+            stored = self._updated.get(tid)
+            if stored is None:
+                stored = self._read(s, session.app_name, session.user_id, session.id, None,
+                                    with_events=False).last_update_time
             if stored > session.last_update_time + 1e-6:
                 raise StaleSessionError(_STALE)
             app_delta, user_delta, _ = _split(event.actions.state_delta if event.actions else {})
@@ -252,6 +259,7 @@ class ThreadlineSessionService(BaseSessionService):
                 rec = MessageEntry(id=_entry_id(event, s), parent_id=s.leaf_id, timestamp=stamp,
                                    message=message)
             s.append_records([rec])
+            self._updated[tid] = event.timestamp
             if app_delta:
                 _log_append(self._store, _app_log(session.app_name), app_delta)
             if user_delta:

@@ -134,20 +134,23 @@ class ThreadlineSession:
 
     def _get_items(self, limit: int | None) -> list[Any]:
         with self._lock:
-            session = self._open()
-            ctx = session.context()
-            ids = [v.id for v in ctx.view]
+            ctx = self._open().context()
+            ids = ctx.view.ids()
+            cache = self._items
             out: list[bytes] = []
-            if limit is None:
-                for vid, msg in zip(ids, ctx.messages, strict=True):
-                    out.extend(self._encoded(vid, msg))
-            elif limit > 0:
-                pos = len(ids) - 1
-                while pos >= 0 and len(out) < limit:
-                    out[:0] = self._encoded(ids[pos], ctx.messages[pos])
-                    pos -= 1
-                out = out[-limit:]
-            return [_decode(b) for b in out]
+            pos = len(ids) - 1
+            # newest first until the limit is met (all of them without a limit); a message is
+            # only decoded when its items are not cached yet
+            while pos >= 0 and (limit is None or len(out) < limit):
+                got = cache.get(ids[pos])
+                if got is None:
+                    got = self._encoded(ids[pos], ctx.messages[pos])
+                out.extend(reversed(got))
+                pos -= 1
+            if limit is not None:
+                out = out[:max(limit, 0)]
+            out.reverse()
+            return list(_decode(b"[" + b",".join(out) + b"]"))
 
     def _add_items(self, items: Sequence[Any]) -> None:
         messages = openai_responses.load(list(items))
