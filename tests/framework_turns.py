@@ -33,6 +33,47 @@ def openai_agents(store: Any, session_id: str, prompt: str) -> str:
     return asyncio.run(run())
 
 
+def adk(store: Any, session_id: str, prompt: str) -> str:
+    from google.adk.events import Event
+    from google.genai import types
+
+    from threadline.integrations.adk import ThreadlineSessionService
+
+    async def run() -> str:
+        service = ThreadlineSessionService(store)
+        session = await service.get_session(app_name="app", user_id="u", session_id=session_id)
+        said = [e.content.parts[0].text for e in session.events
+                if e.author == "user" and e.content and e.content.parts[0].text]
+        for author, role, words in [("user", "user", prompt),
+                                    ("helper", "model", f"You said before: {said}")]:
+            await service.append_event(session, Event(
+                author=author, invocation_id="again",
+                content=types.Content(role=role, parts=[types.Part(text=words)])))
+        await service.close()
+        return f"You said before: {said}"
+
+    return asyncio.run(run())
+
+
+def strands(store: Any, session_id: str, prompt: str) -> str:
+    from strands.session.repository_session_manager import RepositorySessionManager
+    from strands.types.session import SessionMessage
+
+    from threadline.integrations.strands import ThreadlineSessionRepository
+
+    repo = ThreadlineSessionRepository(store)
+    said = [m.message["content"][0].get("text") for m in repo.list_messages(session_id, "helper")
+            if m.message["role"] == "user" and "text" in m.message["content"][0]]
+    RepositorySessionManager(session_id=session_id, session_repository=repo)
+    n = len(repo.list_messages(session_id, "helper"))
+    reply = f"You said before: {said}"
+    for k, (role, words) in enumerate([("user", prompt), ("assistant", reply)]):
+        repo.create_message(session_id, "helper", SessionMessage.from_message(
+            {"role": role, "content": [{"text": words}]}, n + k))
+    repo.close()
+    return reply
+
+
 def main() -> None:
     framework, where, session_id, prompt = sys.argv[1:5]
     spec = json.loads(where)

@@ -5,6 +5,9 @@ Runner conversation with a tool call kept as a threadline session."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
 
 import threadline as tl
-from conftest import make_store
+from conftest import PG_URL, make_store, pg_schema
 from threadline.integrations.adk import ThreadlineSessionService
 from threadline.render import message_text
 
@@ -35,6 +38,18 @@ def service(backend: tl.store.BaseStore) -> ThreadlineSessionService:
 
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
+
+
+TURNS = Path(__file__).with_name("framework_turns.py")
+
+
+def location(kind: str, tmp_path: Path) -> dict[str, Any]:
+    """A store location a new process can open too."""
+    if kind == "jsonl":
+        return {"url": str(tmp_path / "sessions")}
+    if kind == "sqlite":
+        return {"url": f"sqlite:///{tmp_path}/store.db"}
+    return {"url": PG_URL, "options": {"tenant": "test", "schema": pg_schema()}}
 
 
 def test_a_created_session_reads_back_equal_and_is_gone_after_delete(
@@ -195,8 +210,11 @@ def scripted_llm(replies: list[types.Content]) -> Any:
     return Scripted()
 
 
-def test_an_adk_runner_conversation_with_a_tool_call_is_a_threadline_session(
-        backend: tl.store.BaseStore) -> None:
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+def test_an_adk_runner_conversation_with_a_tool_call_persists_and_continues_in_a_new_process(
+        kind: str, tmp_path: Path) -> None:
+    where = location(kind, tmp_path)
+    backend = tl.open_store(where["url"], **where.get("options", {}))
     from google.adk.agents import LlmAgent
     from google.adk.runners import Runner
 
@@ -221,6 +239,9 @@ def test_an_adk_runner_conversation_with_a_tool_call_is_a_threadline_session(
         await service.close()
 
     run(scenario())
+    out = subprocess.run([sys.executable, str(TURNS), "adk", json.dumps(where), "s", "Thanks"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout == "You said before: ['Weather in Paris?']\n"
     with backend.open(ThreadlineSessionService.threadline_id("app", "u", "s")) as ts:
         ctx = ts.context()
         assert [(m.role, message_text(m, with_ids=False)) for m in ctx.messages] == [
@@ -228,4 +249,7 @@ def test_an_adk_runner_conversation_with_a_tool_call_is_a_threadline_session(
             ("assistant", '→ weather({"city": "Paris"})'),
             ("user", "← result: Sunny in Paris"),
             ("assistant", "Sunny in Paris."),
+            ("user", "Thanks"),
+            ("assistant", "You said before: ['Weather in Paris?']"),
         ]
+    backend.close()

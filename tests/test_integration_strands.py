@@ -5,6 +5,8 @@ undo (/tag, /undo N|tag, /tags, /clear) act on the agent's conversation."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from strands.types.session import Session, SessionMessage, SessionType
 
 import threadline as tl
 from conftest import make_store
+from test_integration_adk import TURNS, location
 from threadline.integrations.strands import ThreadlineSessionRepository
 
 
@@ -99,8 +102,11 @@ def texts(messages: list[Any]) -> list[str]:
     return out
 
 
-def test_an_agent_with_a_tool_call_persists_state_and_messages_and_reopens(
-        backend: tl.store.BaseStore) -> None:
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+def test_an_agent_with_a_tool_call_persists_reopens_and_continues_in_a_new_process(
+        kind: str, tmp_path: Path) -> None:
+    where = location(kind, tmp_path)
+    backend = tl.open_store(where["url"], **where.get("options", {}))
     repo = ThreadlineSessionRepository(backend)
     agent = agent_on(repo, [CALL, say("Sunny in Paris."), say("You asked about Paris.")])
     agent("Weather in Paris?")
@@ -117,10 +123,16 @@ def test_an_agent_with_a_tool_call_persists_state_and_messages_and_reopens(
         "assistant: Sunny in Paris.", "user: What did I ask?",
         "assistant: You asked about Paris."]
     agent("And now?")
-    s = again.session("chat", "helper")
-    assert [m.role for m in s.context().messages] == [
-        "user", "assistant", "user", "assistant", "user", "assistant", "user", "assistant"]
     again.close()
+    out = subprocess.run([sys.executable, str(TURNS), "strands", json.dumps(where), "chat",
+                          "Bye"], capture_output=True, text=True, check=True)
+    assert out.stdout == (
+        "You said before: ['Weather in Paris?', 'What did I ask?', 'And now?']\n")
+    with backend.open(ThreadlineSessionRepository.threadline_id("chat", "helper")) as s:
+        assert [m.role for m in s.context().messages] == [
+            "user", "assistant", "user", "assistant", "user", "assistant", "user", "assistant",
+            "user", "assistant"]
+    backend.close()
 
 
 def test_tag_undo_tags_and_clear_act_on_the_agent_conversation(tmp_path: Path) -> None:
