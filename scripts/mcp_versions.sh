@@ -11,7 +11,7 @@ versions=("$@")
 for v in "${versions[@]}"; do
   venv=".venv-mcp-$v"
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -m pip -q install -e '.[mcp,web,postgres]' pytest hypothesis pyyaml \
+  "$venv/bin/python" -m pip -q install -e '.[mcp,web,postgres]' pytest pytest-asyncio hypothesis pyyaml \
     "mcp==$v" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
   echo "== mcp $v"
   "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/test_mcp.py
