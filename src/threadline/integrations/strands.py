@@ -218,7 +218,7 @@ class ThreadlineSessionRepository(SessionRepository):
                     s.append_custom(e.custom.custom_type, e.custom.data)
             else:
                 try:
-                    s.revise(pos, pos, [new])  # type: ignore[attr-defined]
+                    s.revise(pos, pos, [new])
                 except UserError as exc:
                     raise SessionException(str(exc)) from exc
 
