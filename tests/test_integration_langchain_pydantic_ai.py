@@ -3,6 +3,7 @@ provider format and a run helper), with each framework's own offline test models
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,7 @@ def weather(city: str) -> str:
 
 def test_pydantic_ai_messages_round_trip_through_the_format() -> None:
     agent = Agent(TestModel(), system_prompt="Be brief.", tools=[weather])
-    result = agent.run_sync("Weather?")
+    result = asyncio.run(agent.run("Weather?"))
     messages = result.all_messages()
     back = pydantic_ai.dump(pydantic_ai.load(messages))
     assert ModelMessagesTypeAdapter.dump_python(back, mode="json") == \
@@ -99,10 +100,10 @@ def test_a_pydantic_ai_run_persists_reopens_and_gets_its_history_back(
 
     agent = Agent(FunctionModel(reply), system_prompt="Be brief.", tools=[weather])
     with backend.create(session_id="pa-1") as s:
-        result = agent.run_sync("weather in Paris?", message_history=pydantic_ai.history(s))
+        result = asyncio.run(agent.run("weather in Paris?", message_history=pydantic_ai.history(s)))
         pydantic_ai.record(s, result)
     with backend.open("pa-1") as s:
-        result = agent.run_sync("And then?", message_history=pydantic_ai.history(s))
+        result = asyncio.run(agent.run("And then?", message_history=pydantic_ai.history(s)))
         assert result.output == "5 messages so far."
         pydantic_ai.record(s, result)
         assert [(m.role, message_text(m, with_ids=False)) for m in s.context().messages] == [
