@@ -170,9 +170,10 @@ class Session:
         and copiers' path. All are validated before anything is written; one durable batch."""
         if not records:
             return []
-        self._state.ensure_writer()
+        st = self._state
+        st.ensure_writer()
         lines = []
-        slots = self._state.slots
+        slots = st.slots
         seen: set[str] = set()  # this batch's ids (the session's are in slots: no copy of them)
         for rec in records:
             if rec.tree and (rec.id in seen or rec.id in slots):
@@ -181,12 +182,25 @@ class Session:
             line = encode_checked(encode, rec)
             check_record(rec.payload, line, 1 if rec.parent_id is None else 0)
             lines.append(line)
-        self._state.log.append(lines)
+        st.log.append(lines)
         for rec, line in zip(records, lines, strict=True):
-            self._state.sizes[rec.id] = len(line)
-        self._state.ingest(records)
-        self._state.settle(records)
-        self._state.invalidate()
+            st.sizes[rec.id] = len(line)
+        # a chain of tree entries under the leaf (a framework adapter's turn) keeps the context
+        # incremental, as single appends do; anything else is re-indexed
+        tip = st.leaf
+        chain = True
+        for rec in records:
+            if not rec.tree or rec.parent_id != tip:
+                chain = False
+                break
+            tip = rec.id
+        if chain:
+            for rec in records:
+                st.after_write(rec)
+        else:
+            st.ingest(records)
+            st.settle(records)
+            st.invalidate()
         return [r.id for r in records]
 
     def append_message(self, role: str | Message, content: Any = None, *,
