@@ -179,3 +179,25 @@ def test_undo_and_context_operations_done_in_threadline_reach_the_next_run(tmp_p
         {"role": "system", "content": "The user asked the weather in Paris: sunny."},
         {"role": "user", "content": "Thanks"},
     ]
+
+
+def test_a_chain_of_records_under_the_leaf_reads_the_same_before_and_after_a_reopen(
+        store: tl.store.BaseStore) -> None:
+    from threadline.model.entries import MessageEntry
+
+    s = store.create()
+    s.append_message("user", "a")
+    assert len(s.context().messages) == 1  # a warm, incremental view
+    parent = s.leaf_id
+    records = []
+    for word in ["b", "c", "d"]:
+        rec = MessageEntry(id=f"id-{word}", parent_id=parent, timestamp="2026-01-01T00:00:00Z",
+                           message=tl.Message(role="user", content=[tl.text(word)]))
+        records.append(rec)
+        parent = rec.id
+    assert s.append_records(records) == ["id-b", "id-c", "id-d"]
+    assert (s.leaf_id, [m.text for m in s.context().messages]) == ("id-d", ["a", "b", "c", "d"])
+    s.close()
+    again = store.open(s.id)
+    assert (again.leaf_id, [m.text for m in again.context().messages]) == (
+        "id-d", ["a", "b", "c", "d"])
