@@ -57,7 +57,7 @@ def store_url(root: Path, kind: str, name: str) -> str:
     return str(root / name) if kind == "jsonl" else f"sqlite:///{root}/{name}.db"
 
 
-def open_store(url: str) -> tl.store.BaseStore:
+def open_store(url: str) -> tl.Store:
     return tl.open_store(url, durability=DURABILITY["value"])  # type: ignore[arg-type]
 
 

@@ -25,14 +25,14 @@ from threadline.render import message_text
 
 
 @pytest.fixture(params=["jsonl", "sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tl.store.BaseStore]:
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tl.Store]:
     store = make_store(request.param, tmp_path)
     yield store
     store.close()
 
 
 @pytest.fixture
-def service(backend: tl.store.BaseStore) -> ThreadlineSessionService:
+def service(backend: tl.Store) -> ThreadlineSessionService:
     return ThreadlineSessionService(backend)
 
 
@@ -175,7 +175,7 @@ def test_a_stale_session_copy_cannot_append(service: ThreadlineSessionService) -
 
 
 def test_undo_in_threadline_rolls_back_the_events_and_their_state(
-        service: ThreadlineSessionService, backend: tl.store.BaseStore) -> None:
+        service: ThreadlineSessionService, backend: tl.Store) -> None:
     s = run(service.create_session(app_name="app", user_id="u", session_id="s"))
     for n, word in enumerate(["one", "two"]):
         run(service.append_event(s, Event(

@@ -25,7 +25,7 @@ from threadline.render import message_text
 
 
 @pytest.fixture(params=["jsonl", "sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tl.store.BaseStore]:
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tl.Store]:
     store = make_store(request.param, tmp_path)
     yield store
     store.close()
@@ -37,7 +37,7 @@ LC = [SystemMessage("Be brief."), HumanMessage("Weather in Paris?"),
 
 
 def test_langchain_messages_with_tool_calls_round_trip_and_clear_keeps_them(
-        backend: tl.store.BaseStore) -> None:
+        backend: tl.Store) -> None:
     history = ThreadlineChatMessageHistory("lc-1", backend)
     history.add_messages(LC)
     history.close()
@@ -84,7 +84,7 @@ def test_pydantic_ai_messages_round_trip_through_the_format() -> None:
 
 
 def test_a_pydantic_ai_run_persists_reopens_and_gets_its_history_back(
-        backend: tl.store.BaseStore) -> None:
+        backend: tl.Store) -> None:
     seen: list[int] = []
 
     def reply(messages: list[Any], info: AgentInfo) -> Any:

@@ -182,7 +182,7 @@ def test_undo_and_context_operations_done_in_threadline_reach_the_next_run(tmp_p
 
 
 def test_a_chain_of_records_under_the_leaf_reads_the_same_before_and_after_a_reopen(
-        store: tl.store.BaseStore) -> None:
+        store: tl.Store) -> None:
     from threadline.model.entries import MessageEntry
 
     s = store.create()

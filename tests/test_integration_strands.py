@@ -77,7 +77,7 @@ CALL = {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name":
 
 
 @pytest.fixture(params=["jsonl", "sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tl.store.BaseStore]:
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tl.Store]:
     store = make_store(request.param, tmp_path)
     yield store
     store.close()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from threadline.errors import UserError
 
 if TYPE_CHECKING:
-    from threadline.store.base import Store
+    from threadline.stores import Store
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -27,7 +27,7 @@ def resolve_store(store: Store | str | os.PathLike[str] | None) -> tuple[Store, 
     """``(store, owned)``: a Store as given, or one opened from a URL/path (``None``: the
     default store); ``owned`` is True when the adapter opened it and so closes it."""
     if store is None or isinstance(store, (str, os.PathLike)):
-        from threadline.store import open_store
+        from threadline.stores import open_store
 
         return open_store(store), True
     return store, False

@@ -55,7 +55,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 if TYPE_CHECKING:
     from threadline.session import Session as TlSession
-    from threadline.store.base import Store
+    from threadline.stores import Store
 
 __all__ = ["ThreadlineSessionService"]
 

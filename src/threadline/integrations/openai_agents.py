@@ -37,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 if TYPE_CHECKING:
     from threadline.session import Session
-    from threadline.store.base import Store
+    from threadline.stores import Store
 
 __all__ = ["ThreadlineSession"]
 

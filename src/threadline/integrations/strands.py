@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from strands.multiagent import MultiAgentBase
 
     from threadline.session import Session as TlSession
-    from threadline.store.base import Store
+    from threadline.stores import Store
 
 __all__ = ["ThreadlineSessionRepository"]
 
