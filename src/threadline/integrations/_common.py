@@ -11,6 +11,10 @@ from typing import TYPE_CHECKING
 from threadline.errors import UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from threadline.model.content import Message
+    from threadline.session import Session
     from threadline.stores import Store
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -55,3 +59,45 @@ def scoped_id(prefix: str, *parts: str) -> str:
     digest = hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
     return f"{prefix}-{digest[:40]}"
 
+
+
+class OneSession:
+    """The one threadline session an adapter object works on: opened, or created with
+    ``metadata={"framework": …}``, on first use; its writer lock is held from the first write
+    until :meth:`close`, which also closes the store when the adapter opened it."""
+
+    def __init__(self, session_id: str, store: Store | str | os.PathLike[str] | None,
+                 framework: str) -> None:
+        self.session_id = session_id
+        self.store, self._owned = resolve_store(store)
+        self._framework = framework
+        self._session: Session | None = None
+
+    def get(self) -> Session:
+        if self._session is None:
+            store = self.store
+            self._session = (store.open(self.session_id) if store.exists(self.session_id)
+                             else store.create(session_id=self.session_id,
+                                               metadata={"framework": self._framework}))
+        return self._session
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+        if self._owned:
+            close_store(self.store)
+
+
+def append_chain(session: Session, messages: Sequence[Message]) -> list[str]:
+    """Append ``messages`` as a chain under the leaf in one durable write."""
+    from threadline.model.entries import MessageEntry, new_id, now
+
+    records = []
+    parent = session.leaf_id
+    stamp = now()
+    for m in messages:
+        rec = MessageEntry(id=new_id(), parent_id=parent, timestamp=stamp, message=m)
+        records.append(rec)
+        parent = rec.id
+    return session.append_records(records)

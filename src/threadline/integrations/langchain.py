@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadline.formats import openai_chat
-from threadline.integrations._common import check_id, close_store, missing_extra, resolve_store
+from threadline.integrations._common import OneSession, append_chain, check_id, missing_extra
 from threadline.model.content import (
     Message,
     TextBlock,
@@ -32,7 +32,6 @@ from threadline.model.content import (
     thinking,
     tool_use,
 )
-from threadline.model.entries import MessageEntry, new_id, now
 
 try:
     from langchain_core.chat_history import BaseChatMessageHistory
@@ -64,8 +63,7 @@ class ThreadlineChatMessageHistory(BaseChatMessageHistory):
     def __init__(self, session_id: str, store: Store | str | os.PathLike[str] | None = None
                  ) -> None:
         self.session_id = check_id(session_id, "LangChain")
-        self._store, self._owned = resolve_store(store)
-        self._session: Session | None = None
+        self._one = OneSession(self.session_id, store, "langchain")
         self._lock = threading.Lock()
 
     @property
@@ -75,21 +73,12 @@ class ThreadlineChatMessageHistory(BaseChatMessageHistory):
             return self._open()
 
     def _open(self) -> Session:
-        if self._session is None:
-            store = self._store
-            self._session = (store.open(self.session_id) if store.exists(self.session_id)
-                             else store.create(session_id=self.session_id,
-                                               metadata={"framework": "langchain"}))
-        return self._session
+        return self._one.get()
 
     def close(self) -> None:
         """Release the writer lock (and the store, when this object opened it)."""
         with self._lock:
-            if self._session is not None:
-                self._session.close()
-                self._session = None
-            if self._owned:
-                close_store(self._store)
+            self._one.close()
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
@@ -103,15 +92,7 @@ class ThreadlineChatMessageHistory(BaseChatMessageHistory):
         """Append messages under the current leaf in one durable write."""
         converted = [_to_threadline(m) for m in messages]
         with self._lock:
-            s = self._open()
-            records = []
-            parent = s.leaf_id
-            stamp = now()
-            for m in converted:
-                rec = MessageEntry(id=new_id(), parent_id=parent, timestamp=stamp, message=m)
-                records.append(rec)
-                parent = rec.id
-            s.append_records(records)
+            append_chain(self._open(), converted)
 
     def clear(self) -> None:
         """Empty the context; the old messages stay in the tree."""

@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from threadline.formats import openai_responses
-from threadline.integrations._common import check_id, close_store, missing_extra, resolve_store
+from threadline.integrations._common import OneSession, append_chain, check_id, missing_extra
 from threadline.model.content import Message
-from threadline.model.entries import MessageEntry, new_id, now
 
 try:
     from agents.memory.session_settings import SessionSettings, resolve_session_limit
@@ -58,8 +57,7 @@ class ThreadlineSession:
                  session_settings: SessionSettings | None = None) -> None:
         self.session_id = check_id(session_id, "OpenAI Agents")
         self.session_settings = session_settings
-        self._store, self._owned = resolve_store(store)
-        self._session: Session | None = None
+        self._one = OneSession(self.session_id, store, "openai-agents")
         self._lock = threading.Lock()
         # encoded items of each view message (entries never change; synthetic ids are unique)
         self._items: dict[str, list[bytes]] = {}
@@ -74,23 +72,12 @@ class ThreadlineSession:
             return self._open()
 
     def _open(self) -> Session:
-        if self._session is None:
-            store = self._store
-            if store.exists(self.session_id):
-                self._session = store.open(self.session_id)
-            else:
-                self._session = store.create(session_id=self.session_id,
-                                             metadata={"framework": "openai-agents"})
-        return self._session
+        return self._one.get()
 
     def close(self) -> None:
         """Release the writer lock (and the store, when this object opened it)."""
         with self._lock:
-            if self._session is not None:
-                self._session.close()
-                self._session = None
-            if self._owned:
-                close_store(self._store)
+            self._one.close()
 
     async def __aenter__(self) -> ThreadlineSession:
         return self
@@ -156,7 +143,7 @@ class ThreadlineSession:
         messages = openai_responses.load(list(items))
         with self._lock:
             session = self._open()
-            _append_messages(session, messages)
+            append_chain(session, messages)
 
     def _pop_item(self) -> Any | None:
         with self._lock:
@@ -174,21 +161,10 @@ class ThreadlineSession:
                 session.branch(parent)
             if len(encoded) > 1:
                 kept = openai_responses.load([_decode(b) for b in encoded[:-1]])
-                _append_messages(session, kept)
+                append_chain(session, kept)
             return _decode(encoded[-1]) if encoded else None
 
     def _clear(self) -> None:
         with self._lock:
             self._open().reset_leaf()
 
-
-def _append_messages(session: Session, messages: Sequence[Message]) -> list[str]:
-    """Append ``messages`` as a chain under the leaf in one durable batch."""
-    records = []
-    parent = session.leaf_id
-    stamp = now()
-    for m in messages:
-        rec = MessageEntry(id=new_id(), parent_id=parent, timestamp=stamp, message=m)
-        records.append(rec)
-        parent = rec.id
-    return session.append_records(records)

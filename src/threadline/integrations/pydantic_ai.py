@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadline.formats._common import arguments
-from threadline.integrations._common import missing_extra
+from threadline.integrations._common import append_chain, missing_extra
 from threadline.model.content import (
     Block,
     Message,
@@ -37,7 +37,6 @@ from threadline.model.content import (
     tool_result,
     tool_use,
 )
-from threadline.model.entries import MessageEntry, new_id, now
 
 try:
     from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
@@ -201,12 +200,4 @@ def history(session: Session) -> list[ModelMessage]:
 def record(session: Session, result: Any) -> list[str]:
     """Append a run's new messages (``result.new_messages()``) to the session in one durable
     write; returns the new entry ids."""
-    messages = load(result.new_messages())
-    records = []
-    parent = session.leaf_id
-    stamp = now()
-    for m in messages:
-        rec = MessageEntry(id=new_id(), parent_id=parent, timestamp=stamp, message=m)
-        records.append(rec)
-        parent = rec.id
-    return session.append_records(records)
+    return append_chain(session, load(result.new_messages()))
