@@ -45,8 +45,8 @@ def default_home() -> Path:
 def open_backend(url: str | os.PathLike[str] | None = None, *, durability: Durability = "fsync",
                **options: Any) -> BaseStore:
     """Open the backend at ``url`` (default: ``$THREADLINE_HOME`` or ``~/.threadline``)."""
-    if durability not in ("fsync", "flush"):
-        raise UserError(f"Unknown durability {durability!r}; use 'fsync' or 'flush'")
+    if durability not in ("fsync", "group", "flush"):
+        raise UserError(f"Unknown durability {durability!r}; use 'fsync', 'group' or 'flush'")
     target = str(url) if url is not None else str(default_home())
     if target.startswith("memory:"):
         from threadline.store.memory import MemoryStore
@@ -66,7 +66,7 @@ def open_backend(url: str | os.PathLike[str] | None = None, *, durability: Durab
                 f"The PostgreSQL store needs psycopg ({exc}); "
                 "run: pip install 'threadline[postgres]'"
             ) from None
-        return PostgresStore(target, **options)
+        return PostgresStore(target, durability=durability, **options)
     if "://" in target and not target.startswith("file://"):
         raise UserError(
             f"Unknown store URL {target!r}; use a directory, file://, sqlite:///path.db, "

@@ -29,7 +29,7 @@ from threadline.model.entries import (
     envelope_decoder,
 )
 
-Durability = Literal["fsync", "flush"]
+Durability = Literal["fsync", "group", "flush"]
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 

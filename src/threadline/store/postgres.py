@@ -10,9 +10,15 @@ values are bound parameters; the only composed identifier is the schema, checked
 ``^[a-z_][a-z0-9_]{0,62}$``.
 
 Writers: the first write takes a session-scoped advisory lock keyed by tenant and session on a
-connection of its own, held until ``Session.close()``; a second writer gets
-:class:`~threadline.errors.SessionLockedError`. Appends are one transaction each (all or nothing)
-that also maintains the session's list columns and the message search text (``tsvector``).
+connection from the store's writer pool (at most ``max_writers`` open writers per store, so one
+tenant cannot take every connection of the server), held until ``Session.close()``, which
+unlocks it and returns the connection. A second writer waits up to ``lock_timeout`` seconds in
+the server's lock queue (default 0: it does not wait), then gets
+:class:`~threadline.errors.SessionLockedError`. An append is one transaction and one round trip:
+``BEGIN``, the tenant and ``synchronous_commit`` settings, one prepared statement that bumps the
+session's sequence and list columns and inserts the records, ``COMMIT``, sent as one pipeline.
+``durability="flush"`` commits with ``synchronous_commit`` off (per transaction), ``"fsync"``
+and ``"group"`` with it on (the server groups concurrent commits itself).
 
 Schema changes are versioned migrations (``threadline db upgrade URL`` / :func:`upgrade`), run as
 the owner, never by the application role.
@@ -23,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -47,7 +54,7 @@ from threadline.store.sqlite import Delta, envelope
 try:
     import psycopg
     from psycopg import sql
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as _exc:  # pragma: no cover - the extra is missing
     raise ImportError(f"{_exc}; run: pip install 'threadline[postgres]'") from None
 
@@ -155,7 +162,7 @@ class PostgresLog:
         self.session_id = session_id
         self._store = store
         self._seen = 0
-        self._conn: Any = None  # the writer's own connection, holding the advisory lock
+        self._conn: Any = None  # the writer's pooled connection, holding the advisory lock
 
     def load(self) -> Loaded:
         with self._store.tx() as conn:
@@ -174,15 +181,31 @@ class PostgresLog:
         return Loaded(header=decode_header(bytes(row[0])), slots=slots, sizes=sizes,
                       report=report)
 
+    @property
+    def _key(self) -> str:
+        return f"{self._store.tenant}\x1f{self.session_id}"
+
     def acquire(self) -> list[Slot]:
         if self._conn is not None:
             return []
         st = self._store
-        conn = st.connect()
+        conn = st.writer_connection()
+        locked = False
         try:
-            got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))",
-                               (f"{st.tenant}\x1f{self.session_id}",)).fetchone()
-            if not got[0]:
+            if st.lock_timeout > 0:
+                try:
+                    with conn.transaction():
+                        conn.execute("SELECT set_config('lock_timeout', %s, true)",
+                                     (f"{int(st.lock_timeout * 1000)}ms",))
+                        conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))",
+                                     (self._key,))
+                    locked = True
+                except psycopg.errors.LockNotAvailable:
+                    locked = False
+            else:
+                locked = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))",
+                                      (self._key,)).fetchone()[0]
+            if not locked:
                 raise SessionLockedError(self.session_id, self._holder(conn))
             with conn.transaction():
                 st.set_tenant(conn)
@@ -190,7 +213,7 @@ class PostgresLog:
                                     "session_id = %s AND seq > %s ORDER BY seq",
                                     (st.tenant, self.session_id, self._seen)).fetchall()
         except BaseException:
-            conn.close()
+            self._give_back(conn, locked)
             raise
         self._conn = conn
         if rows:
@@ -204,7 +227,7 @@ class PostgresLog:
             "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
             "WHERE l.locktype = 'advisory' AND l.granted AND "
             "((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(%s, 0)",
-            (f"{self._store.tenant}\x1f{self.session_id}",)).fetchone()
+            (self._key,)).fetchone()
         name = row[0] if row else ""
         return int(name.rsplit(":", 1)[1]) if name and name.startswith("threadline:") else None
 
@@ -219,28 +242,29 @@ class PostgresLog:
         conn = self._writer()
         st = self._store
         rows = [_row(line) for line in lines]
+        d = Delta(_NO_HEADER, lines)
+        head = (len(lines), d.modified, d.message_count, d.name, d.first_message, st.tenant,
+                self.session_id)
+        if len(lines) == 1:
+            query, params = _APPEND_ONE, (*head, *rows[0], lines[0])
+        else:
+            cols = [list(col) for col in zip(*rows, strict=True)]
+            query, params = _APPEND_MANY, (*head, *cols, list(lines))
         try:
-            with conn.transaction():
+            # BEGIN, settings, the statement and COMMIT leave in one pipeline: one round trip
+            with conn.pipeline(), conn.transaction():
                 st.set_tenant(conn)
-                got = conn.execute("SELECT next_seq, header FROM tl_sessions WHERE tenant_id = %s"
-                                   " AND session_id = %s FOR UPDATE",
-                                   (st.tenant, self.session_id)).fetchone()
-                if got is None:
-                    raise not_found(self.session_id)
-                seq = got[0]
-                _insert_records(conn, st.tenant, self.session_id, seq, rows, lines)
-                d = Delta(decode_header(bytes(got[1])), lines)
-                conn.execute(
-                    "UPDATE tl_sessions SET next_seq = %s, modified = greatest(modified, %s), "
-                    "message_count = message_count + %s, name = coalesce(%s, name), "
-                    "first_message = coalesce(first_message, %s) WHERE tenant_id = %s AND "
-                    "session_id = %s",
-                    (seq + len(lines), d.modified, d.message_count, d.name, d.first_message,
-                     st.tenant, self.session_id))
+                cur = conn.execute(query, params, prepare=True)
+            got = cur.fetchall()
         except psycopg.Error as exc:
+            if conn.broken:
+                self._conn = None
+                self._give_back(conn, False)
             raise StoreError(f"Writing to session '{self.session_id}' failed ({reason(exc)}); "
                              "nothing was written. Check the database and retry") from None
-        self._seen = seq + len(lines) - 1
+        if not got:
+            raise not_found(self.session_id)
+        self._seen = max(r[0] for r in got)
 
     def raw_lines(self) -> Iterator[bytes]:
         with self._store.tx() as conn:
@@ -274,8 +298,18 @@ class PostgresLog:
     def release(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
+            self._give_back(conn, True)
+
+    def _give_back(self, conn: Any, locked: bool) -> None:
+        """Unlock and return the writer connection to its pool; a connection that cannot be
+        unlocked is closed (closing drops its advisory locks) rather than pooled."""
+        try:
+            if locked and not conn.closed:
+                conn.execute("SELECT pg_advisory_unlock_all()")
+        except psycopg.Error:
             with contextlib.suppress(psycopg.Error):
-                conn.close()  # closing the connection drops its advisory lock
+                conn.close()
+        self._store.writer_done(conn)
 
     def raw_header(self) -> bytes:
         with self._store.tx() as conn:
@@ -298,6 +332,29 @@ class PostgresLog:
                                 " AND session_id = %s",
                                 (self._store.tenant, self.session_id)).fetchone()
         return int(row[0]) + (int(head[0]) if head else 0)
+
+
+_NO_HEADER = SessionHeader(id="-", version=1, timestamp="")
+
+# One statement per append: bump the session's sequence and list columns, insert the records
+# numbered from the old sequence (the row lock on tl_sessions orders concurrent appenders).
+_BUMP = (
+    "WITH s AS (UPDATE tl_sessions SET next_seq = next_seq + %s, "
+    "modified = greatest(modified, %s), message_count = message_count + %s, "
+    "name = coalesce(%s, name), first_message = coalesce(first_message, %s) "
+    "WHERE tenant_id = %s AND session_id = %s RETURNING tenant_id, session_id, next_seq) "
+    "INSERT INTO tl_records (tenant_id, session_id, seq, id, parent_id, type, timestamp, role, "
+    "body, etext, raw) "
+)
+_APPEND_ONE = (_BUMP + "SELECT s.tenant_id, s.session_id, s.next_seq - 1, %s, %s, %s, %s, %s, "
+               "%s, %s, %s FROM s RETURNING seq")
+_APPEND_MANY = (
+    _BUMP + "SELECT s.tenant_id, s.session_id, s.next_seq - r.n - 1 + r.ord, r.id, r.parent_id, "
+    "r.type, r.timestamp, r.role, r.body, r.etext, r.raw FROM s, (SELECT u.*, "
+    "count(*) OVER () AS n FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], "
+    "%s::text[], %s::text[], %s::text[], %s::bytea[]) WITH ORDINALITY AS u(id, parent_id, type, "
+    "timestamp, role, body, etext, raw, ord)) AS r RETURNING seq"
+)
 
 
 def _parse(rows: list[Any], report: LoadReport, sizes: dict[str, int], first: int
@@ -341,19 +398,39 @@ class PostgresStore(BaseStore):
 
     def __init__(self, url: str, *, tenant: str = "default", schema: str = "public",
                  app_role: str = APP_ROLE, min_size: int = 1, max_size: int = 16,
-                 durability: str = "fsync", pool: PostgresStore | None = None) -> None:
+                 durability: str = "fsync", pool: PostgresStore | None = None,
+                 max_writers: int = 16, lock_timeout: float = 0.0,
+                 writer_wait: float = 10.0) -> None:
         """``pool``: share the connection pool of another store of the same database and schema
-        (a server serving many tenants keeps one pool; the tenant is set per transaction)."""
+        (a server serving many tenants keeps one pool; the tenant is set per transaction).
+
+        ``max_writers``: how many sessions of this store may hold the writer lock at once (each
+        holds a connection of the store's writer pool); the next writer waits up to
+        ``writer_wait`` seconds for one to close, then gets a StoreError. ``lock_timeout``:
+        seconds a writer waits in the server's lock queue for a session another writer holds
+        before SessionLockedError (0: fail at once)."""
         if not isinstance(tenant, str) or not tenant or len(tenant) > 128 or "\x00" in tenant:
             raise UserError(f"Invalid tenant {tenant!r}: use 1-128 characters")
+        if durability not in ("fsync", "flush", "group"):
+            raise UserError(f"Unknown durability {durability!r}; use 'fsync', 'group' or 'flush'")
+        if max_writers < 1:
+            raise UserError(f"max_writers must be at least 1, not {max_writers}")
+        if lock_timeout < 0 or writer_wait < 0:
+            raise UserError("lock_timeout and writer_wait are seconds and cannot be negative")
         self.url = url
         self.tenant = tenant
         self.schema = _schema(schema)
         self.app_role = app_role
-        # durability: PostgreSQL commits are durable with synchronous_commit on (the default);
-        # "flush" turns it off per transaction for bulk imports.
-        self._sync_commit = durability != "flush"
+        self.durability = durability
+        self.lock_timeout = lock_timeout
+        self.max_writers = max_writers
+        # synchronous_commit is set in every transaction (set_config(..., true)), so stores of
+        # different durability can share one pool: "flush" turns it off for bulk imports
+        self._sync_commit = "off" if durability == "flush" else "on"
         self._owns_pool = pool is None
+        self._writer_pool: ConnectionPool[Any] | None = None  # opened by the first writer
+        self._writer_lock = threading.Lock()
+        self._writer_wait = writer_wait
         if pool is not None:
             if pool.schema != self.schema or pool.url != url:
                 raise UserError("A shared pool must come from a store of the same URL and schema")
@@ -378,6 +455,7 @@ class PostgresStore(BaseStore):
 
     def _configure(self, conn: Any) -> None:
         conn.autocommit = True
+        conn.prepare_threshold = 0  # the hot statements are few: prepare them on first use
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
         user = conn.execute("SELECT current_user").fetchone()[0]
         if user != self.app_role:
@@ -387,8 +465,6 @@ class PostgresStore(BaseStore):
         if row is None or row[0]:
             raise StoreError(f"The role {self.app_role} bypasses row-level security; threadline "
                              "refuses to run as it")
-        if not self._sync_commit:
-            conn.execute("SET synchronous_commit TO off")
 
     def connect(self) -> Any:
         """A new connection of its own (not from the pool), configured like the pool's."""
@@ -401,8 +477,36 @@ class PostgresStore(BaseStore):
             raise
         return conn
 
+    def writer_connection(self) -> Any:
+        """A connection of the writer pool for one writer (capped at ``max_writers``)."""
+        with self._writer_lock:
+            wp = self._writer_pool
+            if wp is None:
+                wp = self._writer_pool = ConnectionPool(
+                    self.url, min_size=0, max_size=self.max_writers, configure=self._configure,
+                    open=True, timeout=self._writer_wait, name=f"threadline-writers-{self.tenant}",
+                    kwargs={"application_name": f"threadline:{os.getpid()}"})
+        try:
+            return wp.getconn(timeout=self._writer_wait)
+        except PoolTimeout:
+            raise StoreError(
+                f"Tenant '{self.tenant}' already has {self.max_writers} sessions open for "
+                f"writing (max_writers) and none closed within {self._writer_wait:g} s; close "
+                "sessions you no longer write to, or open the store with a larger max_writers"
+            ) from None
+
+    def writer_done(self, conn: Any) -> None:
+        """Give a writer connection back to the writer pool (a closed one is discarded)."""
+        if self._writer_pool is not None:
+            self._writer_pool.putconn(conn)
+        else:  # pragma: no cover - the store was closed under an open writer
+            conn.close()
+
     def set_tenant(self, conn: Any) -> None:
-        conn.execute("SELECT set_config('threadline.tenant', %s, true)", (self.tenant,))
+        """Scope the current transaction to this store's tenant and durability."""
+        conn.execute("SELECT set_config('threadline.tenant', %s, true), "
+                     "set_config('synchronous_commit', %s, true)",
+                     (self.tenant, self._sync_commit), prepare=True)
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[Any]:
@@ -475,5 +579,8 @@ class PostgresStore(BaseStore):
 
     def close(self) -> None:
         super().close()
+        if self._writer_pool is not None:
+            self._writer_pool.close()
+            self._writer_pool = None
         if self._owns_pool:
             self.pool.close()

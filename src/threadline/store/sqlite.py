@@ -66,7 +66,7 @@ def connect(path: str, durability: Durability = "fsync") -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), WAL, foreign keys on."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'fsync' else 'NORMAL'}")
+    conn.execute(f"PRAGMA synchronous={'NORMAL' if durability == 'flush' else 'FULL'}")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=30000")
     conn.execute("PRAGMA secure_delete=ON")  # deleted (purged) text is zeroed, not left in pages

@@ -1,0 +1,108 @@
+"""PostgreSQL writers: durability per transaction, the writer pool's cap per tenant, and the
+server's lock queue for a session another writer holds (issue 19, issue 13 item 10)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import threadline as tl
+from conftest import PG_URL, make_store, pg_schema
+from threadline.errors import SessionLockedError, StoreError
+
+# Refuses the message "probe" and names the synchronous_commit the appending transaction runs.
+PROBE = ("CREATE FUNCTION probe() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+         "IF new.body = 'probe' THEN RAISE EXCEPTION 'sync=%', "
+         "current_setting('synchronous_commit'); END IF; RETURN new; END $$; "
+         "CREATE TRIGGER probe BEFORE INSERT ON tl_records FOR EACH ROW "
+         "EXECUTE FUNCTION probe();")
+
+
+@pytest.mark.parametrize(("durability", "setting"),
+                         [("fsync", "on"), ("group", "on"), ("flush", "off")])
+def test_an_append_commits_with_the_synchronous_commit_of_the_store_durability(
+        durability: str, setting: str) -> None:
+    schema = pg_schema()
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute(PROBE.encode())
+    st = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=1,
+                       durability=durability)  # type: ignore[arg-type]
+    try:
+        s = st.create()
+        s.append_message("user", "kept")
+        with pytest.raises(StoreError, match=rf"failed \(sync={setting}\); nothing was written"):
+            s.append_message("user", "probe")
+        assert [e.message.text for e in st.open(s.id).entries()] == ["kept"]
+        s.close()
+    finally:
+        st.close()
+
+
+def test_a_tenant_with_max_writers_open_cannot_lock_out_other_tenants(tmp_path: Path) -> None:
+    schema = pg_schema()
+    greedy = make_store("postgres", tmp_path, tenant="greedy", schema=schema, max_writers=2,
+                        writer_wait=0.2)
+    other = make_store("postgres", tmp_path, tenant="other", schema=schema, max_writers=2)
+    try:
+        held = [greedy.create() for _ in range(3)]
+        held[0].append_message("user", "one")
+        held[1].append_message("user", "two")
+        with pytest.raises(StoreError, match=r"Tenant 'greedy' already has 2 sessions open for "
+                                             r"writing \(max_writers\) and none closed within "
+                                             r"0.2 s"):
+            held[2].append_message("user", "three")
+        s = other.create()
+        s.append_message("user", "another tenant still writes")
+        s.close()
+        held[0].close()  # gives its connection back: the waiting writer gets it
+        held[2].append_message("user", "three")
+        assert [e.message.text for e in greedy.open(held[2].id).entries()] == ["three"]
+        for h in held:
+            h.close()
+    finally:
+        greedy.close()
+        other.close()
+
+
+def test_a_second_writer_waits_in_the_lock_queue_until_the_first_closes(tmp_path: Path) -> None:
+    st = make_store("postgres", tmp_path, lock_timeout=10.0)
+    try:
+        first = st.create()
+        first.append_message("user", "first writer")
+        second = st.open(first.id)
+        closer = threading.Timer(0.3, first.close)
+        closer.start()
+        t0 = time.monotonic()
+        second.append_message("assistant", "second writer, after the first closed")
+        waited = time.monotonic() - t0
+        closer.join()
+        assert waited >= 0.25  # it waited for the close, it did not fail or reconnect
+        assert [e.message.text for e in st.open(first.id).path()] == [
+            "first writer", "second writer, after the first closed"]
+        second.close()
+    finally:
+        st.close()
+
+
+def test_a_waiting_writer_gives_up_after_lock_timeout_naming_the_holder(tmp_path: Path) -> None:
+    st = make_store("postgres", tmp_path, lock_timeout=0.2)
+    try:
+        first = st.create()
+        first.append_message("user", "held")
+        second = st.open(first.id)
+        with pytest.raises(SessionLockedError) as info:
+            second.append_message("user", "refused")
+        assert info.value.pid == os.getpid()
+        first.close()
+        second.append_message("user", "after the close")
+        assert [e.message.text for e in st.open(first.id).path()] == ["held", "after the close"]
+        second.close()
+    finally:
+        st.close()
