@@ -48,6 +48,7 @@ from threadline.store.base import (
     check_session_id,
     not_found,
     parse_lines,
+    summarize_records,
 )
 from threadline.store.sqlite import Delta, envelope
 
@@ -191,27 +192,32 @@ class PostgresLog:
         st = self._store
         conn = st.writer_connection()
         locked = False
+        wait = st.lock_timeout > 0
         try:
-            if st.lock_timeout > 0:
-                try:
-                    with conn.transaction():
+            # the lock and what other writers appended since the load: one round trip
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    st.set_tenant(conn)
+                    if wait:  # queue on the server (not reconnect-and-retry) up to lock_timeout
                         conn.execute("SELECT set_config('lock_timeout', %s, true)",
-                                     (f"{int(st.lock_timeout * 1000)}ms",))
-                        conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))",
-                                     (self._key,))
-                    locked = True
-                except psycopg.errors.LockNotAvailable:
-                    locked = False
-            else:
-                locked = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))",
-                                      (self._key,)).fetchone()[0]
+                                     (f"{max(1, round(st.lock_timeout * 1000))}ms",))
+                        lock = conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0)), "
+                                            "true", (self._key,), prepare=True)
+                    else:
+                        lock = conn.execute("SELECT 0, pg_try_advisory_lock(hashtextextended("
+                                            "%s, 0))", (self._key,), prepare=True)
+                    cur = conn.execute("SELECT seq, raw FROM tl_records WHERE tenant_id = %s AND "
+                                       "session_id = %s AND seq > %s ORDER BY seq",
+                                       (st.tenant, self.session_id, self._seen), prepare=True)
+                    conn.execute("COMMIT")
+                locked = bool(lock.fetchone()[1])
+                rows = cur.fetchall()
+            except psycopg.errors.LockNotAvailable:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
             if not locked:
                 raise SessionLockedError(self.session_id, self._holder(conn))
-            with conn.transaction():
-                st.set_tenant(conn)
-                rows = conn.execute("SELECT seq, raw FROM tl_records WHERE tenant_id = %s AND "
-                                    "session_id = %s AND seq > %s ORDER BY seq",
-                                    (st.tenant, self.session_id, self._seen)).fetchall()
         except BaseException:
             self._give_back(conn, locked)
             raise
@@ -241,8 +247,9 @@ class PostgresLog:
             return
         conn = self._writer()
         st = self._store
-        rows = [_row(line) for line in lines]
-        d = Delta(_NO_HEADER, lines)
+        decoded = [_decoded(line) for line in lines]
+        rows = [row for row, _rec in decoded]
+        d = summarize_records(_NO_HEADER, [rec for _row, rec in decoded if rec is not None])
         head = (len(lines), d.modified, d.message_count, d.name, d.first_message, st.tenant,
                 self.session_id)
         if len(lines) == 1:
@@ -251,15 +258,21 @@ class PostgresLog:
             cols = [list(col) for col in zip(*rows, strict=True)]
             query, params = _APPEND_MANY, (*head, *cols, list(lines))
         try:
-            # BEGIN, settings, the statement and COMMIT leave in one pipeline: one round trip
-            with conn.pipeline(), conn.transaction():
+            # BEGIN, the settings, the statement and COMMIT leave in one pipeline with one Sync:
+            # one round trip (conn.transaction() would sync on its own)
+            with conn.pipeline():
+                conn.execute("BEGIN")
                 st.set_tenant(conn)
                 cur = conn.execute(query, params, prepare=True)
+                conn.execute("COMMIT")
             got = cur.fetchall()
         except psycopg.Error as exc:
             if conn.broken:
                 self._conn = None
                 self._give_back(conn, False)
+            elif conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
             raise StoreError(f"Writing to session '{self.session_id}' failed ({reason(exc)}); "
                              "nothing was written. Check the database and retry") from None
         if not got:
@@ -304,7 +317,9 @@ class PostgresLog:
         """Unlock and return the writer connection to its pool; a connection that cannot be
         unlocked is closed (closing drops its advisory locks) rather than pooled."""
         try:
-            if locked and not conn.closed:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("ROLLBACK")
+            if locked:
                 conn.execute("SELECT pg_advisory_unlock_all()")
         except psycopg.Error:
             with contextlib.suppress(psycopg.Error):
@@ -366,19 +381,24 @@ def _parse(rows: list[Any], report: LoadReport, sizes: dict[str, int], first: in
 
 def _row(line: bytes) -> tuple[Any, ...]:
     """Indexed columns of one record: id, parent_id, type, timestamp, role, body, etext."""
+    return _decoded(line)[0]
+
+
+def _decoded(line: bytes) -> tuple[tuple[Any, ...], Any]:
+    """The indexed columns of one record and the record (None when unreadable), decoding the
+    line once."""
     eid, parent, kind, stamp = envelope(line)
     role = body = etext = None
-    if kind == "message":
-        try:
-            rec = decode_record(line)
-        except Exception:  # stored as it is; an unreadable message is simply not searchable
-            rec = None
-        msg = getattr(rec, "message", None)
-        if msg is not None:
-            role = msg.role
-            body = message_text(msg) or None
-            etext = embed_text(msg) if body else None
-    return eid, parent, kind, stamp, role, body, etext
+    try:
+        rec: Any = decode_record(line)
+    except Exception:  # stored as it is; an unreadable message is simply not searchable
+        rec = None
+    msg = getattr(rec, "message", None) if kind == "message" else None
+    if msg is not None:
+        role = msg.role
+        body = message_text(msg) or None
+        etext = embed_text(msg) if body else None
+    return (eid, parent, kind, stamp, role, body, etext), rec
 
 
 def _insert_records(conn: Any, tenant: str, session_id: str, first_seq: int,

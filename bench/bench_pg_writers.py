@@ -1,0 +1,172 @@
+"""PostgreSQL appends against raw INSERTs into the same table and indexes, side by side.
+
+    .venv/bin/python bench/bench_pg_writers.py [--writers 1 4 16] [--seconds 3]
+
+For each writer count, alternating (threadline, raw, threadline, raw…) in one run:
+
+- distinct sessions: every writer process appends to a session of its own (``durability="fsync"``,
+  synchronous commit) through ``Session.append_message``; the raw side is a prepared single-row
+  ``INSERT`` into ``tl_records`` (same table, indexes and generated ``tsvector``) in autocommit;
+- one shared session: every writer process holds the same session open; each append takes
+  the writer lock (reading what the others appended since), appends one message, and closes
+  the session, handing the lock on through the server's lock queue (``lock_timeout``); the raw
+  side is one process running the INSERT loop on one session.
+
+Appends per second over the whole run and p50/p99 of one append. A fresh schema per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import sys
+import time
+from pathlib import Path
+
+URL = os.environ.get("THREADLINE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
+TEXT = "message {i} of a benchmark run with a few words of text so that the row is realistic"
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def tl_distinct(schema: str, seconds: float, start: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    import threadline as tl
+
+    st = tl.open_store(URL, tenant="bench", schema=schema, max_size=1)
+    s = st.create()
+    s.append_message("user", "warm-up")  # takes the writer lock outside the timed loop
+    lat = _loop(start, seconds, lambda i: s.append_message("user", TEXT.format(i=i)))
+    out.put(lat)
+    s.close()
+    st.close()
+
+
+def tl_shared(schema: str, sid: str, seconds: float, start: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    import threadline as tl
+
+    st = tl.open_store(URL, tenant="bench", schema=schema, max_size=1, lock_timeout=30.0)
+    s = st.open(sid)
+
+    def once(i: int) -> None:
+        s.append_message("user", TEXT.format(i=i))  # takes the lock, reads what others wrote
+        s.close()  # and hands it to the next writer in the server's queue
+
+    once(-1)
+    out.put(_loop(start, seconds, once))
+    s.close()
+    st.close()
+
+
+def raw(schema: str, sid: str, seconds: float, start: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    import uuid
+
+    import psycopg
+    from psycopg import sql
+
+    from threadline.model.entries import now
+
+    conn = psycopg.connect(URL, autocommit=True)
+    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+    conn.execute("INSERT INTO tl_sessions (tenant_id, session_id, header, created, modified) "
+                 "VALUES ('raw', %s, '\\x7b7d', '', '') ON CONFLICT DO NOTHING", (sid,))
+    seq = [1_000_000 * os.getpid()]
+    body = "{}"
+
+    def once(i: int) -> None:
+        seq[0] += 1
+        text = TEXT.format(i=i)
+        conn.execute("INSERT INTO tl_records (tenant_id, session_id, seq, id, parent_id, type, "
+                     "timestamp, role, body, etext, raw) VALUES ('raw', %s, %s, %s, %s, "
+                     "'message', %s, 'user', %s, %s, %s)",
+                     (sid, seq[0], str(uuid.uuid4()), None, now(), text, text,
+                      body.encode()), prepare=True)
+
+    once(-1)
+    out.put(_loop(start, seconds, once))
+    conn.close()
+
+
+def _loop(start: float, seconds: float, fn: object) -> list[float]:
+    while time.time() < start:
+        time.sleep(0.001)
+    lat = []
+    end = time.perf_counter() + seconds
+    i = 0
+    while time.perf_counter() < end:
+        a = time.perf_counter()
+        fn(i)  # type: ignore[operator]
+        lat.append(time.perf_counter() - a)
+        i += 1
+    return lat
+
+
+def run(target: object, args_of: object, n: int, seconds: float) -> tuple[float, float, float]:
+    out: mp.Queue = mp.Queue()  # type: ignore[type-arg]
+    start = time.time() + 1.5
+    procs = [mp.Process(target=target, args=(*args_of(k), seconds, start, out))  # type: ignore[operator]
+             for k in range(n)]
+    for p in procs:
+        p.start()
+    lats = [out.get() for _ in procs]
+    for p in procs:
+        p.join()
+    flat = [x for lat in lats for x in lat]
+    return len(flat) / seconds, _pct(flat, 50) * 1000, _pct(flat, 99) * 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--writers", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    import psycopg
+    from psycopg import sql
+
+    import threadline as tl
+    from threadline.store.postgres import upgrade
+
+    schema = f"benchw_{os.getpid()}"
+    upgrade(URL, schema)
+    print(f"load average {os.getloadavg()[0]:.1f}; {args.seconds:g} s per measurement, "
+          f"best of {args.rounds} alternated rounds")
+
+    def show(label: str, results: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+        best = max(results)
+        print(f"  {label:<44} {best[0]:>8,.0f} appends/s  p50 {best[1]:6.2f} ms  "
+              f"p99 {best[2]:7.2f} ms")
+        return best
+
+    try:
+        for n in args.writers:
+            print(f"{n} writer(s), distinct sessions:")
+            a: list[tuple[float, float, float]] = []
+            b: list[tuple[float, float, float]] = []
+            for _ in range(args.rounds):
+                a.append(run(tl_distinct, lambda k: (schema,), n, args.seconds))
+                b.append(run(raw, lambda k, n=n: (schema, f"raw-{n}-{k}"), n, args.seconds))
+            ta, tb = show("threadline append_message", a), show("raw single-row INSERT", b)
+            print(f"  ratio {ta[0] / tb[0]:.2f}")
+        st = tl.open_store(URL, tenant="bench", schema=schema, max_size=1)
+        shared = st.create().id
+        st.close()
+        for n in args.writers:
+            print(f"{n} writer(s), one shared session (append, close):")
+            a, b = [], []
+            for _ in range(args.rounds):
+                a.append(run(tl_shared, lambda k: (schema, shared), n, args.seconds))
+                b.append(run(raw, lambda k: (schema, "raw-shared"), 1, args.seconds))
+            ta, tb = show("threadline append+close", a), show("raw INSERT loop, 1 writer", b)
+            print(f"  ratio {ta[0] / tb[0]:.2f}")
+    finally:
+        with psycopg.connect(URL, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+if __name__ == "__main__":
+    main()
