@@ -81,7 +81,10 @@ class LazyMessage:
         return bytes(self._buf[self._start:self._end])
 
     def decode(self) -> AnyRecord:
-        return decode_record(memoryview(self._buf)[self._start:self._end])
+        buf = self._buf
+        if isinstance(buf, bytes):
+            return decode_record(memoryview(buf)[self._start:self._end])
+        return decode_record(buf[self._start:self._end])  # a file read with pread
 
 
 Slot = AnyRecord | LazyMessage
@@ -95,9 +98,12 @@ class Loaded(msgspec.Struct, kw_only=True):
 
 
 def parse_lines(buf: Any, start: int, end: int, report: LoadReport, first_line_no: int,
-                sizes: dict[str, int]) -> tuple[list[Slot], int]:
+                sizes: dict[str, int], source: Any = None, base: int = 0
+                ) -> tuple[list[Slot], int]:
     """Parse complete lines of ``buf[start:end]``; returns the slots and the offset after the
-    last newline. Messages stay lazy; corrupt lines are reported and skipped.
+    last newline. Messages stay lazy; corrupt lines are reported and skipped. Lazy messages
+    read their bytes from ``source`` at ``base`` + their offset in ``buf`` when a source is
+    given (a file read in chunks), else from ``buf``.
 
     The fast path decodes every envelope in one ``decode_lines`` call (the payloads are only
     skipped); a file with a corrupt or blank line takes the line-by-line path.
@@ -117,8 +123,10 @@ def parse_lines(buf: Any, start: int, end: int, report: LoadReport, first_line_n
         envs = envelope_decoder.decode_lines(mv[start:last]) if bounds else []
     except msgspec.DecodeError:
         envs = None
+    if source is None:
+        source = buf
     if envs is None or len(envs) != len(bounds):
-        return _parse_each(mv, start, bounds, report, first_line_no, sizes), last
+        return _parse_each(mv, start, bounds, report, first_line_no, sizes, source, base), last
     slots: list[Slot] = []
     append = slots.append
     line_start = start
@@ -127,7 +135,8 @@ def parse_lines(buf: Any, start: int, end: int, report: LoadReport, first_line_n
         kind = env.type
         eid = env.id
         if kind == "message" and eid and env.timestamp is not None:
-            append(LazyMessage(eid, env.parent_id, env.timestamp, buf, line_start, nl))
+            append(LazyMessage(eid, env.parent_id, env.timestamp, source, base + line_start,
+                               base + nl))
             sizes[eid] = nl - line_start
         else:
             try:
@@ -144,9 +153,9 @@ def parse_lines(buf: Any, start: int, end: int, report: LoadReport, first_line_n
 
 
 def _parse_each(mv: memoryview, start: int, bounds: list[int], report: LoadReport,
-                first_line_no: int, sizes: dict[str, int]) -> list[Slot]:
+                first_line_no: int, sizes: dict[str, int], source: Any, base: int
+                ) -> list[Slot]:
     slots: list[Slot] = []
-    buf = mv.obj
     pos = start
     for line_no, nl in enumerate(bounds, first_line_no):
         line = mv[pos:nl]
@@ -158,7 +167,8 @@ def _parse_each(mv: memoryview, start: int, bounds: list[int], report: LoadRepor
                 env = None
             if env is not None:
                 if env.type == "message" and env.id and env.timestamp is not None:
-                    slots.append(LazyMessage(env.id, env.parent_id, env.timestamp, buf, pos, nl))
+                    slots.append(LazyMessage(env.id, env.parent_id, env.timestamp, source,
+                                             base + pos, base + nl))
                     sizes[env.id] = nl - pos
                 else:
                     try:

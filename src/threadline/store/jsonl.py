@@ -4,8 +4,11 @@ Durability: an append is acknowledged once its whole line is written and, with
 ``durability="fsync"``, once ``os.fdatasync`` returned. Short writes are looped; a failed write or
 sync truncates back to the last good offset and the descriptor is dropped (fsync is never retried
 on it). One writer per session holds ``flock`` on ``<session_id>.lock``; readers take no lock and
-read up to the last newline. Files are mapped read-only, so a 100 MB session costs its index,
-not its text, until messages are read.
+read up to the last newline. Files are read with ``pread`` in chunks, never mapped: a writer
+in another process may truncate a torn tail at any moment, and touching a mapped page past the
+new end of file kills the reader with SIGBUS, where ``pread`` just returns fewer bytes. A loaded
+session keeps its index, not its text: messages are read again (``pread`` on the descriptor
+opened at load, so a file replaced since still reads as it was) when they are decoded.
 """
 
 from __future__ import annotations
@@ -13,12 +16,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import mmap
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -39,7 +40,6 @@ from threadline.store.base import (
 )
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 _CHUNK = 8 * 1024 * 1024
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -90,6 +90,29 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class FileSource:
+    """Byte ranges of one open file, read with ``pread`` (``source[start:end]``); what lazy
+    messages decode from. Owns the descriptor: it closes when the last reference goes."""
+
+    __slots__ = ("fd", "path")
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self.fd = fd
+        self.path = path
+
+    def __getitem__(self, span: slice) -> bytes:
+        start, stop = span.start, span.stop
+        data = os.pread(self.fd, stop - start, start)
+        if len(data) != stop - start:  # only a rewrite in place could do this; none does
+            raise StoreError(f"{self.path} is shorter than when it was loaded; open the session "
+                             "again")
+        return data
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
 class JsonlLog:
     """One session file."""
 
@@ -98,7 +121,7 @@ class JsonlLog:
         self.path = directory / f"{session_id}.jsonl"
         self.lock_path = directory / f"{session_id}.lock"
         self.durability = durability
-        self._buf: Any = None
+        self._source: FileSource | None = None
         self._end = 0  # offset after the last complete line we have indexed
         self._lines = 1
         self._fd: int | None = None
@@ -125,47 +148,55 @@ class JsonlLog:
         try:
             st = os.fstat(fd)
             size = st.st_size
-            self._ino = st.st_ino
             if size == 0:
                 raise StoreError(f"{self.path} is empty (no session header); remove it or restore "
                                  "it from a backup")
-            buf: Any = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-        finally:
+            head = os.pread(fd, min(size, _CHUNK), 0)
+            nl = head.find(b"\n")
+            while nl < 0 and len(head) < size:  # a header longer than a chunk
+                head += os.pread(fd, min(size - len(head), _CHUNK), len(head))
+                nl = head.find(b"\n")
+        except BaseException:
             os.close(fd)
-        nl = buf.find(b"\n")
+            raise
+        source = FileSource(fd, self.path)  # owns fd from here on
+        self._ino = st.st_ino
         if nl < 0:
             raise StoreError(f"{self.path} has no complete header line; restore it from a backup")
         try:
-            header = decode_header(buf[:nl])
+            header = decode_header(head[:nl])
         except RecordError as exc:
             raise StoreError(f"{self.path} line 1: {exc}") from None
         report = LoadReport()
         sizes: dict[str, int] = {}
         slots: list[Slot] = []
-        # Parse in chunks and let the kernel take each chunk's mapped pages back once it is
-        # indexed, so a 100 MB session never holds its text in memory; lazy message reads fault
-        # pages in again from the page cache.
+        # Read and index chunk by chunk: memory holds one chunk of text at a time, and lazy
+        # messages read their bytes again from the source when decoded.
         end = nl + 1
-        released = 0
         line_no = 2
+        chunk, chunk_at = head, 0
         while end < size:
-            stop = min(size, end + _CHUNK)
-            if stop < size:
-                cut = buf.rfind(b"\n", end, stop)
-                stop = size if cut < 0 else cut + 1
-            part, end_part = parse_lines(buf, end, stop, report, line_no, sizes)
-            line_no += buf[end:end_part].count(b"\n") if report.corrupt_lines else len(part)
+            if end - chunk_at >= len(chunk) or chunk.find(b"\n", end - chunk_at) < 0:
+                chunk = os.pread(fd, min(size - end, _CHUNK), end)
+                chunk_at = end
+                while chunk.rfind(b"\n") < 0 and chunk_at + len(chunk) < size:
+                    more = os.pread(fd, min(size - chunk_at - len(chunk), _CHUNK),
+                                    chunk_at + len(chunk))
+                    if not more:
+                        break
+                    chunk += more  # one line longer than a chunk (records go up to 32 MiB)
+            lo = end - chunk_at
+            hi = chunk.rfind(b"\n") + 1
+            if hi <= lo:
+                break  # a torn tail: no newline after end
+            part, stop = parse_lines(chunk, lo, hi, report, line_no, sizes, source, chunk_at)
+            line_no += chunk.count(b"\n", lo, stop) if report.corrupt_lines else len(part)
             slots.extend(part)
-            if end_part == end:
+            if stop == lo:
                 break
-            end = end_part
-            if _MADV_DONTNEED is not None:
-                upto = (end // mmap.PAGESIZE) * mmap.PAGESIZE
-                if upto > released:
-                    buf.madvise(_MADV_DONTNEED, released, upto - released)
-                    released = upto
+            end = chunk_at + stop
         report.torn_bytes = size - end
-        self._buf = buf
+        self._source = source
         self._end = end
         self._report = report
         self._sizes = sizes
@@ -250,7 +281,8 @@ class JsonlLog:
             return []
         tail = os.pread(fd, size - self._end, self._end)
         report = self._report or LoadReport()
-        slots, end = parse_lines(tail, 0, len(tail), report, self._lines, self._sizes)
+        slots, end = parse_lines(tail, 0, len(tail), report, self._lines, self._sizes,
+                                 self._source, self._end)
         self._lines += len(slots)
         if end < len(tail):
             torn = tail[end:]
@@ -299,6 +331,7 @@ class JsonlLog:
             raise StoreError(f"Session '{self.session_id}' is not held for writing")
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         write_file_atomic(tmp, self.path, header, lines, exclusive=False)
+        self._source = None  # it reads the replaced file: what follows is read from the new one
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
