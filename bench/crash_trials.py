@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from _crash_writer import run_trial, self_kills
+from _crash_writer import batches, run_trial, self_kills
 
 
 def main() -> int:
@@ -31,7 +31,7 @@ def main() -> int:
     t0 = time.perf_counter()
     stats = {"trials": 0, "acked": 0, "torn": 0, "in_flight_landed": 0, "killed_in_create": 0,
              "external_kills_torn": 0, "external_kills": 0, "self_kills_torn": 0,
-             "self_kills": 0}
+             "self_kills": 0, "in_batch": 0, "batch_landed": 0, "batched_trials": 0}
     for seed in range(args.start, args.start + args.trials):
         with tempfile.TemporaryDirectory(prefix="crash-") as tmp:
             try:
@@ -44,6 +44,11 @@ def main() -> int:
         stats["torn"] += r.torn_bytes > 0
         stats["in_flight_landed"] += r.extra_entry
         stats["killed_in_create"] += not r.exists
+        stats["batched_trials"] += batches(seed)
+        for note in r.notes:
+            if note.startswith("killed inside a batch"):
+                stats["in_batch"] += 1
+                stats["batch_landed"] += not note.endswith(", 0 landed")
         if not self_kills(seed):
             stats["external_kills"] += 1
             stats["external_kills_torn"] += r.torn_bytes > 0
@@ -59,7 +64,9 @@ def main() -> int:
         f"{stats['external_kills']} external kills, {stats['self_kills_torn']} of "
         f"{stats['self_kills']} self-kills mid-write after create); "
         f"{stats['in_flight_landed']} unacknowledged in-flight entries fully written; "
-        f"{stats['killed_in_create']} kills inside create() left no session"
+        f"{stats['killed_in_create']} kills inside create() left no session; "
+        f"{stats['batched_trials']} trials wrote batches, {stats['in_batch']} were killed inside "
+        f"a batch ({stats['batch_landed']} with part of it written, unacknowledged)"
     )
     return 0
 

@@ -6,7 +6,10 @@ so records tear when the process dies. It prints ``try`` before each operation a
 call returned; an acknowledged entry must survive. Odd seeds kill the child from inside a partial
 write (a guaranteed torn record); even seeds kill it from the parent after a random delay (the kill
 lands anywhere: mid-record, between write and fdatasync, before the ack is printed). Every tenth
-trial the child also creates the session itself, so a kill can land inside ``create``.
+trial the child also creates the session itself, so a kill can land inside ``create``. Seeds
+ending in 5-8 also write batches of 2-10 messages inside ``Session.batch()`` (acknowledged
+together once the block exited: the kill may land inside one), and seeds ending in 7-8 use
+``durability="group"``.
 
 :func:`run_trial` is the parent side, shared by tests/test_crash.py (100 trials) and
 bench/crash_trials.py (1,000): it raises AssertionError naming the seed on any violation.
@@ -44,6 +47,14 @@ def self_kills(seed: int) -> bool:
     return seed % 2 == 1
 
 
+def batches(seed: int) -> bool:
+    return seed % 10 in (5, 6, 7, 8)
+
+
+def durability(seed: int) -> str:
+    return "group" if seed % 10 in (7, 8) else "fsync"
+
+
 # -- child -------------------------------------------------------------------------------------
 
 
@@ -71,7 +82,7 @@ def child(directory: str, sid: str, seed: int, kill_at_call: int | None = None) 
         return written
 
     jsonl._write = slow_write
-    store = tl.open_store(directory)
+    store = tl.open_store(directory, durability=durability(seed))  # type: ignore[arg-type]
 
     def say(*parts: object) -> None:
         sys.stdout.write(" ".join(str(p) for p in parts) + "\n")
@@ -88,7 +99,15 @@ def child(directory: str, sid: str, seed: int, kill_at_call: int | None = None) 
     acked: list[str] = [e.id for e in s.entries()]
     for i in range(100_000):
         r = rng.random()
-        if r < 0.7 or not acked:
+        if batches(seed) and acked and rng.random() < 0.3:
+            k = rng.randint(2, 10)
+            say("try", i, "batch", k)
+            with s.batch():
+                got = [s.append_message("user", body(seed, i * 1000 + j)) for j in range(k)]
+            for j, eid in enumerate(got):  # acknowledged: the block synced them
+                say("ack", i * 1000 + j, "message", eid, "-")
+            acked.extend(got)
+        elif r < 0.7 or not acked:
             say("try", i, "message", "-")
             eid = s.append_message("user" if i % 2 else "assistant", body(seed, i))
             say("ack", i, "message", eid, "-")
@@ -225,7 +244,23 @@ def verify(store: Any, sid: str, seed: int, seed_id: str | None, out: bytes) -> 
     allowed_leaves: set[str | None] = {leaf}
     if pending is not None and pending[2] == "leaf":
         allowed_leaves.add(None if pending[3] == "-" else pending[3])
-    if extra:
+    if pending is not None and pending[2] == "batch":
+        result.notes.append(f"killed inside a batch of {pending[3]}, {len(extra)} landed")
+    if extra and pending is not None and pending[2] == "batch":
+        # the batch in flight: any prefix of its messages may have landed, in order
+        i, k = int(pending[1]), int(pending[3])
+        if len(extra) > k:
+            raise _fail(seed, f"{len(extra)} unacknowledged entries for a batch of {k}")
+        parent = leaf
+        for j, x in enumerate(extra):
+            if x.type != "message" or x.parent_id != parent or \
+                    x.message.text != body(seed, i * 1000 + j):
+                raise _fail(seed, f"in-flight batch entry {x.id} is not message {j} of the "
+                                  f"batch under {parent}")
+            parent = x.id
+        allowed_leaves.add(parent)
+        result.extra_entry = True
+    elif extra:
         # only the operation in flight may have landed without its ack
         if len(extra) > 1 or pending is None or pending[2] == "leaf":
             raise _fail(seed, f"unexpected entries {[e.id for e in extra]} (in flight: {pending})")

@@ -10,8 +10,9 @@ it) and first reads what other writers appended since the load, so parent ids ar
 
 from __future__ import annotations
 
+import contextlib
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -21,7 +22,7 @@ from threadline import history as _history
 from threadline import operations as _operations
 from threadline.bookmarks import TagListing, TagStatus, UndoResult
 from threadline.context import Context
-from threadline.errors import UserError
+from threadline.errors import StoreError, UserError
 from threadline.history import PurgePlan
 from threadline.model.content import ROLES, Message, Usage, coerce_content
 from threadline.model.entries import (
@@ -107,6 +108,25 @@ class Session:
 
     def __enter__(self) -> Session:
         return self
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[Session]:
+        """Group commit: appends inside the block are written at once (readers see them) and
+        made durable together with one sync when the block exits; they are acknowledged then,
+        not before. If the final sync fails, none of the block's entries is kept and StoreError
+        is raised (the session reads its log again). Blocks nest (the outermost syncs). On
+        stores whose appends are each durable on their own (SQLite, PostgreSQL, memory) the
+        block changes nothing."""
+        state = self._state
+        state.ensure_writer()
+        try:
+            with state.log.batch():
+                yield self
+        except StoreError:
+            writer = state.writer
+            state.load(state.store, state.log, state.log.load(), read_only=state.read_only)
+            state.writer = writer
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -222,6 +222,10 @@ class Log(Protocol):
     def release(self) -> None:
         """Give the writer lock up (no-op when not held)."""
 
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """A block whose appends are made durable together when it exits (one sync); stores
+        whose appends are each durable on their own return a block that does nothing."""
+
     def size(self) -> int:
         """Encoded size of the stored log in bytes."""
 

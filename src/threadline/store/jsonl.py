@@ -1,14 +1,19 @@
 """The JSONL store: one ``<session_id>.jsonl`` file per session in a directory (DESIGN §2, §3).
 
 Durability: an append is acknowledged once its whole line is written and, with
-``durability="fsync"``, once ``os.fdatasync`` returned. Short writes are looped; a failed write or
-sync truncates back to the last good offset and the descriptor is dropped (fsync is never retried
-on it). One writer per session holds ``flock`` on ``<session_id>.lock``; readers take no lock and
-read up to the last newline. Files are read with ``pread`` in chunks, never mapped: a writer
-in another process may truncate a torn tail at any moment, and touching a mapped page past the
-new end of file kills the reader with SIGBUS, where ``pread`` just returns fewer bytes. A loaded
-session keeps its index, not its text: messages are read again (``pread`` on the descriptor
-opened at load, so a file replaced since still reads as it was) when they are decoded.
+``durability="fsync"``, once ``os.fdatasync`` returned. With ``durability="group"`` the appends of
+every thread of the store share syncs: an append waits for the next sync round, which one waiting
+thread runs for every file written since the last round (see :class:`GroupCommit`). Inside
+``Session.batch()`` appends are written at once and synced together when the block exits.
+Short writes are looped; a failed write or sync truncates back to the last good offset and the
+descriptor is dropped (fsync is never retried on it). One writer per session holds ``flock`` on
+``<session_id>.lock``; readers take no lock and read up to the last newline.
+
+Files are read with ``pread`` in chunks, never mapped: a writer in another process may truncate a
+torn tail at any moment, and touching a mapped page past the new end of file kills the reader
+with SIGBUS, where ``pread`` just returns fewer bytes. A loaded session keeps its index, not its
+text: messages are read again when decoded (``pread`` on the descriptor opened at load, so a file
+replaced since still reads as it was).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -82,6 +88,51 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class GroupCommit:
+    """Group commit for the logs of one store (``durability="group"``).
+
+    A writer that wrote its line calls :meth:`wait_durable`. If no sync round is running it
+    becomes the leader: it takes every log written since the last round, syncs each once and
+    wakes the others; a writer whose line was written while a round ran waits for the next
+    one, which covers it and every line written meanwhile. So N threads appending at once pay
+    about one round of syncs, not N (and on one session, one ``fdatasync`` for all of them).
+    A failed sync fails every append of that log that was waiting on it, truncates the log back
+    to its last synced offset and drops its descriptor, as a failed ``fsync`` append does.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._dirty: dict[int, JsonlLog] = {}
+        self._leading = False
+
+    def wait_durable(self, log: JsonlLog, end: int) -> None:
+        with self._cond:
+            self._dirty[id(log)] = log
+            while log.synced < end:
+                failed = log.failed_upto
+                if failed >= end:
+                    raise log.sync_error(end)
+                if self._leading:
+                    self._cond.wait()
+                    continue
+                self._leading = True
+                batch = list(self._dirty.values())
+                self._dirty.clear()
+                targets = [(lg, lg.written) for lg in batch]
+                self._cond.release()
+                try:
+                    outcomes = [(lg, upto, lg.sync_to(upto)) for lg, upto in targets]
+                finally:
+                    self._cond.acquire()
+                    self._leading = False
+                for lg, upto, ok in outcomes:
+                    if ok:
+                        lg.synced = max(lg.synced, upto)
+                    else:
+                        lg.failed_upto = max(lg.failed_upto, upto)
+                self._cond.notify_all()
+
+
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
     try:
@@ -116,7 +167,8 @@ class FileSource:
 class JsonlLog:
     """One session file."""
 
-    def __init__(self, directory: Path, session_id: str, durability: Durability) -> None:
+    def __init__(self, directory: Path, session_id: str, durability: Durability,
+                 group: GroupCommit | None = None) -> None:
         self.session_id = session_id
         self.path = directory / f"{session_id}.jsonl"
         self.lock_path = directory / f"{session_id}.lock"
@@ -129,6 +181,17 @@ class JsonlLog:
         self._report: LoadReport | None = None
         self._sizes: dict[str, int] = {}
         self._ino: int | None = None  # the file the offsets above refer to
+        self._group = group
+        self._wlock = threading.Lock()  # one write (and its bookkeeping) at a time
+        self._batch = 0  # depth of batch() blocks: their appends are synced on the way out
+        self._batch_start = 0
+        # group commit bookkeeping, in bytes ever appended by this log (never reused, unlike
+        # file offsets after a truncation): written, durable, and covered by a failed sync
+        self.written = 0
+        self.synced = 0
+        self.failed_upto = -1
+        self._last_error = ""
+        self._synced_offset = 0  # file offset a failed group sync truncates back to
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -197,7 +260,7 @@ class JsonlLog:
             end = chunk_at + stop
         report.torn_bytes = size - end
         self._source = source
-        self._end = end
+        self._end = self._synced_offset = end
         self._report = report
         self._sizes = sizes
         self._lines = 2 + len(slots) + len(report.corrupt_lines)
@@ -297,30 +360,100 @@ class JsonlLog:
             os.fsync(fd)
             report.torn_bytes = len(torn)
         self._end += end
+        self._synced_offset = self._end  # others' lines: a failed sync never cuts below them
         return slots
 
     def append(self, lines: Sequence[bytes]) -> None:
         if self._lock_fd is None:
             raise StoreError(f"Session '{self.session_id}' is not held for writing")
         data = b"\n".join(lines) + b"\n"
-        fd = self._open_rw()
-        start = self._end
-        try:
-            _write_all(fd, data)
-            if self.durability == "fsync":
+        with self._wlock:
+            fd = self._open_rw()
+            start = self._end
+            try:
+                _write_all(fd, data)
+                if self.durability == "fsync" and not self._batch:
+                    os.fdatasync(fd)
+            except OSError as exc:
+                self._fail(fd, start)
+                raise self._write_error(exc) from None
+            self._end = start + len(data)
+            self._lines += len(lines)
+            self.written += len(data)
+            end = self.written
+            if self.durability == "fsync" and not self._batch:
+                self._synced_offset = self._end
+        if self._group is not None and self.durability == "group" and not self._batch:
+            self._group.wait_durable(self, end)
+
+    def _fail(self, fd: int, start: int) -> None:
+        """Truncate back to ``start`` and drop the descriptor (never retry fsync on it)."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        if self._fd == fd:
+            self._fd = None
+        self._end = start
+
+    def _write_error(self, exc: OSError) -> StoreError:
+        return StoreError(
+            f"Writing to session '{self.session_id}' failed ({exc.strerror or exc}); nothing "
+            "was written. Check free disk space and permissions, then retry")
+
+    def sync_to(self, upto: int) -> bool:
+        """One sync for everything written up to ``upto`` (group commit's leader calls it).
+        On failure the log is truncated back to its last synced offset."""
+        with self._wlock:
+            fd = self._fd
+            if upto <= self.synced:
+                return True
+            if fd is None:  # dropped by a failed write or sync: what it held was cut away
+                return False
+            offset = self._end
+            try:
                 os.fdatasync(fd)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, start)
-            with contextlib.suppress(OSError):
-                os.close(fd)
-            self._fd = None  # never retry fsync on the descriptor that failed
-            raise StoreError(
-                f"Writing to session '{self.session_id}' failed ({exc.strerror or exc}); nothing "
-                "was written. Check free disk space and permissions, then retry"
-            ) from None
-        self._end = start + len(data)
-        self._lines += len(lines)
+            except OSError as exc:
+                self._last_error = exc.strerror or str(exc)
+                self._fail(fd, self._synced_offset)
+                return False
+            self._synced_offset = offset
+            return True
+
+    def sync_error(self, end: int) -> StoreError:
+        return StoreError(
+            f"Writing to session '{self.session_id}' failed ({self._last_error or 'sync failed'})"
+            "; nothing was written. Check free disk space and permissions, then retry")
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Appends inside are written at once and made durable with one sync when the
+        outermost block exits (acknowledged then). A failed sync truncates the whole batch
+        away and raises StoreError."""
+        if self._batch == 0:
+            self._batch_start = self._end
+        self._batch += 1
+        try:
+            yield
+        finally:
+            self._batch -= 1
+            if self._batch == 0 and self.durability != "flush" and self._end > self._batch_start:
+                with self._wlock:
+                    fd = self._fd
+                    try:
+                        if fd is None:
+                            raise OSError(errno.EIO, "the descriptor was dropped")
+                        os.fdatasync(fd)
+                    except OSError as exc:
+                        if fd is not None:
+                            self._fail(fd, self._batch_start)
+                        raise StoreError(
+                            f"Syncing a batch of session '{self.session_id}' failed "
+                            f"({exc.strerror or exc}); none of the batch's entries were kept. "
+                            "Check free disk space and permissions, open the session again "
+                            "and retry") from None
+                    self.synced = self.written
+                    self._synced_offset = self._end
 
     def sync(self) -> None:
         if self._fd is not None:
@@ -337,7 +470,7 @@ class JsonlLog:
             self._fd = None
         fd = self._open_rw()
         st = os.fstat(fd)
-        self._end = st.st_size
+        self._end = self._synced_offset = st.st_size
         self._ino = st.st_ino
 
     def backup(self, suffix: str) -> str | None:
@@ -416,6 +549,7 @@ class JsonlStore(BaseStore):
         self.durability: Durability = durability
         self.url = str(self.directory)
         self._cache_path = self.directory / ".list-cache.json"
+        self._group = GroupCommit() if durability == "group" else None
 
     def _path(self, session_id: str) -> Path:
         return self.directory / f"{check_session_id(session_id)}.jsonl"
@@ -424,7 +558,8 @@ class JsonlStore(BaseStore):
         return self._path(session_id).is_file()
 
     def open_log(self, session_id: str) -> JsonlLog:
-        return JsonlLog(self.directory, check_session_id(session_id), self.durability)
+        return JsonlLog(self.directory, check_session_id(session_id), self.durability,
+                        self._group)
 
     def create_log(self, header: SessionHeader, lines: list[bytes]) -> JsonlLog:
         dest = self._path(header.id)

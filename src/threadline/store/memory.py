@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -81,6 +82,9 @@ class MemoryLog:
 
     def backup(self, suffix: str) -> str | None:
         return None
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # every append is durable on its own
 
     def release(self) -> None:
         if self._data.writer is self:

@@ -308,6 +308,9 @@ class PostgresLog:
     def backup(self, suffix: str) -> str | None:
         return None  # the database's own backups cover it; purge must leave no copy behind
 
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # every append is durable on its own
+
     def release(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:

@@ -246,6 +246,9 @@ class SqliteLog:
     def backup(self, suffix: str) -> str | None:
         return None  # the database's own backups cover it; purge must leave no copy behind
 
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # every append is durable on its own
+
     def release(self) -> None:
         if self._owner is None:
             return
