@@ -1,10 +1,9 @@
 """The JSONL store: one ``<session_id>.jsonl`` file per session in a directory (DESIGN §2, §3).
 
 Durability: an append is acknowledged once its whole line is written and, with
-``durability="fsync"``, once ``os.fdatasync`` returned. With ``durability="group"`` the appends of
-every thread of the store share syncs: an append waits for the next sync round, which one waiting
-thread runs for every file written since the last round (see :class:`GroupCommit`). Inside
-``Session.batch()`` appends are written at once and synced together when the block exits.
+``durability="fsync"``, once ``os.fdatasync`` returned. With ``durability="group"`` concurrent
+appends share syncs (see :meth:`JsonlLog.wait_durable`). Inside ``Session.batch()`` appends are
+written at once and synced together when the block exits.
 Short writes are looped; a failed write or sync truncates back to the last good offset and the
 descriptor is dropped (fsync is never retried on it). One writer per session holds ``flock`` on
 ``<session_id>.lock``; readers take no lock and read up to the last newline.
@@ -88,51 +87,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-class GroupCommit:
-    """Group commit for the logs of one store (``durability="group"``).
-
-    A writer that wrote its line calls :meth:`wait_durable`. If no sync round is running it
-    becomes the leader: it takes every log written since the last round, syncs each once and
-    wakes the others; a writer whose line was written while a round ran waits for the next
-    one, which covers it and every line written meanwhile. So N threads appending at once pay
-    about one round of syncs, not N (and on one session, one ``fdatasync`` for all of them).
-    A failed sync fails every append of that log that was waiting on it, truncates the log back
-    to its last synced offset and drops its descriptor, as a failed ``fsync`` append does.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._dirty: dict[int, JsonlLog] = {}
-        self._leading = False
-
-    def wait_durable(self, log: JsonlLog, end: int) -> None:
-        with self._cond:
-            self._dirty[id(log)] = log
-            while log.synced < end:
-                failed = log.failed_upto
-                if failed >= end:
-                    raise log.sync_error(end)
-                if self._leading:
-                    self._cond.wait()
-                    continue
-                self._leading = True
-                batch = list(self._dirty.values())
-                self._dirty.clear()
-                targets = [(lg, lg.written) for lg in batch]
-                self._cond.release()
-                try:
-                    outcomes = [(lg, upto, lg.sync_to(upto)) for lg, upto in targets]
-                finally:
-                    self._cond.acquire()
-                    self._leading = False
-                for lg, upto, ok in outcomes:
-                    if ok:
-                        lg.synced = max(lg.synced, upto)
-                    else:
-                        lg.failed_upto = max(lg.failed_upto, upto)
-                self._cond.notify_all()
-
-
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
     try:
@@ -167,8 +121,7 @@ class FileSource:
 class JsonlLog:
     """One session file."""
 
-    def __init__(self, directory: Path, session_id: str, durability: Durability,
-                 group: GroupCommit | None = None) -> None:
+    def __init__(self, directory: Path, session_id: str, durability: Durability) -> None:
         self.session_id = session_id
         self.path = directory / f"{session_id}.jsonl"
         self.lock_path = directory / f"{session_id}.lock"
@@ -181,8 +134,9 @@ class JsonlLog:
         self._report: LoadReport | None = None
         self._sizes: dict[str, int] = {}
         self._ino: int | None = None  # the file the offsets above refer to
-        self._group = group
         self._wlock = threading.Lock()  # one write (and its bookkeeping) at a time
+        self._group = threading.Condition()  # group commit: appends waiting for a sync
+        self._leading = False
         self._batch = 0  # depth of batch() blocks: their appends are synced on the way out
         self._batch_start = 0
         # group commit bookkeeping, in bytes ever appended by this log (never reused, unlike
@@ -383,8 +337,40 @@ class JsonlLog:
             end = self.written
             if self.durability == "fsync" and not self._batch:
                 self._synced_offset = self._end
-        if self._group is not None and self.durability == "group" and not self._batch:
-            self._group.wait_durable(self, end)
+        if self.durability == "group" and not self._batch:
+            self.wait_durable(end)
+
+    def wait_durable(self, end: int) -> None:
+        """Group commit (``durability="group"``): return once a sync covered ``end``.
+
+        The first waiter becomes the leader and syncs; appends written while its sync runs
+        wait for the next one, which covers all of them: N threads appending to one session
+        pay about two syncs, not N. Appends to different sessions sync their own files in
+        parallel, and the filesystem's journal shares the commit between them where it can
+        (ext4, xfs: one journal commit for the concurrent fdatasync calls). A failed sync
+        fails every append it covered, truncates the log back to its last synced offset and
+        drops the descriptor, as a failed ``fsync`` append does.
+        """
+        with self._group:
+            while self.synced < end:
+                if self.failed_upto >= end:
+                    raise self.sync_error(end)
+                if self._leading:
+                    self._group.wait()
+                    continue
+                self._leading = True
+                upto = self.written
+                self._group.release()
+                try:
+                    ok = self.sync_to(upto)
+                finally:
+                    self._group.acquire()
+                    self._leading = False
+                if ok:
+                    self.synced = max(self.synced, upto)
+                else:
+                    self.failed_upto = max(self.failed_upto, upto)
+                self._group.notify_all()
 
     def _fail(self, fd: int, start: int) -> None:
         """Truncate back to ``start`` and drop the descriptor (never retry fsync on it)."""
@@ -402,7 +388,7 @@ class JsonlLog:
             "was written. Check free disk space and permissions, then retry")
 
     def sync_to(self, upto: int) -> bool:
-        """One sync for everything written up to ``upto`` (group commit's leader calls it).
+        """One sync for everything written up to ``upto`` (the group commit leader's).
         On failure the log is truncated back to its last synced offset."""
         with self._wlock:
             fd = self._fd
@@ -549,7 +535,6 @@ class JsonlStore(BaseStore):
         self.durability: Durability = durability
         self.url = str(self.directory)
         self._cache_path = self.directory / ".list-cache.json"
-        self._group = GroupCommit() if durability == "group" else None
 
     def _path(self, session_id: str) -> Path:
         return self.directory / f"{check_session_id(session_id)}.jsonl"
@@ -558,8 +543,7 @@ class JsonlStore(BaseStore):
         return self._path(session_id).is_file()
 
     def open_log(self, session_id: str) -> JsonlLog:
-        return JsonlLog(self.directory, check_session_id(session_id), self.durability,
-                        self._group)
+        return JsonlLog(self.directory, check_session_id(session_id), self.durability)
 
     def create_log(self, header: SessionHeader, lines: list[bytes]) -> JsonlLog:
         dest = self._path(header.id)
