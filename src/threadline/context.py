@@ -17,6 +17,7 @@ import msgspec
 
 from threadline.model.content import Message
 from threadline.model.entries import ModelChange
+from threadline.store.base import bulk_load
 
 if TYPE_CHECKING:
     from threadline.state import SessionState
@@ -29,6 +30,9 @@ class ViewItem(msgspec.Struct, frozen=True, kw_only=True):
     kind: str  # "message" | "compaction" | "branch_summary" | "synthetic"
     entry_id: str | None  # the tree entry behind it (the op entry for synthetic messages)
     tags: list[str] = msgspec.field(default_factory=list)
+
+
+_CHUNK = 2048
 
 
 class _Lazy(Sequence[Message]):
@@ -54,9 +58,14 @@ class _Lazy(Sequence[Message]):
         return self._resolve(self._ids[i])
 
     def __iter__(self) -> Iterator[Message]:
+        # Decode a chunk at a time with the cyclic GC paused (it was half of materializing a
+        # big context), and never across a yield: the caller's code runs with GC on.
         resolve = self._resolve
-        for x in self._ids[: self._n]:
-            yield resolve(x)
+        ids = self._ids
+        for lo in range(0, self._n, _CHUNK):
+            with bulk_load():
+                chunk = [resolve(x) for x in ids[lo:min(lo + _CHUNK, self._n)]]
+            yield from chunk
 
     def __repr__(self) -> str:
         return f"<{self._n} messages>"

@@ -339,7 +339,7 @@ class Session:
 
     def entries(self) -> list[AnyRecord]:
         """Every tree entry in file order."""
-        return [self._state.record(e) for e in self._state.slots]
+        return [self._state.record(e, False) for e in self._state.slots]
 
     def entry_ids(self) -> list[str]:
         return list(self._state.slots)
@@ -366,20 +366,24 @@ class Session:
     def tree(self, flat: bool = False) -> list[TreeNode] | list[FlatNode]:
         """The whole tree: nested :class:`TreeNode` roots, or one :class:`FlatNode` per entry
         in depth-first order with ``flat=True``. Built without recursion."""
-        t = self._state.tree
-        labels = self._state.labels
-        if flat:
-            return [FlatNode(entry=self._state.record(eid), parent_id=t.parent[eid],
-                             children=t.children(eid), depth=depth, label=labels.get(eid))
-                    for eid, depth in t.preorder()]
-        nodes: dict[str, TreeNode] = {}
-        roots: list[TreeNode] = []
-        for eid, _depth in t.preorder():
-            node = TreeNode(entry=self._state.record(eid), label=self._state.labels.get(eid))
-            nodes[eid] = node
-            parent = t.parent[eid]
-            (roots if parent is None else nodes[parent].children).append(node)
-        return roots
+        state = self._state
+        t = state.tree
+        labels = state.labels
+        # bulk work: the cyclic GC would walk every node built so far again and again, and
+        # nothing built here holds a cycle; decoded messages go through the bounded cache
+        with bulk_load():
+            if flat:
+                return [FlatNode(entry=state.record(eid, False), parent_id=t.parent[eid],
+                                 children=t.children(eid), depth=depth, label=labels.get(eid))
+                        for eid, depth in t.preorder()]
+            nodes: dict[str, TreeNode] = {}
+            roots: list[TreeNode] = []
+            for eid, _depth in t.preorder():
+                node = TreeNode(entry=state.record(eid, False), label=labels.get(eid))
+                nodes[eid] = node
+                parent = t.parent[eid]
+                (roots if parent is None else nodes[parent].children).append(node)
+            return roots
 
     def metadata(self) -> list[EntryMeta]:
         """id, timestamp, type and encoded size of every tree entry, without decoding content."""
