@@ -46,6 +46,7 @@ from threadline.store.base import (
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CHUNK = 8 * 1024 * 1024
+_HEAD = 64 * 1024
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 # Seam for tests that slow writes down and cap their size so records tear under SIGKILL.
@@ -168,9 +169,9 @@ class JsonlLog:
             if size == 0:
                 raise StoreError(f"{self.path} is empty (no session header); remove it or restore "
                                  "it from a backup")
-            head = os.pread(fd, min(size, _CHUNK), 0)
+            head = os.pread(fd, min(size, _HEAD), 0)
             nl = head.find(b"\n")
-            while nl < 0 and len(head) < size:  # a header longer than a chunk
+            while nl < 0 and len(head) < size:  # a long header (metadata)
                 head += os.pread(fd, min(size - len(head), _CHUNK), len(head))
                 nl = head.find(b"\n")
         except BaseException:
@@ -192,6 +193,7 @@ class JsonlLog:
         end = nl + 1
         line_no = 2
         chunk, chunk_at = head, 0
+        del head
         while end < size:
             if end - chunk_at >= len(chunk) or chunk.find(b"\n", end - chunk_at) < 0:
                 chunk = os.pread(fd, min(size - end, _CHUNK), end)
