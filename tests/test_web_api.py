@@ -365,3 +365,25 @@ def test_the_session_list_names_unreadable_sessions(store: Any, client: TestClie
     assert body["skipped"] == [{
         "id": "broken",
         "reason": "not a session header: JSON is malformed: invalid character (byte 4)"}]
+
+
+def test_a_tree_page_decodes_only_the_messages_it_shows(store: Any, client: TestClient,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from threadline.store.base import LazyMessage
+
+    s = store.create()
+    for i in range(300):
+        s.append_message("user" if i % 2 == 0 else "assistant", f"message {i}")
+    s.close()
+    decoded: list[str] = []
+    real = LazyMessage.decode
+
+    def counting(self: LazyMessage) -> Any:
+        decoded.append(self.id)
+        return real(self)
+
+    monkeypatch.setattr(LazyMessage, "decode", counting)
+    body = client.get(f"/api/sessions/{s.id}/tree?offset=100&limit=20").json()
+    assert (body["total"], len(body["rows"])) == (300, 20)
+    assert [r["summary"] for r in body["rows"]] == [f"message {i}" for i in range(100, 120)]
+    assert sorted(decoded) == sorted(r["id"] for r in body["rows"])

@@ -40,6 +40,7 @@ from threadline.model.entries import (
     ThinkingLevel,
     UnknownRecord,
     encode,
+    encode_record,
     new_id,
     now,
 )
@@ -48,6 +49,7 @@ from threadline.operations import OperationInfo
 from threadline.state import SessionState
 from threadline.store.base import (
     BaseStore,
+    LazyMessage,
     Loaded,
     LoadReport,
     Log,
@@ -333,6 +335,15 @@ class Session:
         if entry_id not in self._state.slots:
             raise self._state.unknown(entry_id)
         return self._state.record(entry_id)
+
+    def entry_bytes(self, entry_id: str) -> bytes:
+        """The entry as stored: its JSON line without the newline, read without decoding it
+        (a cheap test of the raw text before paying for a decode)."""
+        state = self._state
+        if entry_id not in state.slots:
+            raise state.unknown(entry_id)
+        slot = state.slots[entry_id]
+        return slot.raw() if isinstance(slot, LazyMessage) else encode_record(slot)
 
     def has_entry(self, entry_id: str) -> bool:
         return entry_id in self._state.slots

@@ -61,6 +61,8 @@ def is_sidechain(session: Session, entry_id: str) -> bool:
     """A sub-agent's side conversation (Claude Code ``isSidechain``), folded by default."""
     if session.state.types.get(entry_id) != "message":
         return False
+    if b"idechain" not in session.entry_bytes(entry_id):
+        return False  # most messages: no decode (the tree pages would decode every message)
     payload: Any = session.state.record(entry_id).payload
     details = getattr(payload, "provider_details", None) or {}
     # importers keep a tool's own fields under the tool's name (provider_details["claude_code"])
