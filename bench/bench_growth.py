@@ -1,0 +1,119 @@
+"""How the cost of open, context and append grows with the session (issue 19).
+
+    .venv/bin/python bench/bench_growth.py [--sizes 10000 100000 1000000]
+
+Writes one JSONL session per size straight to disk (a main path with a short side branch every
+100 entries, user/assistant/tool messages of 200-2,000 characters, as pi's generator mixes
+them), then for each size, in a fresh process each: ``Store.open`` (with the peak RSS after
+it), ``context()`` of the leaf, materializing its messages, and 1,000 appends with
+``durability="flush"``. Prints a table of totals and per-entry costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "bench" / "data"
+sys.path.insert(0, str(ROOT / "src"))
+
+FILLER = "lorem ipsum dolor sit amet session entry token context " * 40
+
+
+def generate(path: Path, n: int) -> None:
+    import random
+
+    from threadline.model.content import Message, text, tool_result
+    from threadline.model.entries import MessageEntry, SessionHeader, encode
+
+    rng = random.Random(n)
+    sid = path.stem
+    with open(path, "wb") as fh:
+        fh.write(encode(SessionHeader(id=sid, version=1, timestamp="2026-01-01T00:00:00Z")) + b"\n")
+        parent = None
+        for i in range(n):
+            body = FILLER[: 200 + rng.randrange(1800)]
+            kind = i % 3
+            if kind == 0:
+                msg = Message(role="user", content=[text(body)])
+            elif kind == 1:
+                msg = Message(role="assistant", content=[text(body)])
+            else:
+                msg = Message(role="tool", content=[tool_result(f"t{i}", body)])
+            eid = f"e{i:07d}"
+            # every 100th entry starts a one-entry side branch off the main path
+            under = parent if i % 100 != 99 else f"e{i - 2:07d}"
+            ts = f"2026-01-01T00:00:{i % 60:02d}Z"
+            fh.write(encode(MessageEntry(id=eid, parent_id=under, timestamp=ts, message=msg))
+                     + b"\n")
+            if i % 100 != 99:
+                parent = eid
+        fh.write(encode(MessageEntry(id="last", parent_id=parent, timestamp="2026-01-02T00:00:00Z",
+                                     message=Message(role="user", content=[text("end")])))
+                 + b"\n")
+
+
+def child(store_dir: str, sid: str) -> None:
+    import threadline as tl
+
+    out: dict[str, float] = {}
+    store = tl.open_store(store_dir, durability="flush")
+    t = time.perf_counter()
+    s = store.open(sid)
+    out["open_s"] = time.perf_counter() - t
+    out["rss_after_open_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t = time.perf_counter()
+    ctx = s.context()
+    out["context_s"] = time.perf_counter() - t
+    out["messages"] = len(ctx.messages)
+    t = time.perf_counter()
+    list(ctx.messages)
+    out["materialize_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    for i in range(1000):
+        s.append_message("user", FILLER[: 200 + i])
+    out["append_us"] = (time.perf_counter() - t) * 1000
+    s.close()
+    print(json.dumps(out))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    args = ap.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    print("| entries | open (s) | open µs/entry | RSS after open (MB) | context (ms) | "
+          "context µs/entry | materialize (ms) | append (µs each) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in args.sizes:
+        store = DATA / f"growth-{n}"
+        store.mkdir(parents=True, exist_ok=True)
+        path = store / f"g{n}.jsonl"
+        if not path.exists():
+            generate(path, n)
+        work = DATA / f"growth-work-{n}"
+        work.mkdir(exist_ok=True)
+        dst = work / path.name
+        dst.write_bytes(path.read_bytes())  # appends go to a copy
+        res = subprocess.run([sys.executable, __file__, "--child", str(work), path.stem],
+                             check=True, capture_output=True, text=True)
+        r = json.loads(res.stdout.strip().splitlines()[-1])
+        print(f"| {n:,} | {r['open_s']:.2f} | {r['open_s'] * 1e6 / n:.2f} | "
+              f"{r['rss_after_open_mb']:.0f} | {r['context_s'] * 1000:.1f} | "
+              f"{r['context_s'] * 1e6 / n:.3f} | {r['materialize_s'] * 1000:.0f} | "
+              f"{r['append_us']:.1f} |", flush=True)
+        dst.unlink()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3])
+    else:
+        main()
