@@ -3,7 +3,8 @@
     .venv/bin/python bench/bench_group_commit.py [--appends 400] [--threads 4] [--rounds 3]
 
 1. One session: ``durability="fsync"`` appends (one fdatasync each) against the same appends in
-   ``with session.batch():`` blocks of 10 (one fdatasync per block).
+   ``with session.batch():`` blocks of 10 (one fdatasync per block), and the same appends
+   without any sync (``durability="flush"``): the floor a batch approaches.
 2. ``--threads`` threads, each appending to a session of its own: ``durability="fsync"`` against
    ``durability="group"`` (the threads share sync rounds).
 
@@ -82,8 +83,10 @@ def main() -> None:
 
     print(f"load average {os.getloadavg()[0]:.1f}; {args.appends} appends per measurement, "
           f"median of {args.rounds} alternated rounds")
-    runs: dict[str, list[float]] = {k: [] for k in ("fsync", "batch10", "tfsync", "tgroup")}
+    runs: dict[str, list[float]] = {k: [] for k in ("fsync", "batch10", "flush", "tfsync",
+                                                     "tgroup")}
     for _ in range(args.rounds):
+        runs["flush"].append(single("flush", args.appends, 1))
         runs["fsync"].append(single("fsync", args.appends, 1))
         runs["batch10"].append(single("fsync", args.appends, 10))
         runs["tfsync"].append(threaded("fsync", args.appends, args.threads))
@@ -93,6 +96,8 @@ def main() -> None:
           f"({1e6 / med['fsync']:,.0f} µs each)")
     print(f"one session, batch() of 10:            {med['batch10']:9,.0f} appends/s "
           f"({1e6 / med['batch10']:,.0f} µs each)  ratio {med['batch10'] / med['fsync']:.1f}x")
+    print(f"one session, no sync (flush), floor:  {med['flush']:9,.0f} appends/s "
+          f"({1e6 / med['flush']:,.0f} µs each)")
     print(f"{args.threads} threads x own session, fsync:     {med['tfsync']:9,.0f} appends/s")
     print(f"{args.threads} threads x own session, group:     {med['tgroup']:9,.0f} appends/s"
           f"  ratio {med['tgroup'] / med['tfsync']:.2f}x")
