@@ -298,6 +298,8 @@ class SessionState:
             cache = self.decoded
             rec = cache.get(entry_id)
             if rec is not None:
+                if keep:
+                    self.slots[entry_id] = cache.pop(entry_id)
                 return rec
             try:
                 rec = slot.decode()

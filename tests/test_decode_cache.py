@@ -1,0 +1,35 @@
+"""A walk over the whole session (``tree()``, ``entries()``) does not keep every message decoded;
+reading the context does (an agent reads it every turn). Issue 19."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import threadline as tl
+import threadline.state as state_module
+from threadline.store.base import LazyMessage
+
+
+def test_tree_goes_through_a_bounded_cache_and_the_context_keeps_what_it_decoded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(state_module, "DECODED_CACHE", 10)
+    store = tl.open_store(tmp_path, durability="flush")
+    s = store.create()
+    ids = [s.append_message("user", f"m{i}") for i in range(50)]
+    s.close()
+    again = store.open(s.id)
+    (root,) = again.tree()
+    node, texts = root, []
+    while True:
+        texts.append(node.entry.message.text)
+        if not node.children:
+            break
+        (node,) = node.children
+    assert texts == [f"m{i}" for i in range(50)]
+    slots = again.state.slots
+    assert list(again.state.decoded) == ids[-10:]  # the last ten, the rest dropped
+    assert all(isinstance(slots[e], LazyMessage) for e in ids)
+    assert [m.text for m in again.context().messages] == texts
+    assert not any(isinstance(slots[e], LazyMessage) for e in ids)  # kept for the next turn
