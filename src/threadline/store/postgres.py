@@ -13,7 +13,7 @@ Writers: the first write takes a session-scoped advisory lock keyed by tenant an
 connection from the store's writer pool (at most ``max_writers`` open writers per store, so one
 tenant cannot take every connection of the server), held until ``Session.close()``, which
 unlocks it and returns the connection. A second writer waits up to ``lock_timeout`` seconds in
-the server's lock queue (default 0: it does not wait), then gets
+the server's lock queue (default 0: only a 0.25 s grace for a holder that just died), then gets
 :class:`~threadline.errors.SessionLockedError`. An append is one transaction and one round trip:
 ``BEGIN``, the tenant and ``synchronous_commit`` settings, one prepared statement that bumps the
 session's sequence and list columns and inserts the records, ``COMMIT``, sent as one pipeline.
@@ -192,21 +192,19 @@ class PostgresLog:
         st = self._store
         conn = st.writer_connection()
         locked = False
-        wait = st.lock_timeout > 0
+        # Queue on the server (never reconnect-and-retry) up to lock_timeout, and at least a
+        # short grace: a writer that just died still holds its lock until its backend notices
+        # the closed socket, which under load takes a moment.
+        wait_ms = max(round(st.lock_timeout * 1000), _GRACE_MS)
         try:
             # the lock and what other writers appended since the load: one round trip
             try:
                 with conn.pipeline():
                     conn.execute("BEGIN")
                     st.set_tenant(conn)
-                    if wait:  # queue on the server (not reconnect-and-retry) up to lock_timeout
-                        conn.execute("SELECT set_config('lock_timeout', %s, true)",
-                                     (f"{max(1, round(st.lock_timeout * 1000))}ms",))
-                        lock = conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0)), "
-                                            "true", (self._key,), prepare=True)
-                    else:
-                        lock = conn.execute("SELECT 0, pg_try_advisory_lock(hashtextextended("
-                                            "%s, 0))", (self._key,), prepare=True)
+                    conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{wait_ms}ms",))
+                    lock = conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0)), true",
+                                        (self._key,), prepare=True)
                     cur = conn.execute("SELECT seq, raw FROM tl_records WHERE tenant_id = %s AND "
                                        "session_id = %s AND seq > %s ORDER BY seq",
                                        (st.tenant, self.session_id, self._seen), prepare=True)
@@ -353,6 +351,7 @@ class PostgresLog:
 
 
 _NO_HEADER = SessionHeader(id="-", version=1, timestamp="")
+_GRACE_MS = 250  # the least a second writer waits before SessionLockedError
 
 # One statement per append: bump the session's sequence and list columns, insert the records
 # numbered from the old sequence (the row lock on tl_sessions orders concurrent appenders).
