@@ -421,7 +421,7 @@ class PostgresStore(BaseStore):
     def __init__(self, url: str, *, tenant: str = "default", schema: str = "public",
                  app_role: str = APP_ROLE, min_size: int = 1, max_size: int = 16,
                  durability: str = "fsync", pool: PostgresStore | None = None,
-                 max_writers: int = 16, lock_timeout: float = 0.0,
+                 max_writers: int = 64, lock_timeout: float = 0.0,
                  writer_wait: float = 10.0) -> None:
         """``pool``: share the connection pool of another store of the same database and schema
         (a server serving many tenants keeps one pool; the tenant is set per transaction).
