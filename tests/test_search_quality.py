@@ -92,3 +92,52 @@ def test_hybrid_recall_at_10_beats_keyword_only_and_semantic_only(corpus: Any) -
                                     "missed": misses}, indent=2) + "\n")
     assert figures["hybrid"] > figures["keyword"], figures
     assert figures["hybrid"] > figures["semantic"], figures
+
+
+# -- the relevance floor, on the example sessions a new user imports first ----------------------
+
+#: queries about things no example session discusses: every hit would be noise
+UNRELATED = ["kubernetes helm chart", "terraform aws lambda deployment",
+             "recipe for chocolate cake", "quarterly tax filing deadline"]
+
+
+@pytest.fixture(scope="module")
+def examples_store() -> Any:
+    from threadline import examples
+
+    store = tl.open_store("memory://")
+    examples.import_examples(store)
+    store.catalog.embedder = MiniLmEmbedder()
+    store.catalog.index()
+    yield store
+    store.close()
+
+
+def test_queries_about_nothing_in_the_examples_return_no_hit(examples_store: Any) -> None:
+    for mode in ("keyword", "semantic", "hybrid"):
+        assert {q: examples_store.catalog.search(q, mode=mode) for q in UNRELATED} == \
+            {q: [] for q in UNRELATED}, mode
+
+
+def test_the_floor_keeps_the_labelled_answers_over_the_examples(examples_store: Any) -> None:
+    from threadline import examples
+
+    files = {e.file for e in examples.EXAMPLES}
+    spec = json.loads(LABELS.read_text())
+    queries = [q for q in spec["queries"] if all(f in files for f, _ in q["relevant"])]
+    assert len(queries) == 28
+    cat = examples_store.catalog
+    found = {}
+    for floor in (0.0, cat.embedder.min_similarity):
+        cat.embedder.min_similarity = floor
+        found[floor] = sorted(q["query"] for q in queries if any(
+            needle.lower() in " ".join(h.snippet.split()).lower()
+            or needle.lower() in _text(examples_store, h) for h in cat.search(q["query"], k=10)
+            for _f, needle in q["relevant"]))
+    assert found[0.0] == found[0.3]
+    assert len(found[0.3]) == 28
+
+
+def _text(store: tl.store.BaseStore, hit: Any) -> str:
+    s = store.open(hit.session_id, read_only=True)
+    return " ".join(s.entry(hit.entry_id).message.text.split()).lower()

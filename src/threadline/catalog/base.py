@@ -28,7 +28,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -61,6 +61,19 @@ class Hit(msgspec.Struct, kw_only=True):
     snippet: str
     role: str = ""
     timestamp: str = ""
+
+
+class IndexStatus(msgspec.Struct, kw_only=True):
+    """How far the catalog's index is (:meth:`Catalog.index_status`)."""
+
+    messages: int  # messages in the keyword index
+    embedded: int  # of those, how many have a vector for semantic search
+    total: int  # how many can have one (messages with text)
+    semantic: bool  # an embedder is installed
+
+    @property
+    def pending(self) -> int:
+        return self.total - self.embedded
 
 
 class CatalogSession(msgspec.Struct, kw_only=True):
@@ -163,6 +176,13 @@ def fts_terms(query: str) -> list[str]:
     return content or words
 
 
+def terms_needed(terms: Sequence[str]) -> int:
+    """The relevance floor of keyword search: how many of the query's distinct words a message
+    must contain to be returned (half of them, rounded up). A message sharing one word of
+    "kubernetes helm chart" is not an answer to it."""
+    return (len(set(terms)) + 1) // 2
+
+
 def set_digest(session_ids: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(sorted(session_ids)).encode()).hexdigest()
 
@@ -263,8 +283,13 @@ class Catalog:
         sims = matrix @ q
         allowed = None if f.empty else self._allowed(f)
         order = np.argsort(-sims, kind="stable")
+        # the relevance floor: below it the nearest message is still unrelated (calibrated on the
+        # labelled queries over the example sessions, see docs/search.md)
+        floor = float(getattr(embedder, "min_similarity", 0.0))
         out: list[tuple[Key, float]] = []
         for i in order:
+            if float(sims[i]) < floor:
+                break
             key = keys[int(i)]
             if allowed is not None and key not in allowed:
                 continue
@@ -296,7 +321,37 @@ class Catalog:
                 return True
             return self._embed_pending(embedder, max_seconds)
 
-    def _embed_pending(self, embedder: Embedder, max_seconds: float | None = None) -> bool:
+    def index_status(self) -> IndexStatus:
+        """How far the index is: messages indexed for keyword search, and how many of them have
+        a vector for semantic search (``embedded == total`` when none waits)."""
+        with self._lock:
+            self.sync()
+            embedder = self.embedder
+            if embedder is None:
+                n = self._message_count()
+                return IndexStatus(messages=n, embedded=0, total=0, semantic=False)
+            done, total = self._vector_counts(embedder)
+            return IndexStatus(messages=self._message_count(), embedded=done, total=total,
+                               semantic=True)
+
+    def index(self, progress: Callable[[int, int], None] | None = None) -> IndexStatus:
+        """Bring the whole index up to date now: the keyword index, then a vector for every
+        message that has none. ``progress(done, total)`` is called after each batch of vectors
+        (importers and ``threadline catalog index`` print it as "indexing 1,240 / 28,000
+        messages"). Searches never do this work silently: they use what is indexed."""
+        with self._lock:
+            self.sync()
+            embedder = self.embedder
+            if embedder is not None:
+                done, total = self._vector_counts(embedder)
+                if progress is not None and done < total:
+                    progress(done, total)
+                self._embed_pending(embedder, None, progress, done, total)
+            return self.index_status()
+
+    def _embed_pending(self, embedder: Embedder, max_seconds: float | None = None,
+                       progress: Callable[[int, int], None] | None = None, done: int = 0,
+                       total: int = 0) -> bool:
         """Embed indexed messages without a vector for ``embedder``; stop once ``max_seconds``
         have passed. True when none is left."""
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
@@ -310,6 +365,9 @@ class Catalog:
             vecs = embedder.embed([text for _, text in rows])
             self._store_vectors(embedder, [(ref, vecs[i].astype("float32").tobytes())
                                            for i, (ref, _) in enumerate(rows)])
+            done += len(rows)
+            if progress is not None:
+                progress(min(done, total), total)
 
     # -- tags -------------------------------------------------------------------------------
 
@@ -470,6 +528,14 @@ class Catalog:
         raise NotImplementedError
 
     def _vector_stamp(self, embedder: Embedder) -> Any:
+        raise NotImplementedError
+
+    def _message_count(self) -> int:
+        """Messages in the keyword index."""
+        raise NotImplementedError
+
+    def _vector_counts(self, embedder: Embedder) -> tuple[int, int]:
+        """(messages with a vector of ``embedder``, messages that can have one)."""
         raise NotImplementedError
 
     def _load_vectors(self, embedder: Embedder) -> tuple[list[Key], list[bytes]]:

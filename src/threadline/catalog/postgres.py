@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from threadline.catalog.base import Catalog, Filters, Hit, Key, fts_terms
+from threadline.catalog.base import Catalog, Filters, Hit, Key, fts_terms, terms_needed
 from threadline.embedding import Embedder
 from threadline.errors import UserError
 from threadline.model.entries import now
@@ -49,19 +49,24 @@ class PostgresCatalog(Catalog):
     _OR_QUERY = "(SELECT replace(plainto_tsquery('english', %s)::text, '&', '|')::tsquery AS q)"
 
     def _keyword(self, query: str, f: Filters, limit: int) -> list[Hit]:
-        if not fts_terms(query):
+        terms = sorted(set(fts_terms(query)))
+        if not terms:
             return []
         where, params = self._where(f)
         with self.store.tx() as conn:
+            # the last column counts the query's words each candidate holds (relevance floor)
             rows = conn.execute(
                 f"SELECT r.session_id, r.id, ts_rank_cd(r.tsv, query.q), "
                 f"ts_headline('english', r.body, query.q, 'StartSel=[, StopSel=], MaxWords=20, "
-                f"MinWords=8'), r.role, r.timestamp FROM tl_records r, {self._OR_QUERY} query "
+                f"MinWords=8'), r.role, r.timestamp, (SELECT count(*) FROM unnest(%s::text[]) "
+                f"AS t(w) WHERE r.tsv @@ plainto_tsquery('english', t.w)) "
+                f"FROM tl_records r, {self._OR_QUERY} query "
                 f"WHERE r.tenant_id = %s AND r.body IS NOT NULL AND r.tsv @@ query.q{where} "
                 "ORDER BY 3 DESC, r.session_id, r.seq LIMIT %s",
-                [query, self.store.tenant, *params, limit]).fetchall()
+                [terms, query, self.store.tenant, *params, limit]).fetchall()
+        need = terms_needed(terms)
         return [Hit(session_id=r[0], entry_id=r[1], score=float(r[2]), snippet=r[3], role=r[4],
-                    timestamp=r[5]) for r in rows]
+                    timestamp=r[5]) for r in rows if r[6] >= need]
 
     def _keyword_sessions(self, query: str) -> list[str]:
         if not fts_terms(query):
@@ -109,6 +114,20 @@ class PostgresCatalog(Catalog):
                 "WHERE v.tenant_id = %s AND v.model = %s ORDER BY v.session_id, v.seq",
                 (self.store.tenant, embedder.name)).fetchall()
         return [(r[0], r[1]) for r in rows], [bytes(r[2]) for r in rows]
+
+    def _message_count(self) -> int:
+        with self.store.tx() as conn:
+            row = conn.execute("SELECT count(*) FROM tl_records WHERE tenant_id = %s AND body IS "
+                               "NOT NULL", (self.store.tenant,)).fetchone()
+        return int(row[0])
+
+    def _vector_counts(self, embedder: Embedder) -> tuple[int, int]:
+        with self.store.tx() as conn:
+            total = conn.execute("SELECT count(*) FROM tl_records WHERE tenant_id = %s AND "
+                                 "etext IS NOT NULL", (self.store.tenant,)).fetchone()[0]
+            done = conn.execute("SELECT count(*) FROM tl_vectors WHERE tenant_id = %s AND "
+                                "model = %s", (self.store.tenant, embedder.name)).fetchone()[0]
+        return int(done), int(total)
 
     def _pending_vectors(self, embedder: Embedder, limit: int) -> list[tuple[Any, str]]:
         with self.store.tx() as conn:

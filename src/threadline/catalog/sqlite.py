@@ -19,6 +19,7 @@ from threadline.catalog.base import (
     _plain_snippet,
     fts_terms,
     indexable,
+    terms_needed,
     validate_tag,
 )
 from threadline.embedding import Embedder
@@ -163,12 +164,25 @@ class SqliteCatalog(Catalog):
         where, params = self._where(f)
         rows = self.conn.execute(
             "SELECT m.session_id, m.entry_id, bm25(cat_fts), "
-            "snippet(cat_fts, 0, '[', ']', '…', 16), m.role, m.timestamp "
+            "snippet(cat_fts, 0, '[', ']', '…', 16), m.role, m.timestamp, m.rowid "
             "FROM cat_fts JOIN cat_messages m ON m.rowid = cat_fts.rowid "
             f"WHERE cat_fts MATCH ?{where} ORDER BY bm25(cat_fts), m.rowid LIMIT ?",
             [match, *params, limit]).fetchall()
+        # the relevance floor: count, with the index's own stemming, how many of the query's
+        # words each candidate holds
+        matched = dict.fromkeys((r[6] for r in rows), 0)
+        if rows and len(set(terms)) > 1:
+            marks = ",".join("?" * len(matched))
+            for t in set(terms):
+                for (rowid,) in self.conn.execute(
+                        f"SELECT rowid FROM cat_fts WHERE cat_fts MATCH ? AND rowid IN ({marks})",
+                        [f'"{t}"', *matched]):
+                    matched[rowid] += 1
+        else:
+            matched = dict.fromkeys(matched, 1)
+        need = terms_needed(terms)
         return [Hit(session_id=r[0], entry_id=r[1], score=-float(r[2]), snippet=r[3], role=r[4],
-                    timestamp=r[5]) for r in rows]
+                    timestamp=r[5]) for r in rows if matched[r[6]] >= need]
 
     def _keyword_sessions(self, query: str) -> list[str]:
         terms = fts_terms(query)
@@ -203,6 +217,17 @@ class SqliteCatalog(Catalog):
         # O(1) on the primary key; vectors only ever get higher row ids (deletions in this
         # process drop the cache; a vector deleted elsewhere finds no message and is skipped)
         return self.conn.execute("SELECT max(msg_rowid) FROM cat_vectors").fetchone()[0]
+
+    def _message_count(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM cat_messages").fetchone()[0])
+
+    def _vector_counts(self, embedder: Embedder) -> tuple[int, int]:
+        total = self.conn.execute(
+            "SELECT count(*) FROM cat_messages WHERE etext IS NOT NULL").fetchone()[0]
+        done = self.conn.execute(
+            "SELECT count(*) FROM cat_vectors v JOIN cat_messages m ON m.rowid = v.msg_rowid "
+            "WHERE v.model = ? AND m.etext IS NOT NULL", (embedder.name,)).fetchone()[0]
+        return int(done), int(total)
 
     def _load_vectors(self, embedder: Embedder) -> tuple[list[Key], list[bytes]]:
         rows = self.conn.execute(

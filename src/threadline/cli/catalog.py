@@ -6,6 +6,10 @@ under ``threadline catalog tags`` / ``catalog tag`` / ``catalog untag``.
 
 from __future__ import annotations
 
+import sys
+import time
+from typing import Any
+
 import click
 
 from threadline.catalog import TagPlan, TagResult
@@ -22,6 +26,40 @@ def _echo_json(value: object) -> None:
     from threadline.cli.sessions import echo_json
 
     echo_json(value)
+
+
+class IndexProgress:
+    """Prints "indexing 1,240 / 28,000 messages" on stderr while the catalog embeds: rewritten
+    in place on a terminal, one line every few seconds otherwise."""
+
+    def __init__(self, every: float = 2.0) -> None:
+        self.tty = sys.stderr.isatty()
+        self.every = every
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self.last < (0.1 if self.tty else self.every):
+            return
+        self.last = now
+        line = f"indexing {done:,} / {total:,} messages for semantic search"
+        click.echo(("\r" + line) if self.tty else line, err=True, nl=not self.tty)
+        self.shown = True
+
+    def finish(self) -> None:
+        if self.shown and self.tty:
+            click.echo(err=True)
+
+
+def index_catalog(store: Any) -> None:
+    """Index every message of ``store`` now, with visible progress (import and search call it,
+    so no search waits silently on a backlog)."""
+    progress = IndexProgress()
+    try:
+        store.catalog.index(progress)
+    finally:
+        progress.finish()
 
 
 def _one_line(text: str, width: int = 100) -> str:
@@ -44,14 +82,21 @@ def _one_line(text: str, width: int = 100) -> str:
 def search(ctx: click.Context, query: str, k: int, mode: str, role: str | None,
            session: str | None, tag: str | None, since: str | None, until: str | None,
            as_json: bool) -> None:
-    """Search every session's messages for QUERY (keyword + semantic, fused by rank)."""
-    hits = get_store(ctx).catalog.search(query, k=k, mode=mode, role=role,
-                                         session=session, tag=tag, since=since, until=until)
+    """Search every session's messages for QUERY (keyword + semantic, fused by rank).
+
+    Messages below the relevance floor are not returned, so a query about something no session
+    discusses answers "No session matches". Messages that are not indexed yet (written without
+    'threadline import') are indexed first, with the progress on stderr."""
+    store = get_store(ctx)
+    if mode != "keyword":
+        index_catalog(store)
+    hits = store.catalog.search(query, k=k, mode=mode, role=role,
+                                session=session, tag=tag, since=since, until=until)
     if as_json:
         _echo_json(hits)
         return
     if not hits:
-        click.echo(f"No messages match '{query}'.")
+        click.echo(f"No session matches '{query}'.")
         return
     for h in hits:
         click.echo(f"{h.score:.4g}  {h.session_id}  {h.entry_id}  {h.role}  {h.timestamp}")
@@ -207,6 +252,18 @@ def catalog_rebuild(ctx: click.Context) -> None:
     cat = get_store(ctx).catalog
     cat.rebuild()
     click.echo("Catalog rebuilt.")
+
+
+@catalog.command(name="index")
+@click.pass_context
+def catalog_index(ctx: click.Context) -> None:
+    """Index every message now (keyword and semantic), showing the progress on stderr."""
+    store = get_store(ctx)
+    index_catalog(store)
+    st = store.catalog.index_status()
+    semantic = (f"{st.embedded:,} / {st.total:,} with a vector for semantic search"
+                if st.semantic else "semantic search not installed")
+    click.echo(f"{st.messages:,} messages indexed; {semantic}")
 
 
 @click.group()

@@ -71,6 +71,10 @@ def import_(ctx: click.Context, fmt: str, paths: tuple[str, ...], session_id: st
                        f"messages  {row['warnings']} warnings  ({row['format']}: {row['source']})")
     for note in notes:
         click.echo(note, err=True)
+    # index now, with visible progress, so the first search answers at once
+    from threadline.cli.catalog import index_catalog
+
+    index_catalog(store)
 
 
 @click.command()

@@ -259,6 +259,11 @@ async function showList() {
     }
     page.append(chips);
   }
+  const ix = data.index;
+  if (ix && ix.semantic && ix.embedded < ix.total) {
+    page.append(h("p", { class: "muted", "data-testid": "index-progress" },
+      `indexing ${ix.embedded.toLocaleString("en")} / ${ix.total.toLocaleString("en")} messages for semantic search; keyword matches are complete`));
+  }
   if (!data.sessions.length && !q && !tag) {
     page.append(emptyStore());
   } else {
