@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from threadline.errors import UserError
+from threadline.errors import StoreError, UserError
 from threadline.model.content import Message
 from threadline.model.entries import (
     Custom,
@@ -73,6 +73,8 @@ class ImportReport(msgspec.Struct, kw_only=True, omit_defaults=True):
     format: str
     source: str
     source_id: str | None = None
+    #: SHA-256 of the imported file's bytes: a second import of the same file is detected
+    sha256: str | None = None
     corrupt_lines: list[tuple[int, str]] = msgspec.field(default_factory=list)
     warnings: list[str] = msgspec.field(default_factory=list)
     warning_count: int = 0
@@ -367,7 +369,35 @@ def prepare(fmt: str, path: Source, *, name: str | None = None) -> list[Draft]:
         drafts: list[Draft] = module(fmt).parse(path, name=label)
     if not drafts:
         raise UserError(f"{label}: no conversation found in it; nothing was imported")
+    digest = content_sha256(path, label)
+    for d in drafts:
+        d.report.sha256 = digest
     return drafts
+
+
+def content_sha256(source: Source, name: str | None = None) -> str:
+    """SHA-256 of a source's bytes (what :func:`imported_from` matches on)."""
+    import hashlib
+
+    return hashlib.sha256(read_bytes(source, source_name(source, name))).hexdigest()
+
+
+def imported_from(store: Any, digest: str) -> list[str]:
+    """Ids of the sessions of ``store`` imported from a file whose bytes hash to ``digest``.
+    Reads every session's header (the import report lives there)."""
+    found = []
+    for row in store.list():
+        try:
+            s = store.open(row.id, read_only=True)
+        except (StoreError, UserError):
+            continue
+        try:
+            report = report_of(s)
+        finally:
+            s.close()
+        if report is not None and report.sha256 == digest:
+            found.append(row.id)
+    return sorted(found)
 
 
 def import_path(store: Any, fmt: str, path: Source, *, session_id: str | None = None,

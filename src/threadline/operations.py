@@ -513,7 +513,11 @@ def toggle(session: SessionState, op_id: str, active: bool) -> OperationInfo:
 
 
 def revert(session: SessionState, op_id: str) -> OperationInfo:
-    """Switch an op off and mark it reverted; ``toggle(op_id, True)`` brings it back."""
+    """Switch an op off and mark it reverted; ``toggle(op_id, True)`` brings it back.
+    Reverting an op that is already reverted is refused (nothing would change)."""
     _require_op(session, op_id)
+    if _info(session, op_id).state == "reverted":
+        raise UserError(f"Operation '{op_id}' is already reverted; nothing changed "
+                        "(switching it on again brings it back)")
     session.write("op_state", OpState(op_id=op_id, active=False, reverted=True), tree=False)
     return _info(session, op_id)

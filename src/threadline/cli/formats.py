@@ -24,15 +24,19 @@ EXPORT_FORMATS = (*PROVIDER_FORMATS, "chat_history")
 @click.option("--session-id", default=None,
               help="Id of the new session (one file holding one conversation only).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per created session.")
+@click.option("--again", is_flag=True,
+              help="Import a file even if the store already holds a session imported from it.")
 @click.pass_context
 def import_(ctx: click.Context, fmt: str, paths: tuple[str, ...], session_id: str | None,
-            as_json: bool) -> None:
+            as_json: bool, again: bool) -> None:
     """Import transcripts as new sessions.
 
     FORMAT is one of pi, claude_code, chatgpt_export, codex, google_adk, chat_history, or auto
     (detected from each file's content). Every file is checked before anything is written, so
-    one bad file imports nothing. Prints one line per created session: id, entries, messages,
-    warnings; then the warnings themselves on stderr.
+    one bad file imports nothing. A file whose content was imported before (same SHA-256) is
+    refused, naming the session that holds it, unless --again is given. Prints one line per
+    created session: id, entries, messages, warnings; then the warnings themselves on stderr;
+    then indexes the new messages for search (progress on stderr).
     """
     from threadline import importing
 
@@ -45,6 +49,12 @@ def import_(ctx: click.Context, fmt: str, paths: tuple[str, ...], session_id: st
     notes: list[str] = []
     # every file is read and checked before anything is written: one bad file imports nothing
     drafts = [(path, d) for path in paths for d in importing.prepare(fmt, path)]
+    if not again:
+        for path in paths:
+            held = importing.imported_from(store, importing.content_sha256(path))
+            if held:
+                raise UserError(f"{path} was already imported as session {', '.join(held)}; "
+                                "nothing was imported (add --again to import it anyway)")
     if session_id is not None and len(drafts) > 1:
         raise UserError(f"{paths[0]} holds {len(drafts)} conversations; --session-id names one "
                         "session, so leave it out")
@@ -90,15 +100,17 @@ def import_(ctx: click.Context, fmt: str, paths: tuple[str, ...], session_id: st
 def export(ctx: click.Context, session_id: str, fmt: str, output: str | None, leaf: str | None,
            no_validate: bool) -> None:
     """Write a session's context (what the model sees) in another format."""
-    s = get_store(ctx).open(session_id, read_only=True)
-    context = s.context(leaf)
+    from threadline.cli.sessions import open_session, resolve_entry
+
+    s = open_session(ctx, session_id, read_only=True)
+    context = s.context(resolve_entry(s, leaf) if leaf else None)
     messages = list(context.messages)
     if fmt == "chat_history":
         from threadline.formats import chat_history
 
         # entry ids and timestamps carry over, so an imported history exports as it came
         ids = context.view.ids()
-        stamps = [s.entry(i).timestamp if s.has_entry(i) else "" for i in ids]
+        stamps = [(s.entry(i).timestamp or "") if s.has_entry(i) else "" for i in ids]
         payload: Any = chat_history.dump(messages, ids=ids, timestamps=stamps)
     else:
         from threadline import formats

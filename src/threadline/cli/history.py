@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from threadline.cli.sessions import console, echo_json, open_session
+from threadline.cli.sessions import console, echo_json, open_session, resolve_entry
 from threadline.history import PurgePlan
 
 
@@ -65,8 +65,8 @@ def purge(ctx: click.Context, session_id: str, entry_ids: tuple[str, ...], purge
     """
     session = open_session(ctx, session_id, read_only=not yes)
     try:
-        plan = session.purge(
-            list(entry_ids) or None, all=purge_all, dry_run=not yes)
+        ids = [resolve_entry(session, e) for e in entry_ids]
+        plan = session.purge(ids or None, all=purge_all, dry_run=not yes)
     finally:
         session.close()
     if as_json:

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from threadline.cli.sessions import console, echo_json, open_session
+from threadline.cli.sessions import console, echo_json, open_session, resolve_entry
 from threadline.errors import UserError
 from threadline.operations import OperationInfo
 
@@ -175,7 +175,7 @@ def tag(ctx: click.Context, session_id: str, start: int, end: int, tags: tuple[s
 def toggle(ctx: click.Context, session_id: str, op_id: str, switch: str) -> None:
     """Switch an operation on or off."""
     with open_session(ctx, session_id) as s:
-        info = s.toggle(op_id, switch == "on")
+        info = s.toggle(resolve_entry(s, op_id), switch == "on")
     click.echo(f"{info.id} {info.state} {info.standing}")
 
 
@@ -186,5 +186,5 @@ def toggle(ctx: click.Context, session_id: str, op_id: str, switch: str) -> None
 def revert(ctx: click.Context, session_id: str, op_id: str) -> None:
     """Switch an operation off and mark it reverted (toggle on brings it back)."""
     with open_session(ctx, session_id) as s:
-        info = s.revert(op_id)
+        info = s.revert(resolve_entry(s, op_id))
     click.echo(f"{info.id} {info.state} {info.standing}")

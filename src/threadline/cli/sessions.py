@@ -26,11 +26,59 @@ def echo_json(value: Any) -> None:
 
 
 def open_session(ctx: click.Context, session_id: str, *, read_only: bool = False) -> Session:
-    return get_store(ctx).open(session_id, read_only=read_only)  # type: ignore[no-any-return]
+    """Open a session for a command; a damaged file's load report goes to stderr, as the
+    viewer shows it, so no command silently shows less than the file holds."""
+    s: Session = get_store(ctx).open(session_id, read_only=read_only)
+    for line in load_report_lines(s):
+        click.echo(line, err=True)
+    return s
 
 
-__all__ = ["block_text", "console", "echo_json", "entry_summary", "message_text", "one_line",
-           "open_session", "register"]
+def load_report_lines(s: Session) -> list[str]:
+    """What loading skipped or repaired, one line each (empty for a clean file)."""
+    rep = s.load_report
+    if rep.clean:
+        return []
+    out = [f"Warning: session '{s.id}' is damaged; what could be read is shown:"]
+    for line_no, why in rep.corrupt_lines[:10]:
+        where = f"line {line_no}" if line_no >= 0 else "record"
+        out.append(f"  corrupt {where} skipped: {one_line(why, 100)}")
+    if len(rep.corrupt_lines) > 10:
+        out.append(f"  … and {len(rep.corrupt_lines) - 10} more corrupt lines")
+    for label, ids in (("duplicate id kept once", rep.duplicate_ids),
+                       ("orphan (unknown parent) made a root", rep.orphans),
+                       ("parent cycle broken at", rep.cycles),
+                       ("leaf record with unknown target ignored", rep.unknown_leaf)):
+        if ids:
+            more = f" (+{len(ids) - 5} more)" if len(ids) > 5 else ""
+            out.append(f"  {label}: {', '.join(ids[:5])}{more}")
+    if rep.torn_bytes:
+        out.append(f"  torn tail: {rep.torn_bytes} bytes after the last complete line")
+    return out
+
+
+def resolve_entry(s: Session, ref: str) -> str:
+    """An entry id from an id, a unique id prefix or a label (what every command taking an
+    entry accepts, as the REPL does)."""
+    if s.has_entry(ref):
+        return ref
+    by_label = [eid for eid, lab in s.labels().items() if lab == ref]
+    if len(by_label) == 1:
+        return by_label[0]
+    if len(by_label) > 1:
+        raise UserError(f"Label '{ref}' is on {len(by_label)} entries; give an id instead")
+    matches = [eid for eid in s.entry_ids() if eid.startswith(ref)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise UserError(f"No entry '{ref}' (id, unique id prefix or label) in session "
+                        f"'{s.id}'; 'threadline tree {s.id}' shows the entry ids")
+    raise UserError(f"Entry prefix '{ref}' matches {len(matches)} entries in session '{s.id}'; "
+                    "give more of the id")
+
+
+__all__ = ["block_text", "console", "echo_json", "entry_summary", "load_report_lines",
+           "message_text", "one_line", "open_session", "register", "resolve_entry"]
 
 
 def entry_summary(entry: Any) -> str:
@@ -84,7 +132,7 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     for r in rows:
         name = f" {escape(r.name)}" if r.name else ""
         first = escape(one_line(r.first_message or "", 50))
-        out.print(f"{r.id}{name}  {r.modified}  {r.message_count} messages  {first}")
+        out.print(f"{r.id}{name}  {r.modified}  {r.message_count} messages in the file  {first}")
 
 
 @click.command()
@@ -111,11 +159,15 @@ def new(ctx: click.Context, name: str | None, session_id: str | None, as_json: b
 def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str) -> None:
     """Print the context (what the model sees) as readable text."""
     s = open_session(ctx, session_id, read_only=True)
-    c = s.context(leaf, active_tags=[t for t in active_tags.split(",") if t])
+    c = s.context(resolve_entry(s, leaf) if leaf else None,
+                  active_tags=[t for t in active_tags.split(",") if t])
     out = console()
     title = f" ({escape(s.name)})" if s.name else ""
     model = f"{c.model.provider}/{c.model.model_id}" if c.model else "-"
-    out.print(f"Session {s.id}{title}: {len(c.messages)} messages, model {model}, "
+    # the three counts differ for good reasons (compaction, branches, non-message entries);
+    # each is named, as in 'sessions' and 'stats'
+    out.print(f"Session {s.id}{title}: {len(s.entry_ids())} entries, {s.message_count()} "
+              f"messages in the file, {len(c.messages)} in context; model {model}, "
               f"thinking {c.thinking_level}")
     for i, (msg, item) in enumerate(zip(c.messages, c.view, strict=True)):
         tags = f" #{' #'.join(item.tags)}" if item.tags else ""
@@ -164,7 +216,8 @@ def context(ctx: click.Context, session_id: str, as_json: bool, fmt: str | None,
             leaf: str | None, active_tags: str) -> None:
     """Print the context messages (default and --json: the file format's shape)."""
     s = open_session(ctx, session_id, read_only=True)
-    c = s.context(leaf, active_tags=[t for t in active_tags.split(",") if t])
+    c = s.context(resolve_entry(s, leaf) if leaf else None,
+                  active_tags=[t for t in active_tags.split(",") if t])
     if fmt:
         from threadline import formats
 
@@ -213,6 +266,8 @@ def say(ctx: click.Context, session_id: str, role: str, text: str | None,
 def branch(ctx: click.Context, session_id: str, entry_id: str, summary: str | None) -> None:
     """Move the leaf to ENTRY_ID ('root' for before the first entry)."""
     with open_session(ctx, session_id) as s:
+        if entry_id != "root":
+            entry_id = resolve_entry(s, entry_id)
         if summary is not None:
             sid = s.branch_with_summary(None if entry_id == "root" else entry_id, summary)
             click.echo(f"Branched to {entry_id} with summary {sid}")
@@ -232,6 +287,7 @@ def branch(ctx: click.Context, session_id: str, entry_id: str, summary: str | No
 def label(ctx: click.Context, session_id: str, entry_id: str, text: str) -> None:
     """Label ENTRY_ID with TEXT (no TEXT clears the label)."""
     with open_session(ctx, session_id) as s:
+        entry_id = resolve_entry(s, entry_id)
         s.set_label(entry_id, text or None)
         click.echo(f"Label on {entry_id}: {text}" if text else f"Label on {entry_id} cleared")
 
@@ -245,10 +301,8 @@ def fork(ctx: click.Context, session_id: str, leaf: str | None) -> None:
     """Copy a session into a new one and print the new id."""
     store = get_store(ctx)
     if leaf:
-        with store.open(session_id, read_only=True) as src:
-            if not src.has_entry(leaf):
-                raise UserError(f"Entry '{leaf}' not found in session '{session_id}'")
-            new_session = src.create_branched_session(leaf)
+        with open_session(ctx, session_id, read_only=True) as src:
+            new_session = src.create_branched_session(resolve_entry(src, leaf))
     else:
         new_session = store.fork(session_id)
     click.echo(new_session.id)
@@ -269,7 +323,7 @@ def stats(ctx: click.Context, session_id: str, as_json: bool) -> None:
     out.print(f"  entries: {st['entries']:,}   bytes: {st['bytes']:,}   file: "
               f"{st['file_bytes']:,} bytes")
     out.print(f"  oldest: {st['oldest']}   newest: {st['newest']}")
-    out.print(f"  context: {st['context_messages']} messages   branch points: {st['branches']}"
+    out.print(f"  messages in context: {st['context_messages']}   branch points: {st['branches']}"
               f"   labels: {st['labels']}")
     for kind, row in st["by_type"].items():
         out.print(f"  {kind:<15} {row['count']:>8,} entries {row['bytes']:>12,} bytes")

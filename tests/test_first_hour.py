@@ -1,0 +1,127 @@
+"""What a new user meets in the first hour, through the CLI: damaged sessions reported on every
+command, duplicate imports detected, entries named by prefix or label, labelled counts, search
+that answers "no session matches", and the small traps of a fresh install (issue 18)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import threadline as tl
+from conftest import REALDATA
+from threadline.cli.main import cli
+
+SHORT = REALDATA / "claude_code" / "marot_spotter__short.jsonl"
+
+
+def run(store: Path | str, *args: str) -> tuple[int, str, str]:
+    res = CliRunner().invoke(cli, ["--store", str(store), *args])
+    return res.exit_code, res.stdout, res.stderr
+
+
+def three_messages(store_dir: Path) -> tuple[str, list[str]]:
+    with tl.open_store(str(store_dir)).create(session_id="demo") as s:
+        ids = [s.append_message("user", "one"), s.append_message("assistant", "two"),
+               s.append_message("user", "three")]
+    return "demo", ids
+
+
+@pytest.mark.parametrize("command", [["show", "demo"], ["tree", "demo"], ["stats", "demo"],
+                                     ["context", "demo"]])
+def test_a_damaged_session_prints_its_load_report_on_every_command(
+        tmp_path: Path, command: list[str]) -> None:
+    three_messages(tmp_path)
+    path = tmp_path / "demo.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = b'{"type":"message","id":"broken'  # the middle message
+    path.write_bytes(b"\n".join(lines))
+    code, _out, err = run(tmp_path, *command)
+    assert code == 0
+    assert err.splitlines()[:2] == [
+        "Warning: session 'demo' is damaged; what could be read is shown:",
+        err.splitlines()[1]]
+    assert err.splitlines()[1].startswith("  corrupt line 3 skipped: ")
+
+
+def test_a_clean_session_prints_nothing_on_stderr(tmp_path: Path) -> None:
+    three_messages(tmp_path)
+    assert run(tmp_path, "show", "demo")[2] == ""
+
+
+def test_show_labels_its_three_counts(tmp_path: Path) -> None:
+    _, ids = three_messages(tmp_path)
+    run(tmp_path, "branch", "demo", ids[1])
+    out = run(tmp_path, "show", "demo")[1]
+    assert out.splitlines()[0] == ("Session demo: 3 entries, 3 messages in the file, 2 in "
+                                   "context; model -, thinking off")
+    listing = run(tmp_path, "sessions")[1]
+    assert "  3 messages in the file  " in listing
+
+
+def test_branch_label_and_show_accept_a_unique_prefix_or_a_label(tmp_path: Path) -> None:
+    _, ids = three_messages(tmp_path)
+    code, out, _ = run(tmp_path, "label", "demo", ids[0][:8], "start")
+    assert (code, out) == (0, f"Label on {ids[0]}: start\n")
+    code, out, _ = run(tmp_path, "branch", "demo", "start")
+    assert (code, out) == (0, f"Leaf moved to {ids[0]}\n")
+    code, out, _ = run(tmp_path, "show", "demo", "--leaf", ids[1][:6])
+    assert "2 in context" in out.splitlines()[0]
+
+
+def test_an_unknown_or_ambiguous_entry_reference_exits_2_saying_what_to_do(
+        tmp_path: Path) -> None:
+    three_messages(tmp_path)
+    code, _, err = run(tmp_path, "branch", "demo", "zzzz")
+    assert (code, err) == (2, "Error: No entry 'zzzz' (id, unique id prefix or label) in "
+                              "session 'demo'; 'threadline tree demo' shows the entry ids\n")
+    code, _, err = run(tmp_path, "branch", "demo", "")
+    assert code == 2 and err.startswith("Error: Entry prefix '' matches 3 entries in session")
+
+
+def test_importing_the_same_file_twice_names_the_session_holding_it(tmp_path: Path) -> None:
+    code, out, _ = run(tmp_path, "import", "claude_code", str(SHORT))
+    assert code == 0
+    first = out.split()[0]
+    code, _, err = run(tmp_path, "import", "auto", str(SHORT))
+    assert (code, err) == (2, f"Error: {SHORT} was already imported as session {first}; "
+                              "nothing was imported (add --again to import it anyway)\n")
+    assert [r.id for r in tl.open_store(str(tmp_path)).list()] == [first]
+    code, out, _ = run(tmp_path, "import", "--again", "claude_code", str(SHORT))
+    assert code == 0 and out.split()[0] != first
+    assert len(tl.open_store(str(tmp_path)).list()) == 2
+
+
+def test_reverting_an_already_reverted_operation_says_so(tmp_path: Path) -> None:
+    three_messages(tmp_path)
+    assert run(tmp_path, "ops", "digest", "demo", "0", "1", "the start")[0] == 0
+    op = tl.open_store(str(tmp_path)).open("demo").operations()[0].id
+    assert run(tmp_path, "ops", "revert", "demo", op[:8])[:2] == (0, f"{op} reverted "
+                                                                     "not_applied\n")
+    code, _, err = run(tmp_path, "ops", "revert", "demo", op)
+    assert (code, err) == (2, f"Error: Operation '{op}' is already reverted; nothing changed "
+                              "(switching it on again brings it back)\n")
+
+
+def test_a_search_about_nothing_stored_says_no_session_matches(tmp_path: Path) -> None:
+    run(tmp_path, "import", "claude_code", str(SHORT))
+    code, out, _ = run(tmp_path, "search", "kubernetes helm chart")
+    assert (code, out) == (0, "No session matches 'kubernetes helm chart'.\n")
+
+
+def test_import_indexes_for_semantic_search_with_visible_progress(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("THREADLINE_EMBEDDER")  # the real model, as a user has it
+    code, _, err = run(tmp_path, "import", "claude_code", str(SHORT))
+    assert code == 0
+    store = tl.open_store(str(tmp_path))
+    status = store.catalog.index_status()
+    assert status.semantic and status.embedded == status.total > 0
+    assert f"indexing 0 / {status.total} messages for semantic search" in err.splitlines()
+    assert f"indexing {status.total} / {status.total} messages for semantic search" in \
+        err.splitlines()
+    # the first search has nothing left to index: it prints no progress
+    code, out, err = run(tmp_path, "search", "phoenix server does not start")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1].strip() == "mix phx.[server] doesnt seem to [start]"
