@@ -4,6 +4,13 @@ that answers "no session matches", and the small traps of a fresh install (issue
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -125,3 +132,75 @@ def test_import_indexes_for_semantic_search_with_visible_progress(
     code, out, err = run(tmp_path, "search", "phoenix server does not start")
     assert (code, err) == (0, "")
     assert out.splitlines()[1].strip() == "mix phx.[server] doesnt seem to [start]"
+
+
+def test_a_store_path_with_a_typo_is_refused_not_created(tmp_path: Path) -> None:
+    typo = tmp_path / "typo"
+    code, _, err = run(typo, "sessions")
+    assert (code, err) == (2, f"Error: No store at {typo} (no such directory); check --store (a "
+                              "command that creates sessions, such as new or import, creates "
+                              "it)\n")
+    assert not typo.exists()
+    assert run(typo, "new", "--id", "x")[0] == 0  # a creating command still creates it
+    assert typo.is_dir()
+
+
+def test_a_reading_command_on_a_missing_sqlite_file_does_not_create_it(tmp_path: Path) -> None:
+    db = tmp_path / "nothing.db"
+    code, _, err = run(f"sqlite:///{db}", "sessions")
+    assert code == 2 and err.startswith("Error: No SQLite store at ")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_lock_file_stays_behind_after_a_writer_closes(tmp_path: Path) -> None:
+    three_messages(tmp_path)
+    run(tmp_path, "say", "demo", "user", "four")
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == \
+        ["demo.jsonl"]
+    store = tl.open_store(str(tmp_path))
+    with store.open("demo") as a:
+        a.append_message("user", "five")
+        assert (tmp_path / "demo.lock").exists()
+        with pytest.raises(tl.SessionLockedError):
+            store.open("demo").append_message("user", "a second writer")
+    assert not (tmp_path / "demo.lock").exists()
+    with store.open("demo") as b:  # the next writer takes a fresh lock file
+        b.append_message("user", "six")
+
+
+def _serve(args: list[str], store: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "threadline.cli.main", "--store", str(store),
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def test_ctrl_c_stops_the_viewer_cleanly_with_exit_0(tmp_path: Path) -> None:
+    proc = _serve(["web", "--port", "0", "--no-browser"], tmp_path)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    assert first.startswith("threadline web: ")
+    url = first.split(" at ")[1].split()[0]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _out, rest = proc.communicate(timeout=20)
+    assert (proc.returncode, rest) == (0, "threadline web: stopped\n")
+
+
+def test_mcp_http_fails_before_announcing_a_port_it_cannot_bind(tmp_path: Path) -> None:
+    from threadline.cli.mcp import DEFAULT_PORT
+
+    assert DEFAULT_PORT != 8765  # the viewer's port: both run side by side
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _serve(["mcp", "--http", "--port", str(port)], tmp_path)
+        _out, err = proc.communicate(timeout=30)
+    assert (proc.returncode, err) == (2, f"Error: Cannot listen on 127.0.0.1:{port} (Address "
+                                         "already in use); pick another port with --port\n")

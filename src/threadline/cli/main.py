@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -69,6 +70,11 @@ def cli(ctx: click.Context, store_url: str | None) -> None:
     ctx.obj = {"store_url": store_url}
 
 
+#: Commands that may bring a store into being; the others refuse a ``--store`` that does not
+#: exist, so a typo is not silently created as an empty store.
+CREATING_COMMANDS = frozenset({"new", "import", "chat", "web", "mcp"})
+
+
 def get_store(ctx: click.Context) -> Any:
     """The store named by ``--store`` (opened once per invocation)."""
     from threadline.stores import open_store
@@ -76,9 +82,29 @@ def get_store(ctx: click.Context) -> Any:
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
     if "store" not in obj:
-        obj["store"] = open_store(obj.get("store_url"))
+        url = obj.get("store_url")
+        if url is not None and root.invoked_subcommand not in CREATING_COMMANDS:
+            _require_existing(url)
+        obj["store"] = open_store(url)
         root.obj = obj
     return obj["store"]
+
+
+def _require_existing(url: str) -> None:
+    """A store given by path (a directory or a SQLite file) must exist for a command that only
+    reads or changes what is there."""
+    if url.startswith("sqlite:"):
+        from threadline.store.sqlite import sqlite_path
+
+        path = sqlite_path(url)
+        if path != ":memory:" and not Path(path).expanduser().exists():
+            raise UserError(f"No SQLite store at {path}; check --store (a command that creates "
+                            "sessions, such as new or import, creates it)")
+    elif "://" not in url or url.startswith("file://"):
+        path = url.removeprefix("file://")
+        if not Path(path).expanduser().is_dir():
+            raise UserError(f"No store at {path} (no such directory); check --store (a command "
+                            "that creates sessions, such as new or import, creates it)")
 
 
 def _register_commands() -> None:

@@ -36,4 +36,7 @@ def web(ctx: click.Context, store_url: str | None, port: int, no_browser: bool) 
     def announce(url: str) -> None:
         click.echo(f"threadline web: {store.url} at {url} (Ctrl-C stops)", err=True)
 
-    serve(store, port=port, open_browser=not no_browser, announce=announce)
+    try:
+        serve(store, port=port, open_browser=not no_browser, announce=announce)
+    except KeyboardInterrupt:  # Ctrl-C is how the viewer is meant to stop: exit 0, no "Aborted!"
+        click.echo("threadline web: stopped", err=True)

@@ -258,18 +258,30 @@ class JsonlLog:
     def acquire(self) -> list[Slot]:
         if self._lock_fd is not None:
             return []
-        try:
-            lfd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
-                          0o644)
-        except OSError as exc:  # a symlink planted as the lock file (ELOOP), permissions
-            raise StoreError(f"Cannot open the lock file {self.lock_path} ({exc.strerror}); "
-                             "remove it if it is a symbolic link, then retry") from None
-        try:
-            fcntl.flock(lfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid = _holder_pid(lfd)
+        while True:
+            try:
+                lfd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
+                              0o644)
+            except OSError as exc:  # a symlink planted as the lock file (ELOOP), permissions
+                raise StoreError(f"Cannot open the lock file {self.lock_path} ({exc.strerror}); "
+                                 "remove it if it is a symbolic link, then retry") from None
+            try:
+                fcntl.flock(lfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = _holder_pid(lfd)
+                os.close(lfd)
+                raise SessionLockedError(self.session_id, pid) from None
+            # The holder removes the lock file when it lets go (no .lock files stay behind), so
+            # the file locked here may have been unlinked in between: only the lock on the file
+            # that is still at lock_path counts; otherwise start over on the new one.
+            try:
+                same = os.stat(self.lock_path, follow_symlinks=False).st_ino == os.fstat(
+                    lfd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
             os.close(lfd)
-            raise SessionLockedError(self.session_id, pid) from None
         os.ftruncate(lfd, 0)
         os.pwrite(lfd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = lfd
@@ -481,6 +493,10 @@ class JsonlLog:
         if self._lock_fd is not None:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._lock_fd, 0)  # the next loser must not name us as holder
+            # unlinked while still held: a writer that opened it meanwhile sees it is gone
+            # (acquire compares inodes) and takes a fresh one
+            with contextlib.suppress(OSError):
+                os.unlink(self.lock_path)
             with contextlib.suppress(OSError):
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             with contextlib.suppress(OSError):
