@@ -401,7 +401,7 @@ def test_undo_to_an_unknown_tag_is_not_found(store):
     with pytest.raises(tl.NotFoundError) as err:
         s.undo_to("nope")
     assert str(err.value) == (f"Tag 'nope' not found in session '{s.id}'; "
-                              f"run 'threadline tags {s.id}' to list the tags")
+                              "list the session's tags to see their names")
 
 
 def test_undo_to_session_start_goes_back_to_the_beginning(store):

@@ -482,7 +482,8 @@ def test_continue_recent_on_an_empty_store_creates_a_session(store: tl.Store) ->
 
 
 def test_open_of_an_unknown_session_is_refused(store: tl.Store) -> None:
-    with pytest.raises(NotFoundError, match="Session 'nope' not found; run 'threadline sessions'"):
+    with pytest.raises(NotFoundError,
+                       match=r"^Session 'nope' not found; list the sessions to see their ids$"):
         store.open("nope")
 
 

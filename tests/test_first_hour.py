@@ -204,3 +204,23 @@ def test_mcp_http_fails_before_announcing_a_port_it_cannot_bind(tmp_path: Path) 
         _out, err = proc.communicate(timeout=30)
     assert (proc.returncode, err) == (2, f"Error: Cannot listen on 127.0.0.1:{port} (Address "
                                          "already in use); pick another port with --port\n")
+
+
+def test_error_hints_fit_the_interface_they_are_shown_in(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from threadline.web import create_app
+
+    three_messages(tmp_path)
+    code, _, err = run(tmp_path, "export", "demo", "--format", "anthropic", "--leaf", "nope")
+    assert (code, err) == (2, "Error: No entry 'nope' (id, unique id prefix or label) in session "
+                              "'demo'; 'threadline tree demo' shows the entry ids\n")
+    code, _, err = run(tmp_path, "show", "nope")
+    assert (code, err) == (2, "Error: Session 'nope' not found; run 'threadline sessions' to "
+                              "list the sessions\n")
+    client = TestClient(create_app(tl.open_store(str(tmp_path))))
+    got = client.get("/api/sessions/demo/entries/nope")
+    assert (got.status_code, got.json()) == (404, {
+        "error": "Entry 'nope' not found in session 'demo'; the tree on the left shows the "
+                 "entry ids"})
+    assert "threadline" not in client.get("/api/sessions/nope").json()["error"]

@@ -228,7 +228,7 @@ def test_refusals_come_back_as_tool_errors_with_the_reason(
                             "its tool_use; choose positions that keep each tool call together "
                             "with its result (both inside or both outside)")
     assert got[2] == (True, "Error executing tool get_context: Session 'no-such-session' not "
-                            "found; run 'threadline sessions' to list the sessions")
+                            "found; call list_sessions to list them")
     assert got[3] == (True, "Error executing tool toggle_operation: Operation 'nope' not found "
                             "in any session; call list_operations to see the operation ids")
     assert got[4] == (True, "Error executing tool get_context: Unknown format 'klingon'; use "

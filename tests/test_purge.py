@@ -334,7 +334,8 @@ def test_a_failing_index_hook_is_reported_after_the_file_is_clean(
 
     history.on_purge(broken)
     s, ids = build(store)
-    with pytest.raises(StoreError, match=r"could not forget them .*index offline.*catalog rebuild"):
+    with pytest.raises(StoreError,
+                       match=r"could not forget them .*index offline.*rebuild the catalog$"):
         s.purge([ids["ask"]], dry_run=False)  # type: ignore[attr-defined]
     assert not any(SECRET.encode() in line for line in list(s.state.log.raw_lines())[:1])
 
@@ -381,7 +382,7 @@ def test_cli_purge_previews_without_yes(tmp_path: Path) -> None:
     assert files_holding(tmp_path, SECRET) == []
     bad = subprocess.run([*exe, "purge", s.id, "nope"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2
-    assert bad.stderr.startswith("Error: Entry 'nope' not found")
+    assert bad.stderr.startswith("Error: No entry 'nope' (id, unique id prefix or label)")
 
 
 def test_cli_metadata_lists_every_entry_without_content(tmp_path: Path) -> None:

@@ -215,8 +215,7 @@ def test_tag_undo_and_tags_print_the_documented_lines():
     assert screen.run("/undo baseline") == ["Restored to tag 'baseline' (removed 4 messages)",
                                             "Tags left behind: experiment, tag_1"]
     assert screen.run("/undo nope") == [
-        f"Error: Tag 'nope' not found in session '{s.id}'; run 'threadline tags {s.id}' to list "
-        "the tags"]
+        f"Error: Tag 'nope' not found in session '{s.id}'; type /tags to list the tags"]
     assert screen.run("/undo 0") == [
         "Error: Undo count must be a whole number of at least 1 (got 0)"]
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from threadline.errors import NotFoundError, SessionLockedError, UserError
+from threadline.errors import Hint, NotFoundError, SessionLockedError, UserError
 from threadline.model.content import content_hash
 from threadline.model.entries import Bookmark
 
@@ -285,8 +285,8 @@ def untag(session: SessionState, name: str) -> None:
     if name.startswith("__"):
         raise UserError(f"Tag '{name}' is threadline's own and cannot be removed")
     if name not in session.bookmarks:
-        raise NotFoundError(f"Tag '{name}' not found in session '{session.id}'; run "
-                            f"'threadline tags {session.id}' to list the tags")
+        raise NotFoundError(f"Tag '{name}' not found in session '{session.id}'",
+                            hint=Hint("list_tags", session.id))
     session.ensure_writer()
     _remove(session, name)
 
@@ -371,8 +371,8 @@ def undo_to(session: SessionState, name: str) -> UndoResult:
     else:
         found = session.bookmarks.get(name)
         if found is None:
-            raise NotFoundError(f"Tag '{name}' not found in session '{session.id}'; "
-                                f"run 'threadline tags {session.id}' to list the tags")
+            raise NotFoundError(f"Tag '{name}' not found in session '{session.id}'",
+                                hint=Hint("list_tags", session.id))
         bm = found
     st = _status(session, view, bm, session.bookmark_times.get(name, ""))
     if st.status == INVALID:

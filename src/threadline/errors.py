@@ -9,14 +9,52 @@
     │   └── SessionLockedError      another writer holds the session
     └── ProviderError               an LLM provider call failed: missing key, HTTP error, timeout
 
-Every message names the object and the next step.
+Every message names the object and the next step. Where the next step is "look something up"
+(the sessions, a session's entry ids, its tags) the error also carries a :class:`Hint`, so each
+interface words that step in its own terms: the CLI says ``run 'threadline tree abc'``, the MCP
+server names its tool, the REPL its slash command, the viewer its tab
+(:meth:`ThreadlineError.message_for`). ``str(exc)`` keeps a wording that fits anywhere.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import NamedTuple
+
+#: The interface-neutral wording of each hint action ({session}: the session id).
+NEUTRAL_HINTS = {
+    "list_sessions": "list the sessions to see their ids",
+    "list_entries": "the session's tree lists its entry ids",
+    "list_tags": "list the session's tags to see their names",
+    "rebuild_catalog": "rebuild the catalog",
+}
+
+
+class Hint(NamedTuple):
+    """The next step of an error, for an interface to word: ``action`` is a key of
+    :data:`NEUTRAL_HINTS`, ``session_id`` the session it is about (if any)."""
+
+    action: str
+    session_id: str = ""
+
 
 class ThreadlineError(Exception):
     """Root of every error threadline raises."""
+
+    def __init__(self, *args: object, hint: Hint | None = None) -> None:
+        if hint is not None and args and isinstance(args[0], str):
+            self.core = args[0]
+            args = (f"{args[0]}; {NEUTRAL_HINTS[hint.action].format(session=hint.session_id)}",
+                    *args[1:])
+        super().__init__(*args)
+        self.hint = hint
+
+    def message_for(self, hints: Mapping[str, str]) -> str:
+        """The message with its next step worded by ``hints`` (action -> template with
+        ``{session}``); the neutral wording when the interface has none for it."""
+        if self.hint is None or self.hint.action not in hints:
+            return str(self)
+        return f"{self.core}; {hints[self.hint.action].format(session=self.hint.session_id)}"
 
 
 class UserError(ThreadlineError):

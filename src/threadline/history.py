@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from threadline.errors import NotFoundError, StoreError, UserError
+from threadline.errors import Hint, NotFoundError, StoreError, UserError
 from threadline.model.content import ROLES
 from threadline.model.entries import (
     Purge,
@@ -110,8 +110,8 @@ def _targets(session: SessionState, entry_ids: Sequence[str] | None, all: bool) 
     out: list[str] = []
     for eid in entry_ids:
         if eid not in session.slots:
-            raise NotFoundError(f"Entry '{eid}' not found in session '{session.id}'; run "
-                                f"'threadline metadata {session.id}' to see the entry ids")
+            raise NotFoundError(f"Entry '{eid}' not found in session '{session.id}'",
+                                hint=Hint("list_entries", session.id))
         if eid not in out:
             out.append(eid)
     return out
@@ -281,7 +281,7 @@ def _notify(session: SessionState, ids: list[str]) -> None:
     if failures:
         raise StoreError(
             f"The entries were purged from session '{session.id}', but a search index could not "
-            f"forget them ({'; '.join(failures)}); run 'threadline catalog rebuild'")
+            f"forget them ({'; '.join(failures)})", hint=Hint("rebuild_catalog"))
 
 
 def purge(session: SessionState, entry_ids: Sequence[str] | None = None, *, all: bool = False,

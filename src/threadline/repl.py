@@ -179,7 +179,8 @@ class Chat:
                        soft_wrap=True)
 
     def error(self, exc: BaseException | str) -> None:
-        msg = str(exc).strip().splitlines()
+        text = exc.message_for(REPL_HINTS) if isinstance(exc, ThreadlineError) else str(exc)
+        msg = text.strip().splitlines()
         self.say(f"Error: {msg[0] if msg else type(exc).__name__}", style="red")
 
     # loop
@@ -523,6 +524,15 @@ def _cli_sessions() -> Any:
     from threadline.cli import sessions
 
     return sessions
+
+
+#: How an error's next step is worded in the REPL (see threadline.errors.Hint).
+REPL_HINTS = {
+    "list_sessions": "type /sessions to list them",
+    "list_entries": "type /tree to see the entry ids",
+    "list_tags": "type /tags to list the tags",
+    "rebuild_catalog": "run threadline catalog rebuild in a shell",
+}
 
 
 def tree_lines(session: Session) -> list[str]:

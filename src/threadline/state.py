@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from threadline.context import Context, ViewItem, ViewState, build_view
-from threadline.errors import NotFoundError, UserError
+from threadline.errors import Hint, NotFoundError, UserError
 from threadline.model.content import Message, text
 from threadline.model.entries import (
     RECORD_CLASSES,
@@ -284,10 +284,8 @@ class SessionState:
     # -- reading -----------------------------------------------------------------------------
 
     def unknown(self, entry_id: str) -> NotFoundError:
-        return NotFoundError(
-            f"Entry '{entry_id}' not found in session '{self.id}'; "
-            f"run 'threadline tree {self.id}' to see the entry ids"
-        )
+        return NotFoundError(f"Entry '{entry_id}' not found in session '{self.id}'",
+                             hint=Hint("list_entries", self.id))
 
     def record(self, entry_id: str, keep: bool = True) -> AnyRecord:
         """The decoded entry. ``keep``: a decoded message replaces its lazy slot (what the

@@ -23,7 +23,7 @@ from threadline.catalog.base import (
     validate_tag,
 )
 from threadline.embedding import Embedder
-from threadline.errors import StoreError, UserError
+from threadline.errors import Hint, StoreError, UserError
 from threadline.model.entries import now
 
 if TYPE_CHECKING:
@@ -48,8 +48,8 @@ class SqliteCatalog(Catalog):
             self.conn.execute("PRAGMA secure_delete=ON")  # purged text must not linger in pages
             upgrade(self.conn, "catalog")
         except sqlite3.Error as exc:
-            raise StoreError(f"Cannot open the catalog {path}: {exc}; remove it and run "
-                             "'threadline catalog rebuild'") from None
+            raise StoreError(f"Cannot open the catalog {path}: {exc}; remove it and "
+                             "rebuild it", hint=Hint("rebuild_catalog")) from None
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

@@ -30,6 +30,15 @@ COMMAND_MODULES = (
 )
 
 
+#: How an error's next step is worded on the command line (see threadline.errors.Hint).
+CLI_HINTS = {
+    "list_sessions": "run 'threadline sessions' to list the sessions",
+    "list_entries": "run 'threadline tree {session}' to see the entry ids",
+    "list_tags": "run 'threadline tags {session}' to list the tags",
+    "rebuild_catalog": "run 'threadline catalog rebuild'",
+}
+
+
 class _Group(click.Group):
     """Registers the command modules on first use, so any import order works (the modules
     import this one for ``get_store``)."""
@@ -53,10 +62,10 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except UserError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(f"Error: {exc.message_for(CLI_HINTS)}", err=True)
             sys.exit(2)
         except (StoreError, ProviderError) as exc:
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(f"Error: {exc.message_for(CLI_HINTS)}", err=True)
             sys.exit(1)
 
 

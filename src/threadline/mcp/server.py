@@ -54,6 +54,15 @@ __all__ = ["DATA_NOTICE", "TOKEN_TTL_SECONDS", "TOOLS", "create_server", "run"]
 TOOLS: list[Tool] = [*history_tools.TOOLS, *catalog_tools.TOOLS]
 
 
+#: How an error's next step is worded for an agent: the tool to call (threadline.errors.Hint).
+MCP_HINTS = {
+    "list_sessions": "call list_sessions to list them",
+    "list_entries": "call get_history_metadata with session_id '{session}' to see the entry ids",
+    "list_tags": "call list_tags with session_id '{session}' to list the tags",
+    "rebuild_catalog": "ask the user to run threadline catalog rebuild",
+}
+
+
 def bind(tool: Tool, ctx: ToolContext) -> Any:
     """The tool as the MCP server sees it: ``ctx`` bound and hidden from the signature (so the
     input schema lists only the model's parameters), threadline's errors turned into tool errors
@@ -69,7 +78,7 @@ def bind(tool: Tool, ctx: ToolContext) -> Any:
         try:
             return fn(ctx, *args, **kwargs)
         except ThreadlineError as exc:
-            raise ToolError(str(exc)) from exc
+            raise ToolError(exc.message_for(MCP_HINTS)) from exc
 
     call.__signature__ = sig.replace(  # type: ignore[attr-defined]
         parameters=params, return_annotation=hints.get("return", sig.return_annotation))

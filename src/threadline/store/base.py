@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-from threadline.errors import NotFoundError, UserError
+from threadline.errors import Hint, NotFoundError, UserError
 from threadline.model.content import Message
 from threadline.model.entries import (
     AnyRecord,
@@ -353,9 +353,7 @@ def bulk_load() -> Iterator[None]:
 
 
 def not_found(session_id: str) -> NotFoundError:
-    return NotFoundError(
-        f"Session '{session_id}' not found; run 'threadline sessions' to list the sessions"
-    )
+    return NotFoundError(f"Session '{session_id}' not found", hint=Hint("list_sessions"))
 
 
 class BaseStore:

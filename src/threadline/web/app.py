@@ -45,6 +45,14 @@ FORMAT_LABELS = {
     "bedrock": "Bedrock",
 }
 
+#: How an error's next step is worded in the viewer (see threadline.errors.Hint).
+WEB_HINTS = {
+    "list_sessions": "the session list (Sessions) shows them",
+    "list_entries": "the tree on the left shows the entry ids",
+    "list_tags": "the Tags tab lists the tags",
+    "rebuild_catalog": "run threadline catalog rebuild in a shell",
+}
+
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -118,7 +126,7 @@ class Viewer:
             try:
                 result = await run_in_threadpool(fn, request, body)
             except (UserError, StoreError) as exc:
-                return json_response({"error": str(exc)}, _error_status(exc))
+                return json_response({"error": exc.message_for(WEB_HINTS)}, _error_status(exc))
             return json_response(result)
 
         return handle
