@@ -240,9 +240,9 @@ def test_clear_tree_branch_and_label():
     s = screen.chat.session
     model_id, q1, a1 = s.entry_ids()
     assert screen.run("/tree") == [
-        f"• {model_id} [model] test/test",
-        f"• {q1} user: one",
-        f"* {a1} assistant: echo: one",
+        f"• ● {model_id} [model] test/test",
+        f"• ● {q1} user: one",
+        f"* ● {a1} assistant: echo: one",
     ]
     assert screen.run(f"/label {q1[:8]} first question") == [f"Label on {q1}: first question"]
     assert screen.run("/clear") == [
@@ -463,7 +463,7 @@ def test_the_repl_in_a_real_terminal_chats_tags_undoes_and_resumes(tmp_path, ser
         term.wait_for("> /tree")  # completion is asynchronous: Enter must come after it
         term.send("")
         screen = term.wait_for("user: second question")
-        assert re.search(r"^\* [0-9a-f-]{36} assistant: Echo said pong\.$", screen, re.M), screen
+        assert re.search(r"^\* ● [0-9a-f-]{36} assistant: Echo said pong\.$", screen, re.M), screen
         term.send("/undo fi", enter=False)
         term.tab()
         term.wait_for("> /undo first")

@@ -41,20 +41,38 @@ def branched(store: Any) -> tuple[tl.Session, dict[str, str]]:
     return s, ids
 
 
-def test_tree_rows_indent_only_where_the_conversation_branches(store: Any, client: TestClient
-                                                               ) -> None:
+def test_tree_rows_draw_branches_as_lanes_like_git_log_graph(store: Any, client: TestClient
+                                                              ) -> None:
     s, ids = branched(store)
     body = client.get(f"/api/sessions/{s.id}/tree").json()
-    got = [(r["id"], r["indent"], r["depth"], r["on_path"], r["leaf"]) for r in body["rows"]]
+    got = [(r["id"], r["lane"], r["through"], r["forks"], r["depth"], r["on_path"], r["leaf"])
+           for r in body["rows"]]
     assert got == [
-        (ids["u1"], 0, 0, True, False),
-        (ids["a1"], 0, 1, True, False),
-        (ids["u2"], 1, 2, False, False),
-        (ids["a2"], 1, 3, False, False),
-        (ids["u2b"], 1, 2, True, False),
-        (ids["a2b"], 1, 3, True, True),
+        (ids["u1"], 0, [], [], 0, True, False),
+        (ids["a1"], 0, [], [1], 1, True, False),  # the branch point opens lane 1
+        (ids["u2"], 0, [1], [], 2, False, False),  # lane 1 waits beside the first branch
+        (ids["a2"], 0, [1], [], 3, False, False),
+        (ids["u2b"], 1, [], [], 2, True, False),  # the second branch starts in lane 1
+        (ids["a2b"], 1, [], [], 3, True, True),
     ]
-    assert body["total"] == 6
+    assert (body["total"], body["lanes"]) == (6, 2)
+
+
+def test_runs_of_bookkeeping_entries_are_one_row_unless_asked(store: Any, client: TestClient
+                                                              ) -> None:
+    s = store.create()
+    first = s.append_message("user", "run the tests")
+    progress = [s.append_custom("claude_code:progress", {"n": n}) for n in range(5)]
+    answer = s.append_message("assistant", "\x1b[32m5 passed\x1b[0m in 0.1s")
+    s.close()
+    rows = client.get(f"/api/sessions/{s.id}/tree").json()["rows"]
+    assert [(r["id"], r["type"], r["run"], r["summary"]) for r in rows] == [
+        (first, "message", 0, "run the tests"),
+        (progress[0], "run", 5, "5 bookkeeping entries (5 custom)"),
+        (answer, "message", 0, "5 passed in 0.1s"),  # ANSI colour codes stripped
+    ]
+    every = client.get(f"/api/sessions/{s.id}/tree?bookkeeping=1").json()["rows"]
+    assert [r["id"] for r in every] == [first, *progress, answer]
 
 
 def test_outline_keeps_branch_points_labels_and_the_leaf(store: Any, client: TestClient) -> None:
@@ -338,11 +356,26 @@ def test_the_running_viewer_embeds_the_search_backlog_in_the_background(store: A
     store.catalog.embedder = HashingEmbedder()
     assert store.catalog.embed_budget is None
     with TestClient(create_app(store), base_url="http://127.0.0.1"):  # runs the lifespan
-        assert store.catalog.embed_budget == 1.0  # searches never wait long for the backlog
+        assert store.catalog.embed_budget == 0.0  # a search never embeds: it answers at once
         deadline = time.monotonic() + 30
-        while store.catalog._pending_vectors(store.catalog.embedder, 10):
+        while store.catalog.index_status().pending:
             assert time.monotonic() < deadline, "the backlog was never embedded"
             time.sleep(0.05)
+        assert store.catalog.index_status().embedded == 1
+
+
+def test_a_search_during_indexing_says_how_far_it_is(store: Any, client: TestClient) -> None:
+    from threadline.embedding import HashingEmbedder
+
+    s = store.create()
+    for n in range(3):
+        s.append_message("user", f"deploy step {n}")
+    s.close()
+    store.catalog.embedder = HashingEmbedder()
+    store.catalog.embed_budget = 0.0
+    body = client.get("/api/sessions?q=deploy").json()
+    assert body["index"] == {"embedded": 0, "total": 3, "semantic": True}
+    assert [r["id"] for r in body["sessions"]] == [s.id]  # keyword hits need no vector
 
 
 def test_a_tag_is_removed_through_the_api(store: Any, client: TestClient) -> None:

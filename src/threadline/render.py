@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from threadline.model.content import (
@@ -14,10 +15,21 @@ from threadline.model.content import (
     ToolUseBlock,
 )
 
+# terminal escape sequences (colours, cursor moves, titles) that tool output carries: CSI, OSC,
+# and the two-byte forms
+ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[ -/]*[0-~]")
+
+
+def strip_ansi(s: str) -> str:
+    """``s`` without terminal escape sequences (they would show as boxes in a page or a
+    preview)."""
+    return ANSI_RE.sub("", s) if "\x1b" in s else s
+
 
 def one_line(s: str, width: int = 80) -> str:
-    """``s`` with runs of white space folded, cut to ``width`` characters with an ellipsis."""
-    s = " ".join(s.split())
+    """``s`` with terminal escapes removed and runs of white space folded, cut to ``width``
+    characters with an ellipsis."""
+    s = " ".join(strip_ansi(s).split())
     return s if len(s) <= width else s[: width - 1] + "…"
 
 

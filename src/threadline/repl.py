@@ -25,7 +25,7 @@ import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from prompt_toolkit.input import Input
     from prompt_toolkit.output import Output
 
-    from threadline.session import FlatNode, Session
+    from threadline.session import Session
     from threadline.stores import Store
 
 MAX_TOOL_ROUNDS = 8
@@ -536,23 +536,7 @@ REPL_HINTS = {
 
 
 def tree_lines(session: Session) -> list[str]:
-    """The session tree as text lines: '*' marks the leaf, '•' the current path; entries are
-    indented only at branch points, so a long linear history stays flat."""
-    entry_summary = _cli_sessions().entry_summary
-    on_path = set(session.path_ids())
-    pad: dict[str | None, str] = {None: ""}
-    lines = []
-    for node in cast("list[FlatNode]", session.tree(flat=True)):
-        e: Any = node.entry
-        parent = node.parent_id
-        parent_pad = pad.get(parent, "")
-        if len(session.state.tree.children(parent)) > 1:
-            own, pad[e.id] = parent_pad + "├─ ", parent_pad + "   "
-        else:
-            own = pad[e.id] = parent_pad
-        mark = "*" if e.id == session.leaf_id else ("•" if e.id in on_path else " ")
-        lab = f" [{node.label}]" if node.label else ""
-        lines.append(f"{mark} {own}{e.id}{lab} {entry_summary(e)}")
-    if not lines:
-        lines.append("(the session is empty)")
-    return lines
+    """The session tree as text lines, drawn as the CLI's ``tree`` draws it (lanes, '*' the
+    leaf, '•' the current path, runs of bookkeeping entries folded into one line)."""
+    lines: list[str] = _cli_sessions().tree_lines(session)
+    return lines or ["(the session is empty)"]

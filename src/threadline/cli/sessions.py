@@ -78,7 +78,7 @@ def resolve_entry(s: Session, ref: str) -> str:
 
 
 __all__ = ["block_text", "console", "echo_json", "entry_summary", "load_report_lines",
-           "message_text", "one_line", "open_session", "register", "resolve_entry"]
+           "message_text", "one_line", "open_session", "register", "resolve_entry", "tree_lines"]
 
 
 def entry_summary(entry: Any) -> str:
@@ -179,28 +179,44 @@ def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str
 @click.command()
 @click.argument("session_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the flat tree as JSON.")
+@click.option("--bookkeeping", is_flag=True,
+              help="Show bookkeeping entries (custom records such as progress lines, labels) "
+                   "instead of one line per run of them.")
 @click.pass_context
-def tree(ctx: click.Context, session_id: str, as_json: bool) -> None:
-    """Print the session tree: branches indented, '•' on the current path, '*' the leaf."""
+def tree(ctx: click.Context, session_id: str, as_json: bool, bookkeeping: bool) -> None:
+    """Print the session tree with its branches drawn as lanes (like git log --graph):
+    '●' an entry, '│' a branch waiting below, '╮' where a branch starts; '•' marks the current
+    path, '*' the leaf. Runs of bookkeeping entries are one line unless --bookkeeping."""
     s = open_session(ctx, session_id, read_only=True)
-    flat = [n for n in s.tree(flat=True) if isinstance(n, FlatNode)]
     if as_json:
-        echo_json(flat)
+        echo_json([n for n in s.tree(flat=True) if isinstance(n, FlatNode)])
         return
     out = console()
+    for line in tree_lines(s, bookkeeping=bookkeeping):
+        out.print(escape(line))
+
+
+def tree_lines(s: Session, *, bookkeeping: bool = False) -> list[str]:
+    """The session tree as text lines with lanes (the CLI's ``tree`` and the REPL's /tree)."""
+    from threadline.treeview import TreeShape, graph_prefix, lane_width, layout
+
+    labels = s.labels()
+    leaf = s.leaf_id
+    keep = set(labels) | ({leaf} if leaf else set())
+    rows = layout(TreeShape(s.metadata()), keep=keep, hide_bookkeeping=not bookkeeping)
     on_path = set(s.path_ids())
-    # Indent only at branch points: a 100,000-deep linear path stays at one level.
-    pad: dict[str | None, str] = {None: ""}
-    for node in flat:
-        e = node.entry
-        parent_pad = pad.get(node.parent_id, "")
-        if len(s.state.tree.children(node.parent_id)) > 1:
-            own, pad[e.id] = parent_pad + "├─ ", parent_pad + "   "
-        else:
-            own = pad[e.id] = parent_pad
-        mark = "*" if e.id == s.leaf_id else ("•" if e.id in on_path else " ")
-        lab = f" [{node.label}]" if node.label else ""
-        out.print(f"{mark} {own}{escape(e.id)}{escape(lab)} {escape(entry_summary(e))}")
+    width = lane_width(rows)
+    lines = []
+    for r in rows:
+        mark = "*" if r.id == leaf else ("•" if r.id in on_path else " ")
+        graph = graph_prefix(r, width)
+        if r.run:
+            kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(r.run_types.items()))
+            lines.append(f"{mark} {graph} … {r.run} bookkeeping entries ({kinds})")
+            continue
+        lab = f" [{labels[r.id]}]" if r.id in labels else ""
+        lines.append(f"{mark} {graph} {r.id}{lab} {entry_summary(s.entry(r.id))}")
+    return lines
 
 
 @click.command()

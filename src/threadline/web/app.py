@@ -299,13 +299,15 @@ class Viewer:
         qp = request.query_params
         with self.cache.session(sid) as s:
             t = rows.TreeRows(s, folded=_id_set(qp.get("fold")), unfolded=_id_set(qp.get("unfold")),
-                              outline=qp.get("outline") == "1")
+                              outline=qp.get("outline") == "1",
+                              bookkeeping=qp.get("bookkeeping") == "1")
             locate = qp.get("locate")
             index = t.index_of(locate) if locate else None
             if index is not None and qp.get("center") == "1":
                 offset = max(0, index - limit // 2)
             return {"total": len(t), "offset": offset, "rows": t.page(offset, limit),
                     "locate_index": index, "sidechains_folded": t.sidechains_folded,
+                    "lanes": t.width,
                     "leaf_id": s.leaf_id}
 
     def context(self, request: Request, body: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import msgspec
 
 from threadline.model.content import Message
 from threadline.render import block_text, one_line
+from threadline.treeview import TreeShape, lane_width, layout
 
 if TYPE_CHECKING:
     from threadline.context import Context
@@ -75,85 +76,85 @@ def _sidechain_flag(details: dict[str, Any]) -> bool:
 
 
 class TreeRows:
-    """The tree in depth-first order with folded subtrees skipped.
+    """The tree in depth-first order, laid out in lanes (:mod:`threadline.treeview`), with
+    folded subtrees skipped and, unless ``bookkeeping``, runs of bookkeeping entries collapsed
+    into one row each.
 
-    ``indent`` grows only where the conversation branches, so a 10,000-entry linear path stays
-    flush left and the branches stand out; ``depth`` is the real depth.
+    ``lane`` is the column an entry is drawn in: the first child continues its parent's lane,
+    later children get lanes of their own, so branches read like ``git log --graph``; ``depth``
+    is the real depth.
     """
 
     def __init__(self, session: Session, *, folded: set[str], unfolded: set[str],
-                 outline: bool = False) -> None:
+                 outline: bool = False, bookkeeping: bool = False) -> None:
         self.session = session
-        tree = session.state.tree
-        on_path = set(session.path_ids())
-        labels = session.state.labels
-        types = session.state.types
-        rows: list[tuple[str, int, int, bool, int]] = []  # id, depth, indent, folded, hidden
-        stack: list[tuple[str, int, int]] = [(r, 0, 0) for r in reversed(tree.roots())]
+        shape = TreeShape(session.metadata())
+        labels = session.labels()
+        leaf = session.leaf_id
         sidechain_roots = 0
-        while stack:
-            eid, depth, indent = stack.pop()
-            kids = tree.children(eid)
-            parent = tree.parent[eid]
-            fold = eid in folded
-            if not fold and eid not in unfolded and kids and is_sidechain(session, eid) and (
-                    parent is None or not is_sidechain(session, parent)):
-                fold = True
+
+        def fold(eid: str, parent: str | None) -> bool:
+            nonlocal sidechain_roots
+            if eid in folded:
+                return True
+            if eid in unfolded:
+                return False
+            if is_sidechain(session, eid) and (parent is None
+                                               or not is_sidechain(session, parent)):
                 sidechain_roots += 1
-            hidden = _descendants(tree, eid) if fold and kids else 0
-            notable = (not outline or len(kids) != 1 or eid in labels
-                       or types.get(eid) in OUTLINE_TYPES or eid == session.leaf_id)
-            if notable:
-                rows.append((eid, depth, indent, fold, hidden))
-            if kids and not fold:
-                step = 1 if len(kids) > 1 else 0
-                stack.extend((k, depth + 1, indent + step) for k in reversed(kids))
-        self.rows = rows
-        self.on_path = on_path
+                return True
+            return False
+
+        keep = set(labels) | ({leaf} if leaf else set())
+        graph = layout(shape, keep=keep, hide_bookkeeping=not bookkeeping, fold=fold)
+        if outline:
+            graph = [r for r in graph if r.children != 1 or r.id in labels or r.id == leaf
+                     or shape.types.get(r.id) in OUTLINE_TYPES]
+        self.rows = graph
+        self.types = shape.types
+        self.width = lane_width(graph)
+        self.on_path = set(session.path_ids())
         self.sidechains_folded = sidechain_roots
+        self.labels = labels
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def index_of(self, entry_id: str) -> int | None:
         for i, row in enumerate(self.rows):
-            if row[0] == entry_id:
+            if row.id == entry_id:
                 return i
         return None
 
     def page(self, offset: int, limit: int) -> list[dict[str, Any]]:
         s = self.session
-        tree = s.state.tree
         out = []
-        for eid, depth, indent, fold, hidden in self.rows[offset: offset + limit]:
-            role, summary = entry_summary(s, eid)
+        for r in self.rows[offset: offset + limit]:
+            if r.run:
+                kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(r.run_types.items()))
+                role, summary = None, f"{r.run} bookkeeping entries ({kinds})"
+            else:
+                role, summary = entry_summary(s, r.id)
             out.append({
-                "id": eid,
-                "type": s.state.types.get(eid),
+                "id": r.id,
+                "type": "run" if r.run else self.types.get(r.id),
                 "role": role,
                 "summary": summary,
-                "depth": depth,
-                "indent": indent,
-                "children": len(tree.children(eid)),
-                "label": s.state.labels.get(eid),
-                "on_path": eid in self.on_path,
-                "leaf": eid == s.leaf_id,
-                "folded": fold,
-                "hidden": hidden,
-                "sidechain": is_sidechain(s, eid),
-                "timestamp": tree_timestamp(s, eid),
+                "depth": r.depth,
+                "lane": r.lane,
+                "through": r.through,
+                "forks": r.forks,
+                "run": r.run,
+                "children": r.children,
+                "label": self.labels.get(r.id),
+                "on_path": r.id in self.on_path,
+                "leaf": r.id == s.leaf_id,
+                "folded": r.folded,
+                "hidden": r.hidden,
+                "sidechain": False if r.run else is_sidechain(s, r.id),
+                "timestamp": tree_timestamp(s, r.id),
             })
         return out
-
-
-def _descendants(tree: Any, entry_id: str) -> int:
-    n = 0
-    stack = list(tree.children(entry_id))
-    while stack:
-        node = stack.pop()
-        n += 1
-        stack.extend(tree.children(node))
-    return n
 
 
 def tree_timestamp(session: Session, entry_id: str) -> str:

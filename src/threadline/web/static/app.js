@@ -136,6 +136,9 @@ function writeFlow(page, title, action, fields, fixedArgs = {}, { danger = false
     modal.open(`${title}: confirm`, body, "Confirm", async () => {
       await page.write(`/api/sessions/${enc(page.id)}/apply`, { action, args }, async () => {
         modal.close();
+        // the selected positions named messages of the old view: they do not survive the write
+        page.sel = null;
+        page.anchor = null;
         status("Saved; reloading…");
         await page.refresh();
         status(`${title}: done`);
@@ -145,6 +148,45 @@ function writeFlow(page, title, action, fields, fixedArgs = {}, { danger = false
   if (!fields.length) return go().catch((e) => status(e.message, true));
   modal.open(title, form, "Preview", go);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Tree lanes: each row draws its slice of the graph (like git log --graph) as a small SVG.
+// The first child continues its parent's lane; later children start in lanes opened at the
+// branch point ("forks") and run down ("through") to where their subtree begins.
+
+const LANE_W = 12;
+const LANE_COLOURS = ["#4a7bd0", "#d0794a", "#4aa36b", "#a04ad0", "#c9a227", "#d04a7b", "#3aa6b9"];
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+  return el;
+}
+
+function laneGraph(r, lanes) {
+  const width = Math.max(lanes, r.lane + 1, ...r.forks.map((f) => f + 1)) * LANE_W;
+  const g = svg("svg", { class: "lanes", width, height: 24, "data-testid": "lanes" });
+  const x = (lane) => lane * LANE_W + LANE_W / 2;
+  const colour = (lane) => LANE_COLOURS[lane % LANE_COLOURS.length];
+  for (const l of r.through) g.append(svg("line", { x1: x(l), y1: 0, x2: x(l), y2: 24, stroke: colour(l), "stroke-width": 2 }));
+  if (r.depth > 0) g.append(svg("line", { x1: x(r.lane), y1: 0, x2: x(r.lane), y2: 12, stroke: colour(r.lane), "stroke-width": 2 }));
+  if (r.children > 0 && !r.folded) g.append(svg("line", { x1: x(r.lane), y1: 12, x2: x(r.lane), y2: 24, stroke: colour(r.lane), "stroke-width": 2 }));
+  for (const f of r.forks) {
+    g.append(svg("path", { d: `M ${x(r.lane)} 12 C ${x(r.lane)} 20, ${x(f)} 14, ${x(f)} 24`,
+                           fill: "none", stroke: colour(f), "stroke-width": 2, class: "fork" }));
+  }
+  const dot = r.run
+    ? svg("rect", { x: x(r.lane) - 3, y: 9, width: 6, height: 6, fill: "#fff", stroke: colour(r.lane), "stroke-width": 1.5 })
+    : svg("circle", { cx: x(r.lane), cy: 12, r: r.leaf ? 5 : r.on_path ? 4 : 3,
+                      fill: r.on_path ? colour(r.lane) : "#fff", stroke: colour(r.lane), "stroke-width": 2 });
+  g.append(dot);
+  return g;
+}
+
+// Terminal escapes (colours, cursor moves) in tool output would show as boxes: removed.
+const ANSI_RE = /\x1b\[[0-?]*[ -\/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[ -\/]*[0-~]/g;
+function stripAnsi(s) { return typeof s === "string" ? s.replace(ANSI_RE, "") : s; }
 
 // ---------------------------------------------------------------------------------------------
 // Virtual list: fixed row height, pages fetched on demand, rows outside the viewport removed.
@@ -349,6 +391,8 @@ class SessionPage {
     this.fold = new Set();
     this.unfold = new Set();
     this.outline = false;
+    this.bookkeeping = false;  // runs of custom/label entries are one row each until asked
+    this.lanes = 1;
     this.sel = null; // [start, end] positions in the context
     this.anchor = null;
     this.current = null; // entry id shown in details
@@ -454,7 +498,8 @@ class SessionPage {
 
   fetchTree(offset, limit) {
     const p = new URLSearchParams({ offset, limit, fold: [...this.fold].join(","),
-      unfold: [...this.unfold].join(","), outline: this.outline ? "1" : "0" });
+      unfold: [...this.unfold].join(","), outline: this.outline ? "1" : "0",
+      bookkeeping: this.bookkeeping ? "1" : "0" });
     return api(`/api/sessions/${enc(this.id)}/tree?${p}`);
   }
 
@@ -507,27 +552,31 @@ class SessionPage {
   renderTreeHead(d) {
     const outline = h("input", { type: "checkbox", "data-testid": "outline", checked: this.outline,
       onchange: (e) => { this.outline = e.target.checked; this.tree.reset(); } });
+    const books = h("input", { type: "checkbox", "data-testid": "bookkeeping", checked: this.bookkeeping,
+      onchange: (e) => { this.bookkeeping = e.target.checked; this.tree.reset(); } });
+    this.lanes = d.lanes || 1;
     put(this.treeHead, h("b", {}, "Tree"), h("span", { class: "muted", "data-testid": "tree-total" }, `${d.total} rows`),
       h("label", { title: "Only branch points, compactions, summaries, labels and the leaf" }, outline, " table of contents"),
+      h("label", { title: "Show custom records (progress lines, …) and label entries one by one instead of one row per run" }, books, " bookkeeping"),
       d.sidechains_folded ? h("span", { class: "muted" }, `${d.sidechains_folded} sidechain(s) folded`) : null,
       h("button", { onclick: () => this.locateLeaf() }, "Go to leaf"));
   }
 
   async locateLeaf() {
     const p = new URLSearchParams({ offset: 0, limit: 1, locate: this.info.leaf_id || "",
-      fold: [...this.fold].join(","), unfold: [...this.unfold].join(","), outline: this.outline ? "1" : "0" });
+      fold: [...this.fold].join(","), unfold: [...this.unfold].join(","), outline: this.outline ? "1" : "0",
+      bookkeeping: this.bookkeeping ? "1" : "0" });
     const r = await api(`/api/sessions/${enc(this.id)}/tree?${p}`);
     if (r.locate_index !== null) this.tree.scrollTo(r.locate_index);
   }
 
   treeRow(r) {
     const cls = ["row", "tree-row", r.on_path ? "on-path" : "", r.leaf ? "leaf" : "",
-                 this.current === r.id ? "current" : ""].join(" ");
-    const mark = r.leaf ? "★" : r.children > 1 ? "◆" : r.children === 0 ? "◦" : "·";
-    const el = h("div", { class: cls, "data-entry": r.id, "data-type": r.type,
-                          title: `${r.id} · ${r.type} · depth ${r.depth}`,
-                          style: `padding-left:${8 + Math.min(r.indent, 30) * 14}px` },
-      h("span", { class: "mark" }, mark),
+                 r.run ? "run-row" : "", this.current === r.id ? "current" : ""].join(" ");
+    const el = h("div", { class: cls, "data-entry": r.id, "data-type": r.type, "data-lane": r.lane,
+                          title: r.run ? `${r.run} bookkeeping entries from ${r.id}` : `${r.id} · ${r.type} · depth ${r.depth}` },
+      laneGraph(r, this.lanes),
+      r.leaf ? h("span", { class: "chip leaf-chip" }, "leaf") : null,
       r.role ? h("span", { class: `role role-${r.role}` }, r.role) : null,
       r.label ? h("span", { class: "chip label" }, r.label) : null,
       r.sidechain ? h("span", { class: "chip" }, "sidechain") : null,
@@ -542,7 +591,12 @@ class SessionPage {
         e.stopPropagation(); this.unfold.delete(r.id); this.fold.add(r.id); this.tree.reset();
       } }, "▾ fold"));
     }
-    el.addEventListener("click", () => this.showEntry(r.id));
+    if (r.run) {
+      // a collapsed run: clicking shows its entries one by one
+      el.addEventListener("click", () => { this.bookkeeping = true; this.tree.reset(); });
+    } else {
+      el.addEventListener("click", () => this.showEntry(r.id));
+    }
     return el;
   }
 
@@ -804,6 +858,7 @@ function renderMessage(m) {
         (typeof c === "string" ? c : c.map((x) => (x.type === "text" ? x.text.content : "[image]")).join("\n"));
     } else if (b.type === "thinking") text = b.thinking.redacted ? "(redacted thinking)" : b.thinking.content;
     else if (b.type === "image") text = `[image ${b.image.source.media_type || b.image.source.type}]`;
+    text = stripAnsi(text);
     box.append(h("div", { class: `block block-${b.type}` }, text.length > 20000 ? `${text.slice(0, 20000)}…` : text));
   }
   return box;
