@@ -224,3 +224,26 @@ def test_error_hints_fit_the_interface_they_are_shown_in(tmp_path: Path) -> None
         "error": "Entry 'nope' not found in session 'demo'; the tree on the left shows the "
                  "entry ids"})
     assert "threadline" not in client.get("/api/sessions/nope").json()["error"]
+
+
+def test_tree_draws_branches_as_lanes_and_folds_bookkeeping_runs(tmp_path: Path) -> None:
+    with tl.open_store(str(tmp_path)).create(session_id="demo") as s:
+        q = s.append_message("user", "run the tests")
+        s.append_custom("claude_code:progress", {"n": 1})
+        s.append_custom("claude_code:progress", {"n": 2})
+        a = s.append_message("assistant", "\x1b[32mall passed\x1b[0m")
+        s.branch(q)
+        b = s.append_message("assistant", "running them now")
+    code, out, _ = run(tmp_path, "tree", "demo")
+    assert code == 0
+    cust = [e.id for e in tl.open_store(str(tmp_path)).open("demo").entries()
+            if e.type == "custom"]
+    assert out.splitlines() == [
+        f"• ● ╮ {q} user: run the tests",
+        "  ◌ │ … 2 bookkeeping entries (2 custom)",
+        f"  ● │ {a} assistant: all passed",
+        f"*   ● {b} assistant: running them now",
+    ]
+    out = run(tmp_path, "tree", "demo", "--bookkeeping")[1]
+    assert out.splitlines()[1:3] == [f"  ● │ {cust[0]} [custom] claude_code:progress",
+                                     f"  ● │ {cust[1]} [custom] claude_code:progress"]
