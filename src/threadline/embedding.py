@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import json
 import math
 import os
@@ -84,17 +85,21 @@ class HashingEmbedder:
 
 
 def installed_model_dir() -> Path:
-    """The directory of the installed model files (the first of :data:`MODEL_PACKAGES`)."""
+    """The directory of the installed model files (the first of :data:`MODEL_PACKAGES`). The
+    package is located, never imported: none of its code runs; its weights are checked against
+    :data:`MODEL_SHA256` when loaded."""
     for name in MODEL_PACKAGES:
-        try:
-            package = importlib.import_module(name)
-        except ImportError:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
             continue
-        return Path(package.get_model_path())
+        root = Path(next(iter(spec.submodule_search_locations)))
+        for sub in ("model_files", "model"):
+            if (root / sub / "model.safetensors").is_file():
+                return root / sub
     raise UserError(INSTALL_HINT)
 
 
-def _read_safetensors(path: Path, sha256: str | None = None) -> dict[str, Any]:
+def read_safetensors(path: Path, sha256: str | None = None) -> dict[str, Any]:
     np = _numpy()
     data = path.read_bytes()
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
@@ -139,7 +144,7 @@ class MiniLmEmbedder:
         self._tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tok.enable_truncation(max_length=max_tokens)
         self._tok.no_padding()
-        w = _read_safetensors(model_dir / "model.safetensors", MODEL_SHA256 if verify else None)
+        w = read_safetensors(model_dir / "model.safetensors", MODEL_SHA256 if verify else None)
         # dense weights pre-transposed so every projection is one 2-D BLAS product
         self._w = {k: np.ascontiguousarray(v.T if v.ndim == 2 and "embeddings" not in k else v)
                    for k, v in w.items()}
