@@ -264,3 +264,10 @@ def test_the_semantic_extra_brings_the_model_without_pytorch(tmp_path: Path) -> 
     with pytest.raises(tl.UserError, match=r"is not the all-MiniLM-L6-v2 model \(SHA-256 "
                                            r"mismatch\); reinstall the 'semantic' extra$"):
         read_safetensors(fake, MODEL_SHA256)
+
+
+def test_docs_testing_names_every_test_module() -> None:
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "testing.md").read_text(encoding="utf-8")
+    missing = [p.name for p in sorted((root / "tests").glob("*.py")) if f"`{p.name}`" not in doc]
+    assert missing == []
