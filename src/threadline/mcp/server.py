@@ -115,7 +115,7 @@ def create_server(store: Store, *, name: str = "threadline",
     return server
 
 
-def run(store: Store, *, http: bool = False, port: int = 8765) -> None:
+def run(store: Store, *, http: bool = False, port: int = 8766) -> None:
     """Serve over stdio, or over streamable HTTP on 127.0.0.1:``port``. Warnings and errors are
     logged to stderr (stdout carries the protocol on stdio)."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
