@@ -35,7 +35,7 @@ for run in $(seq 1 "$runs"); do
     sleep 0.1
   done
   t1=$(now)
-  kill -INT "$web"; wait "$web" || true
+  pkill -INT -P "$web"; wait "$web" || true  # /usr/bin/time ignores SIGINT: stop its child
   venv_mb=$(du -sm .venv | cut -f1)
 
   # the examples as a user imports them, then the first search (the CLI, one process each)
