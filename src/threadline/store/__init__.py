@@ -64,7 +64,7 @@ def open_backend(url: str | os.PathLike[str] | None = None, *, durability: Durab
         except ImportError as exc:
             raise UserError(
                 f"The PostgreSQL store needs psycopg ({exc}); "
-                "run: pip install 'threadline[postgres]'"
+                "run: pip install -e '.[postgres]' in the threadline clone"
             ) from None
         return PostgresStore(target, durability=durability, **options)
     if "://" in target and not target.startswith("file://"):

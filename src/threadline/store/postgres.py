@@ -57,7 +57,8 @@ try:
     from psycopg import sql
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as _exc:  # pragma: no cover - the extra is missing
-    raise ImportError(f"{_exc}; run: pip install 'threadline[postgres]'") from None
+    raise ImportError(f"{_exc}; run: pip install -e '.[postgres]' in the threadline "
+                      "clone") from None
 
 APP_ROLE = "threadline_app"
 SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")

@@ -5,7 +5,7 @@
 
 The page is static HTML, CSS and vanilla JavaScript shipped in ``static/`` (no build step); it
 talks to a JSON API under ``/api`` (:mod:`threadline.web.app`) that is a thin layer over the
-library. Needs the ``web`` extra: ``pip install 'threadline[web]'``.
+library. Needs the ``web`` extra: ``pip install -e '.[web]'`` in the clone.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         f"The web viewer needs starlette and uvicorn ({_exc}); "
-        "run: pip install 'threadline[web]'"
+        "run: pip install -e '.[web]' in the threadline clone"
     ) from None
 
 from threadline.web.app import create_app
