@@ -26,6 +26,7 @@ from threadline.errors import StoreError, UserError
 from threadline.history import PurgePlan
 from threadline.model.content import ROLES, Message, Usage, coerce_content
 from threadline.model.entries import (
+    RECORD_CLASSES,
     AnyRecord,
     BranchSummary,
     Compaction,
@@ -46,7 +47,7 @@ from threadline.model.entries import (
 )
 from threadline.model.limits import check_record, check_value, encode_checked
 from threadline.operations import OperationInfo
-from threadline.state import SessionState
+from threadline.state import AT_LEAF, SessionState
 from threadline.store.base import (
     BaseStore,
     LazyMessage,
@@ -187,6 +188,42 @@ class Session:
 
     # -- writing -----------------------------------------------------------------------------
 
+    def raw_lines(self) -> list[bytes]:
+        """Every stored record as its encoded line, header excluded (what a fork copies)."""
+        return list(self._state.log.raw_lines())
+
+    def append(self, record: KnownRecord | dict[str, Any], *,
+               parent_id: str | object | None = AT_LEAF) -> str:
+        """Append one tree entry given whole (a record, or a dict in the file's shape, DESIGN §2)
+        as a child of the current leaf, unless ``parent_id`` is given (``None``: a new root); a
+        dict's own ``"parent_id"`` key counts as given. The id and timestamp are generated when
+        absent; returns the entry id."""
+        if isinstance(record, dict):
+            raw = dict(record)
+            if "parent_id" in raw and parent_id is AT_LEAF:
+                parent_id = raw["parent_id"]
+            raw.setdefault("id", new_id())
+            raw.setdefault("timestamp", now())
+            raw["parent_id"] = None
+            try:
+                rec: Any = msgspec.convert(raw, RECORD_CLASSES[raw.get("type", "")])
+            except (KeyError, msgspec.ValidationError) as exc:
+                raise UserError(f"Record {raw!r:.80} is not a known tree entry ({exc}); see "
+                                "DESIGN §2 for the record shapes") from None
+        else:
+            rec = record
+        if not rec.tree:
+            raise UserError(f"append() takes tree entries; a {rec.type!r} record is written by "
+                            "its own method (branch, tag, toggle, …)")
+        if rec.id in self._state.slots:
+            raise UserError(f"Entry id '{rec.id}' already exists in session '{self.id}'")
+        parent = self._state.leaf if parent_id is AT_LEAF else parent_id
+        if parent is not None and parent not in self._state.slots:
+            raise self._state.unknown(str(parent))
+        rec = msgspec.structs.replace(rec, parent_id=parent)
+        self.append_records([rec])
+        return rec.id  # type: ignore[no-any-return]
+
     def append_records(self, records: Sequence[KnownRecord]) -> list[str]:
         """Append prepared records as they are (ids, parents, timestamps kept): the importers'
         and copiers' path. All are validated before anything is written; one durable batch."""
@@ -228,12 +265,19 @@ class Session:
     def append_message(self, role: str | Message, content: Any = None, *,
                        model: str | None = None, usage: Usage | dict[str, int] | None = None,
                        stop_reason: str | None = None,
-                       provider_details: dict[str, Any] | None = None) -> str:
-        """Append a message as a child of the leaf; returns its entry id.
+                       provider_details: dict[str, Any] | None = None,
+                       parent_id: str | object | None = AT_LEAF) -> str:
+        """Append a message as a child of the leaf (or of ``parent_id`` when given; ``None``
+        starts a new root); the leaf moves to it. Returns its entry id.
 
         ``role`` is a role name (``user``, ``assistant``, ``tool``, ``system``, …) with ``content``
-        as a string, blocks, or dicts in the file format's shape, or a whole :class:`Message`.
+        as a string, blocks, dicts in the file format's shape or provider-shaped dicts
+        (``[{"type": "text", "text": "x"}]``, Anthropic tool blocks, Gemini parts), or a whole
+        :class:`Message`.
         """
+        if parent_id is not AT_LEAF and parent_id is not None \
+                and parent_id not in self._state.slots:
+            raise self._state.unknown(str(parent_id))
         if isinstance(role, Message):
             msg = role
         else:
@@ -247,7 +291,7 @@ class Session:
                           stop_reason=stop_reason, provider_details=provider_details)
         if msg.role not in ROLES:
             raise UserError(f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}")
-        return self._state.write("message", msg)
+        return self._state.write("message", msg, parent_id=parent_id)
 
     def append_model_change(self, provider: str, model_id: str) -> str:
         return self._state.write("model_change", ModelChange(provider=provider, model_id=model_id))

@@ -15,6 +15,7 @@ from threadline.cli.main import get_store
 from threadline.errors import UserError
 from threadline.render import block_text, message_text, one_line
 from threadline.session import FlatNode, Session
+from threadline.stores import open_path, open_store
 
 
 def console() -> Console:
@@ -26,6 +27,10 @@ def echo_json(value: Any) -> None:
 
 
 def open_session(ctx: click.Context, session_id: str, *, read_only: bool = False) -> Session:
+    """The session named by an id in the store, or by a session file's path
+    (``threadline show runs/abc.jsonl``), opened where it lives."""
+    if session_id.endswith(".jsonl"):
+        return open_path(session_id, read_only=read_only)
     return get_store(ctx).open(session_id, read_only=read_only)  # type: ignore[no-any-return]
 
 
@@ -240,10 +245,22 @@ def label(ctx: click.Context, session_id: str, entry_id: str, text: str) -> None
 @click.argument("session_id")
 @click.option("--at", "leaf", default=None,
               help="Copy only the path to this entry (a branched session).")
+@click.option("--from-store", "from_store", default=None,
+              help="Fork SESSION_ID of this other store (a URL) into --store.")
 @click.pass_context
-def fork(ctx: click.Context, session_id: str, leaf: str | None) -> None:
-    """Copy a session into a new one and print the new id."""
+def fork(ctx: click.Context, session_id: str, leaf: str | None, from_store: str | None) -> None:
+    """Copy a session into a new one and print the new id. SESSION_ID may be a session file's
+    path (fork_from: the copy goes into --store)."""
     store = get_store(ctx)
+    if from_store is not None or session_id.endswith(".jsonl"):
+        if leaf:
+            raise UserError("--at works within one store; fork first, then branch the copy")
+        if session_id.endswith(".jsonl"):
+            source = open_path(session_id, read_only=True)
+        else:
+            source = open_store(from_store).open(session_id, read_only=True)
+        click.echo(store.fork_from(source).id)
+        return
     if leaf:
         with store.open(session_id, read_only=True) as src:
             if not src.has_entry(leaf):

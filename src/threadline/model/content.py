@@ -166,6 +166,53 @@ def thinking(content: str, signature: str | None = None, redacted: bool = False)
     return ThinkingBlock(thinking=Thinking(content=content, signature=signature, redacted=redacted))
 
 
+def _provider_block(value: dict[str, Any]) -> Block | None:
+    """A block from a provider-shaped dict (DESIGN §10), or None when ``value`` is not one.
+
+    Accepted: OpenAI ``{"type": "text"|"input_text"|"output_text", "text": "…"}`` and
+    ``{"type": "image_url", "image_url": {"url": …}}``; Anthropic ``text`` / ``image`` (with a
+    ``source``) / ``tool_use`` / ``tool_result`` / ``thinking`` blocks; Gemini parts ``{"text"}``
+    and ``{"inline_data"|"inlineData": {"mime_type"|"mimeType", "data"}}``. File-shaped blocks
+    (``{"type": "text", "text": {"content": …}}``) are not matched here.
+    """
+    kind = value.get("type")
+    body = value.get(kind) if isinstance(kind, str) else None
+    if isinstance(body, dict) and kind != "image_url":
+        return None  # the file format's own shape
+    if kind in ("text", "input_text", "output_text") and isinstance(value.get("text"), str):
+        return text(value["text"])
+    if kind is None and isinstance(value.get("text"), str) and len(value) == 1:
+        return text(value["text"])
+    if kind == "image_url" and isinstance(body, dict) and isinstance(body.get("url"), str):
+        url: str = body["url"]
+        if url.startswith("data:") and ";base64," in url:
+            media, _, data = url[5:].partition(";base64,")
+            return image(data, media)
+        return image_url(url)
+    if kind == "image" and isinstance(value.get("source"), dict):
+        src = value["source"]
+        if src.get("type") == "url":
+            return image_url(str(src.get("url", "")), str(src.get("media_type", "")))
+        return image(str(src.get("data", "")), str(src.get("media_type", "image/png")))
+    inline = value.get("inline_data", value.get("inlineData"))
+    if kind is None and isinstance(inline, dict):
+        media = inline.get("mime_type", inline.get("mimeType", "image/png"))
+        return image(str(inline.get("data", "")), str(media))
+    if kind == "tool_use" and isinstance(value.get("id"), str) and "name" in value:
+        return tool_use(value["id"], str(value["name"]), value.get("input"))
+    if kind == "tool_result" and isinstance(value.get("tool_use_id"), str):
+        raw = value.get("content", "")
+        if isinstance(raw, list):
+            raw = [coerce_block(b) for b in raw]
+            if not all(isinstance(b, (TextBlock, ImageBlock)) for b in raw):
+                raise UserError("A tool_result's content may hold only text and image blocks")
+        return tool_result(value["tool_use_id"], raw,  # type: ignore[arg-type]
+                           bool(value.get("is_error", False)))
+    if kind == "thinking" and isinstance(value.get("thinking"), str):
+        return thinking(value["thinking"], value.get("signature"))
+    return None
+
+
 _block_decoder = msgspec.convert  # converts file-shaped dicts to Structs
 
 
@@ -176,6 +223,9 @@ def coerce_block(value: Any) -> Block:
     if isinstance(value, str):
         return text(value)
     if isinstance(value, dict):
+        shaped = _provider_block(value)
+        if shaped is not None:
+            return shaped
         try:
             block: Block = msgspec.convert(value, Block)
             return block
