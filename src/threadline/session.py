@@ -414,9 +414,12 @@ class Session:
         return [self._state.record(e) for e in self.path_ids(leaf_id)]
 
     def context(self, leaf_id: str | None = None,
-                active_tags: Iterable[str] | None = None) -> Context:
-        """What the model sees at ``leaf_id`` (default: the current leaf), DESIGN §5."""
-        return self._state.context(leaf_id, active_tags)
+                active_tags: Iterable[str] | None = None, *, markers: bool = True) -> Context:
+        """What the model sees at ``leaf_id`` (default: the current leaf), DESIGN §5.
+
+        ``markers=False`` leaves out the markers revise and snip put in the view (a bare
+        payload); positions always refer to the view with markers."""
+        return self._state.context(leaf_id, active_tags, markers=markers)
 
     def tree(self, flat: bool = False) -> list[TreeNode] | list[FlatNode]:
         """The whole tree: nested :class:`TreeNode` roots, or one :class:`FlatNode` per entry
@@ -564,6 +567,15 @@ class Session:
     def revert(self, op_id: str) -> OperationInfo:
         """Switch an op off and mark it reverted."""
         return _operations.revert(self._state, op_id)
+
+    def expand(self, op_id: str) -> OperationInfo:
+        """Show the originals of a revise or snip in place, between its markers (the op stays
+        active); recorded like ``toggle``."""
+        return _operations.expand(self._state, op_id)
+
+    def collapse(self, op_id: str) -> OperationInfo:
+        """Hide the originals of an expanded revise or snip again."""
+        return _operations.collapse(self._state, op_id)
 
     # -- purge (threadline.history, DESIGN §3) -----------------------------------------------
 

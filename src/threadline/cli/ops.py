@@ -1,5 +1,5 @@
 """Context operations: ``threadline ops list|digest|revise|snip|resequence|insert|tag|toggle|
-revert``.
+revert|expand|collapse``.
 
 Positions are 0-based indices of the view ``threadline show ID`` prints (with the same ``--tags``
 as ``--active-tags`` here); ranges are inclusive.
@@ -188,3 +188,25 @@ def revert(ctx: click.Context, session_id: str, op_id: str) -> None:
     with open_session(ctx, session_id) as s:
         info = s.revert(op_id)
     click.echo(f"{info.id} {info.state} {info.standing}")
+
+
+@ops.command()
+@click.argument("session_id")
+@click.argument("op_id")
+@click.pass_context
+def expand(ctx: click.Context, session_id: str, op_id: str) -> None:
+    """Show the originals of a revise or snip in place, between its markers."""
+    with open_session(ctx, session_id) as s:
+        info = s.expand(op_id)
+    click.echo(f"{info.id} expanded")
+
+
+@ops.command()
+@click.argument("session_id")
+@click.argument("op_id")
+@click.pass_context
+def collapse(ctx: click.Context, session_id: str, op_id: str) -> None:
+    """Hide the originals of an expanded revise or snip again."""
+    with open_session(ctx, session_id) as s:
+        info = s.collapse(op_id)
+    click.echo(f"{info.id} collapsed")

@@ -89,11 +89,8 @@ class OperationRow(BaseModel):
     order: list[str] | None = None
     summary: str | None = None
     message_count: int = 0
-
-
-class OperationList(BaseModel):
-    session_id: str
-    operations: list[OperationRow]
+    expanded: bool = Field(default=False, description="A revise/snip showing its originals")
+    session_id: str = ""
 
 
 class OperationSwitched(BaseModel):
@@ -110,6 +107,10 @@ class ContextMessage(BaseModel):
     tags: list[str]
     text: str
     content: list[dict[str, Any]]
+    op_id: str | None = Field(default=None, description="Markers (kind=marker) and the "
+                              "originals an expanded revise/snip shows: that operation's id")
+    hidden: int | None = Field(default=None, description="A marker: how many originals its "
+                               "operation replaces or removes")
 
 
 class ContextResult(BaseModel):
@@ -268,8 +269,8 @@ def _builtins(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
 
-def _row(info: Any) -> OperationRow:
-    return OperationRow.model_validate(_builtins(info))
+def _row(info: Any, session_id: str = "") -> OperationRow:
+    return OperationRow.model_validate({**_builtins(info), "session_id": session_id})
 
 
 class _Confirmations:
@@ -336,8 +337,9 @@ def _delete_result(plan: PurgePlan, token: str | None, ttl: float | None) -> Del
     )
 
 
-def _context_messages(session: Session, active_tags: list[str] | None) -> tuple[Any, list[Any]]:
-    ctx = session.context(active_tags=active_tags)
+def _context_messages(session: Session, active_tags: list[str] | None,
+                      markers: bool = True) -> tuple[Any, list[Any]]:
+    ctx = session.context(active_tags=active_tags, markers=markers)
     return ctx, list(ctx.messages)
 
 
@@ -454,12 +456,13 @@ def insert_messages(
         return _op_created(s, s.insert(after_idx, _messages_in(messages), tags=tags))
 
 
-def list_operations(ctx: ToolContext, session_id: str, active_only: bool = False) -> OperationList:
-    """Every context operation with its state (active/inactive/reverted) and standing
-    (applied, inapplicable, not_applied, not_on_branch)."""
+def list_operations(ctx: ToolContext, session_id: str, active_only: bool = False
+                    ) -> list[OperationRow]:
+    """Every context operation (list[Operation]) with its state (active/inactive/reverted),
+    standing (applied, inapplicable, not_applied, not_on_branch) and whether a revise/snip is
+    expanded."""
     s = ctx.store.open(session_id, read_only=True)
-    rows = s.operations(active_only=active_only)
-    return OperationList(session_id=s.id, operations=[_row(r) for r in rows])
+    return [_row(r, s.id) for r in s.operations(active_only=active_only)]
 
 
 def revert_operation(
@@ -468,7 +471,7 @@ def revert_operation(
     """Switch an operation off and mark it reverted (toggle_operation brings it back)."""
     with ctx.store.open(_find_op(ctx, operation_id, session_id)) as s:
         info = s.revert(operation_id)
-    return OperationSwitched(success=True, session_id=s.id, operation=_row(info))
+    return OperationSwitched(success=True, session_id=s.id, operation=_row(info, s.id))
 
 
 def toggle_operation(
@@ -477,7 +480,24 @@ def toggle_operation(
     """Switch an operation on or off."""
     with ctx.store.open(_find_op(ctx, operation_id, session_id)) as s:
         info = s.toggle(operation_id, active)
-    return OperationSwitched(success=True, session_id=s.id, operation=_row(info))
+    return OperationSwitched(success=True, session_id=s.id, operation=_row(info, s.id))
+
+
+def expand_operation(ctx: ToolContext, operation_id: str, session_id: str | None = None
+                     ) -> OperationSwitched:
+    """Show the originals of a revise or snip in place, between its markers (the operation
+    stays active; collapse_operation hides them again)."""
+    with ctx.store.open(_find_op(ctx, operation_id, session_id)) as s:
+        info = s.expand(operation_id)
+    return OperationSwitched(success=True, session_id=s.id, operation=_row(info, s.id))
+
+
+def collapse_operation(ctx: ToolContext, operation_id: str, session_id: str | None = None
+                       ) -> OperationSwitched:
+    """Hide the originals of an expanded revise or snip again."""
+    with ctx.store.open(_find_op(ctx, operation_id, session_id)) as s:
+        info = s.collapse(operation_id)
+    return OperationSwitched(success=True, session_id=s.id, operation=_row(info, s.id))
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -488,9 +508,12 @@ def get_context(
     session_id: str,
     format: str = "threadline",
     active_tags: list[str] | None = None,
+    markers: bool = True,
 ) -> ContextResult:
     """What the model sees: format=threadline gives the view with positions, ids and tags;
-    a provider format (openai_chat, anthropic, …) gives that provider's payload."""
+    a provider format (openai_chat, anthropic, …) gives that provider's payload. Revise and
+    snip leave markers (kind=marker, text every provider accepts); markers=false leaves them
+    out (a bare payload; positions then no longer match the view)."""
     from threadline import formats
 
     if format != "threadline" and format not in formats.PROVIDER_FORMATS:
@@ -499,7 +522,7 @@ def get_context(
             f"or a provider format: {', '.join(formats.PROVIDER_FORMATS)}"
         )
     s = ctx.store.open(session_id, read_only=True)
-    view, msgs = _context_messages(s, active_tags)
+    view, msgs = _context_messages(s, active_tags, markers)
     model = f"{view.model.provider}/{view.model.model_id}" if view.model else None
     base = dict(
         session_id=s.id,
@@ -521,6 +544,8 @@ def get_context(
                     tags=list(item.tags),
                     text=_text(m),
                     content=_builtins(m.content),
+                    op_id=item.op_id,
+                    hidden=item.hidden,
                 )
             )
         return ContextResult(**base, messages=rows)
@@ -680,6 +705,8 @@ TOOLS: list[Tool] = [
     Tool(list_operations, _READ),
     Tool(revert_operation, _EDIT),
     Tool(toggle_operation, _EDIT),
+    Tool(expand_operation, _EDIT),
+    Tool(collapse_operation, _EDIT),
     Tool(get_context, _READ),
     Tool(list_sessions, _READ),
     Tool(get_history_metadata, _READ),

@@ -196,18 +196,19 @@ def _provider_block(value: dict[str, Any]) -> Block | None:
         return image(str(src.get("data", "")), str(src.get("media_type", "image/png")))
     inline = value.get("inline_data", value.get("inlineData"))
     if kind is None and isinstance(inline, dict):
-        media = inline.get("mime_type", inline.get("mimeType", "image/png"))
-        return image(str(inline.get("data", "")), str(media))
+        mime = inline.get("mime_type", inline.get("mimeType", "image/png"))
+        return image(str(inline.get("data", "")), str(mime))
     if kind == "tool_use" and isinstance(value.get("id"), str) and "name" in value:
         return tool_use(value["id"], str(value["name"]), value.get("input"))
     if kind == "tool_result" and isinstance(value.get("tool_use_id"), str):
         raw = value.get("content", "")
+        parts: str | list[TextBlock | ImageBlock] = str(raw)
         if isinstance(raw, list):
-            raw = [coerce_block(b) for b in raw]
-            if not all(isinstance(b, (TextBlock, ImageBlock)) for b in raw):
+            blocks = [coerce_block(b) for b in raw]
+            parts = [b for b in blocks if isinstance(b, (TextBlock, ImageBlock))]
+            if len(parts) != len(blocks):
                 raise UserError("A tool_result's content may hold only text and image blocks")
-        return tool_result(value["tool_use_id"], raw,  # type: ignore[arg-type]
-                           bool(value.get("is_error", False)))
+        return tool_result(value["tool_use_id"], parts, bool(value.get("is_error", False)))
     if kind == "thinking" and isinstance(value.get("thinking"), str):
         return thinking(value["thinking"], value.get("signature"))
     return None

@@ -132,6 +132,7 @@ class OpState(_P):
     op_id: str
     active: bool
     reverted: bool = False
+    expanded: bool = False  # a revise/snip showing its originals between its markers
 
 
 class MessageTags(_P):

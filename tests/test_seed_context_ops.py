@@ -1,0 +1,104 @@
+"""The context-manipulation seed (004), from its own examples: expand/collapse markers around
+revise and snip, list_operations as a list, relevance scoring and objective-conditioned ops."""
+
+from __future__ import annotations
+
+import pytest
+
+import threadline as tl
+from threadline import formats
+from threadline.errors import UserError
+
+
+@pytest.fixture
+def s() -> tl.Session:
+    """Twelve messages m0..m11, user and assistant in turn."""
+    sess = tl.open_store("memory://").create()
+    for i in range(12):
+        sess.append_message("user" if i % 2 == 0 else "assistant", f"m{i}")
+    return sess
+
+
+def texts(s: tl.Session, **kw: object) -> list[str]:
+    return [m.text for m in s.context(**kw).messages]  # type: ignore[arg-type]
+
+
+def test_revise_puts_an_expand_marker_before_and_a_collapse_marker_after(s: tl.Session) -> None:
+    # revise_messages(session_id, range=[5,10], replacements=[...]) from the seed
+    op = s.revise(5, 10, [
+        {"role": "user", "content": "Refined question about auth"},
+        {"role": "assistant", "content": "Here's the JWT implementation..."}])
+    assert texts(s) == [
+        "m0", "m1", "m2", "m3", "m4",
+        f"[threadline marker: revise {op} replaced 6 messages with the 2 below; "
+        f'expand_operation("{op}") shows the originals]',
+        "Refined question about auth", "Here's the JWT implementation...",
+        f"[threadline marker: end of revise {op}]",
+        "m11"]
+    view = s.context().view
+    assert [(v.kind, v.id, v.op_id, v.hidden, v.expanded) for v in (view[5], view[8])] == [
+        ("marker", f"{op}:expand", op, 6, False), ("marker", f"{op}:collapse", op, 6, False)]
+
+
+def test_expand_shows_the_originals_in_place_and_collapse_hides_them(s: tl.Session) -> None:
+    op = s.revise(5, 10, [{"role": "user", "content": "Refined question about auth"}])
+    info = s.expand(op)
+    assert (info.state, info.standing, info.expanded) == ("active", "applied", True)
+    assert texts(s)[5:13] == [
+        f"[threadline marker: revise {op} expanded: the 6 messages it replaced follow; "
+        f'collapse_operation("{op}") shows its 1 replacement(s) again]',
+        "m5", "m6", "m7", "m8", "m9", "m10",
+        f"[threadline marker: end of the originals of revise {op}]"]
+    # the originals are marked as the op's range
+    assert [v.op_id for v in s.context().view[4:14]] == [None, *[op] * 8, None]
+    # recorded like toggle: it survives a reopen; collapse brings the replacement back
+    s2 = tl.Store(s.store).open(s.id)  # type: ignore[arg-type]
+    assert texts(s2)[6] == "m5"
+    assert s.collapse(op).expanded is False
+    assert texts(s)[5:8] == [
+        f"[threadline marker: revise {op} replaced 6 messages with the 1 below; "
+        f'expand_operation("{op}") shows the originals]',
+        "Refined question about auth", f"[threadline marker: end of revise {op}]"]
+
+
+def test_snip_leaves_a_single_marker_that_expands(s: tl.Session) -> None:
+    op = s.snip(5, 8)  # snip_messages(session_id, range=[5,8]) from the seed
+    assert texts(s) == ["m0", "m1", "m2", "m3", "m4",
+                        f"[threadline marker: snip {op} removed 4 messages here; "
+                        f'expand_operation("{op}") shows them]',
+                        "m9", "m10", "m11"]
+    s.expand(op)
+    assert texts(s)[5:10] == [
+        f"[threadline marker: snip {op} expanded: the 4 messages it removed follow; "
+        f'collapse_operation("{op}") removes them again]', "m5", "m6", "m7", "m8"]
+    # a toggle keeps the op expanded; switching it off removes marker and originals' marks
+    s.toggle(op, False)
+    assert texts(s) == [f"m{i}" for i in range(12)]
+    assert s.toggle(op, True).expanded is True
+
+
+def test_markers_travel_as_text_every_provider_accepts_or_are_left_out(s: tl.Session) -> None:
+    op = s.snip(1, 2)
+    msgs = list(s.context().messages)
+    marker = (f"[threadline marker: snip {op} removed 2 messages here; "
+              f'expand_operation("{op}") shows them]')
+    for fmt in formats.PROVIDER_FORMATS:
+        payload = formats.dump_context(fmt, msgs)
+        assert marker in str(payload), fmt
+        bare = formats.dump_context(fmt, list(s.context(markers=False).messages))
+        assert "threadline marker" not in str(bare), fmt
+    assert texts(s, markers=False) == ["m0", *[f"m{i}" for i in range(3, 12)]]
+
+
+def test_only_revise_and_snip_have_markers_to_expand(s: tl.Session) -> None:
+    op = s.digest(0, 1, "hello")
+    with pytest.raises(UserError, match="only a revise or a snip has markers"):
+        s.expand(op)
+
+
+def test_list_operations_returns_a_list_of_operations(s: tl.Session) -> None:
+    op = s.snip(0, 0)
+    [row] = s.operations()
+    assert isinstance(s.operations(), list)
+    assert (row.id, row.kind, row.state, row.standing, row.expanded) == (
+        op, "snip", "active", "applied", False)
