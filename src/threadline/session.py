@@ -79,12 +79,20 @@ class FlatNode(msgspec.Struct, kw_only=True):
 
 
 class EntryMeta(msgspec.Struct, kw_only=True):
-    """Per-entry metadata without the content: id, timestamp, type, size in bytes."""
+    """Per-entry metadata without the content, with the wrapped-chat-history seed's fields:
+    ``id``, ``ts``, ``type`` and ``size`` (bytes).
+
+    ``type`` is the *content* type for a message (``input_text``, ``output_text``, ``reasoning``,
+    ``function_call``, ``function_call_output``, ``message``; ``purged`` once purged) and the
+    entry type for anything else (``compaction``, ``label``, …); ``entry_type`` is always the
+    entry type. ``timestamp`` repeats ``ts`` under the file format's name."""
 
     id: str
-    timestamp: str
+    ts: str
     type: str
     size: int
+    timestamp: str
+    entry_type: str
     parent_id: str | None = None
 
 
@@ -444,11 +452,20 @@ class Session:
             return roots
 
     def metadata(self) -> list[EntryMeta]:
-        """id, timestamp, type and encoded size of every tree entry, without decoding content."""
+        """id, ts, type (the content type of a message), size of every tree entry."""
+        from threadline.model.content import content_type
+
         out = []
         sizes, parents = self._state.sizes, self._state.tree.parent
         for eid, slot in self._state.slots.items():
-            out.append(EntryMeta(id=eid, timestamp=slot.timestamp or "", type=slot.type,
+            kind = slot.type
+            shown = kind
+            if kind == "message":
+                rec = self._state.record(eid)
+                shown = ("purged" if isinstance(rec, PurgedEntry)
+                         else content_type(rec.payload))
+            stamp = slot.timestamp or ""
+            out.append(EntryMeta(id=eid, ts=stamp, timestamp=stamp, type=shown, entry_type=kind,
                                  size=sizes.get(eid, 0), parent_id=parents[eid]))
         return out
 
@@ -456,10 +473,14 @@ class Session:
         """Totals, per-type breakdown, time range, size distribution and largest entries."""
         metas = self.metadata()
         by_type: dict[str, dict[str, int]] = {}
+        by_content: dict[str, dict[str, int]] = {}
         for m in metas:
-            row = by_type.setdefault(m.type, {"count": 0, "bytes": 0})
+            row = by_type.setdefault(m.entry_type, {"count": 0, "bytes": 0})
             row["count"] += 1
             row["bytes"] += m.size
+            row = by_content.setdefault(m.type, {"count": 0, "size": 0})
+            row["count"] += 1
+            row["size"] += m.size
         sizes = sorted(m.size for m in metas)
         buckets = {"<1KB": 0, "1-10KB": 0, "10-100KB": 0, "100KB-1MB": 0, ">=1MB": 0}
         for s in sizes:
@@ -469,9 +490,14 @@ class Session:
         stamps = [m.timestamp for m in metas if m.timestamp]
         top = heapq.nlargest(largest, metas, key=lambda m: m.size)
         ctx = self.context()
+        total = sum(sizes)
         return {
             "session_id": self.id,
             "name": self._state.name,
+            # the wrapped-chat-history seed's names: entries, size in KB, breakdown by content type
+            "total_entries": len(metas),
+            "total_size_kb": round(total / 1024, 2),
+            "stats_by_type": dict(sorted(by_content.items())),
             "entries": len(metas),
             "bytes": sum(sizes),
             "file_bytes": self._state.log.size(),
@@ -480,7 +506,7 @@ class Session:
             "newest": max(stamps) if stamps else None,
             "size_distribution": buckets,
             "median_size": sizes[len(sizes) // 2] if sizes else 0,
-            "largest": [{"id": m.id, "type": m.type, "size": m.size} for m in top],
+            "largest": [{"id": m.id, "type": m.entry_type, "size": m.size} for m in top],
             "branches": sum(1 for e in self._state.slots if len(self._state.tree.children(e)) > 1),
             "leaf_id": self._state.leaf,
             "context_messages": len(ctx.messages),

@@ -150,9 +150,13 @@ class SessionList(BaseModel):
 
 class EntryMetaRow(BaseModel):
     id: str
+    ts: str
+    type: str = Field(description="A message's content type (input_text, output_text, "
+                      "reasoning, function_call, function_call_output, message); otherwise the "
+                      "entry type")
+    size: int = Field(description="Bytes")
     timestamp: str
-    type: str
-    size: int
+    entry_type: str
     parent_id: str | None = None
 
 
@@ -179,9 +183,18 @@ class LargestEntry(BaseModel):
     size: int
 
 
+class ContentTypeStats(BaseModel):
+    count: int
+    size: int
+
+
 class StatsResult(BaseModel):
     session_id: str
     name: str | None
+    total_entries: int
+    total_size_kb: float
+    stats_by_type: dict[str, ContentTypeStats] = Field(
+        description="By content type, as get_history_metadata's type")
     entries: int
     bytes: int
     file_bytes: int
@@ -217,6 +230,8 @@ class DeleteResult(BaseModel):
     leaves_view: list[str]
     also_leaving_view: list[str]
     pending: list[str]
+    deleted_count: int = Field(description="Entries purged by this call (0 for a preview)")
+    remaining_count: int = Field(description="Entries of the session that are not purged")
     message: str
 
 
@@ -310,7 +325,13 @@ class _Confirmations:
         return fingerprint
 
 
-def _delete_result(plan: PurgePlan, token: str | None, ttl: float | None) -> DeleteResult:
+def _remaining(session: Session) -> int:
+    """Entries of the session whose content is still there (not purged)."""
+    return sum(1 for e in session.entries() if not isinstance(e, PurgedEntry))
+
+
+def _delete_result(plan: PurgePlan, token: str | None, ttl: float | None,
+                   remaining: int) -> DeleteResult:
     n = len(plan.entry_ids)
     if plan.executed:
         message = f"Purged {n} entries ({plan.bytes} bytes); their content is gone from the store."
@@ -334,6 +355,9 @@ def _delete_result(plan: PurgePlan, token: str | None, ttl: float | None) -> Del
         also_leaving_view=plan.also_leaving_view,
         pending=plan.pending,
         message=message,
+        remaining_count=remaining,
+        deleted_count=(sum(1 for i in plan.items if not i.already_purged)
+                       if plan.executed else 0),
     )
 
 
@@ -602,9 +626,9 @@ def delete_history_entries(
         s = ctx.store.open(session_id, read_only=True)
         plan = s.purge(list(request) or None, all=delete_all)
         if not plan.entry_ids:
-            return _delete_result(plan, None, None)
+            return _delete_result(plan, None, None, _remaining(s))
         token = ctx.confirmations.mint(s.id, request, delete_all, plan.fingerprint)
-        return _delete_result(plan, token, ctx.confirmations.ttl)
+        return _delete_result(plan, token, ctx.confirmations.ttl, _remaining(s))
     fingerprint = ctx.confirmations.take(confirmation_token, session_id, request, delete_all)
     with ctx.store.open(session_id) as s:
         plan = s.purge(list(request) or None, all=delete_all)
@@ -615,7 +639,8 @@ def delete_history_entries(
                 "to preview again"
             )
         done = s.purge(list(request) or None, all=delete_all, dry_run=False)
-    return _delete_result(done, None, None)
+        left = _remaining(s)
+    return _delete_result(done, None, None, left)
 
 
 # -- bookmarks -------------------------------------------------------------------------

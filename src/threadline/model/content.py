@@ -134,6 +134,32 @@ class Message(msgspec.Struct, omit_defaults=True, kw_only=True):
         )
 
 
+CONTENT_TYPES = ("input_text", "output_text", "reasoning", "function_call",
+                 "function_call_output", "message")
+
+
+def content_type(msg: Message) -> str:
+    """What a message holds, in the wrapped chat history's terms (not its role): a tool result
+    is ``function_call_output``, a tool call ``function_call``, a user's input ``input_text``,
+    an assistant's text ``output_text``, an assistant's thinking alone ``reasoning``, anything
+    else ``message``. A message imported from a chat history keeps the type it was wrapped
+    with."""
+    kept = (msg.provider_details or {}).get("chat_history")
+    if isinstance(kept, dict) and kept.get("type") in CONTENT_TYPES:
+        return str(kept["type"])
+    if any(isinstance(b, ToolResultBlock) for b in msg.content):
+        return "function_call_output"
+    if any(isinstance(b, ToolUseBlock) for b in msg.content):
+        return "function_call"
+    if msg.role == "user":
+        return "input_text"
+    if msg.role == "assistant":
+        if msg.content and all(isinstance(b, ThinkingBlock) for b in msg.content):
+            return "reasoning"
+        return "output_text"
+    return "message"
+
+
 # -- constructors ---------------------------------------------------------------------------
 
 
