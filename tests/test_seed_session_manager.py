@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 import threadline as tl
@@ -130,3 +131,57 @@ def msgspec_builtins(value: object) -> object:
     import msgspec
 
     return msgspec.to_builtins(value)
+
+
+def _long_tool_turn(s: tl.Session, calls: int) -> None:
+    s.append_message("user", "Read main.go and the files it imports")
+    for k in range(calls):
+        s.append_message("assistant", [tl.tool_use(f"call_{k}", "read_file",
+                                                   {"path": f"pkg{k}.go"})])
+        body = "\n".join(f"func helper{k}_{n}(x int) int {{ return x * {n} }}"
+                         for n in range(120))
+        s.append_message("tool", [tl.tool_result(f"call_{k}", body)])
+
+
+def test_compaction_splits_a_turn_whose_newest_tool_exchange_exceeds_the_budget() -> None:
+    from threadline.compaction import compact, prepare_compaction
+
+    s = tl.open_store("memory://").create()
+    _long_tool_turn(s, 2)
+    path = s.path_ids()
+    plan = prepare_compaction(s, keep_recent_tokens=300)
+    # the newest exchange (call_1 and its result) is kept whole; the turn's start is summarized
+    assert (plan.is_split_turn, plan.first_kept_entry_id, plan.kept_ids) == (
+        True, path[3], path[3:])
+    assert plan.turn_prefix_ids == path[:3]
+    before = plan.tokens_before
+    compact(s, keep_recent_tokens=300)
+    ctx = list(s.context().messages)
+    assert [m.role for m in ctx] == ["compactionSummary", "assistant", "tool"]
+    from threadline.compaction import session_tokens
+
+    assert session_tokens(s).tokens < min(before - 1000, plan.kept_tokens + 300)
+
+
+def test_compaction_never_goes_between_a_tool_call_and_its_result() -> None:
+    from threadline.compaction import prepare_compaction
+    from threadline.errors import UserError
+
+    s = tl.open_store("memory://").create()
+    _long_tool_turn(s, 2)
+    s.append_message("assistant", [tl.tool_use("call_9", "read_file", {"path": "x.go"})])
+    with pytest.raises(UserError, match=r"ends with a tool call waiting for its result "
+                                        r"\(call_9\); compact after the result is appended"):
+        prepare_compaction(s, keep_recent_tokens=300)
+
+
+def test_the_agent_loop_gets_back_under_its_threshold_with_one_long_tool_turn() -> None:
+    from threadline.agent import AgentSession
+
+    s = tl.open_store("memory://").create()
+    agent = AgentSession(s, context_window=4000, reserve_tokens=1000, keep_recent_tokens=300)
+    _long_tool_turn(s, 3)  # about 1,300 tokens per result: over the 3,000-token threshold
+    assert agent.needs_compaction()
+    result = agent.maybe_compact()
+    assert result is not None and result.plan.is_split_turn
+    assert agent.tokens().tokens < agent.threshold
