@@ -267,7 +267,7 @@ def prepare_compaction(session: Session, *, keep_recent_tokens: int = DEFAULT_KE
     if types[path[-1]] == "compaction":
         raise UserError(f"Session '{sid}' was just compacted; add messages before compacting "
                         "again")
-    last = _message(session._record(path[-1]))
+    last = _message(session.entry(path[-1]))
     if last is not None and last.tool_uses:
         # a compaction entry appended now would sit between the call and its result in the file
         calls = ", ".join(u.id for u in last.tool_uses)

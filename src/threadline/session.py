@@ -20,7 +20,7 @@ import msgspec
 from threadline import bookmarks as _bookmarks
 from threadline import history as _history
 from threadline import operations as _operations
-from threadline.bookmarks import TagListing, TagStatus, UndoResult
+from threadline.bookmarks import TagEvent, TagImport, TagListing, TagStatus, UndoResult
 from threadline.context import Context
 from threadline.errors import StoreError, UserError
 from threadline.history import PurgePlan
@@ -28,6 +28,7 @@ from threadline.model.content import ROLES, Message, Usage, coerce_content
 from threadline.model.entries import (
     RECORD_CLASSES,
     AnyRecord,
+    BookmarkRecord,
     BranchSummary,
     Compaction,
     Custom,
@@ -379,6 +380,11 @@ class Session:
                                  label=Label(target_id=target, label=label))
                 records.append(rec)
                 parent = rec.id
+        # tags go with the session: those bound to an entry on the path (or to position 0)
+        for name, bm in self._state.bookmarks.items():
+            if not name.startswith("__") and (bm.target_id is None or bm.target_id in on_path):
+                records.append(BookmarkRecord(id=new_id(), parent_id=None, timestamp=stamp,
+                                              bookmark=bm))
         return create_session(self._state.store, parent_session=self.id, cwd=self.header.cwd,
                               records=records)
 
@@ -541,6 +547,22 @@ class Session:
     def clear(self) -> UndoResult:
         """Start over: the leaf moves before the first entry; nothing is deleted."""
         return _bookmarks.clear(self._state)
+
+    def rename_tag(self, old: str, new: str) -> TagStatus:
+        """Rename tag ``old`` to ``new`` (it keeps its entry and position)."""
+        return _bookmarks.rename(self._state, old, new)
+
+    def tag_history(self, name: str) -> list[TagEvent]:
+        """Every move of tag ``name`` (set, moved, renamed, removed), oldest first."""
+        return _bookmarks.history(self._state, name)
+
+    def export_tags(self) -> dict[str, Any]:
+        """The session's tags as JSON-ready data (see ``bookmarks.export_tags``)."""
+        return _bookmarks.export_tags(self._state)
+
+    def import_tags(self, data: Any, *, replace: bool = False) -> TagImport:
+        """Set the tags of an ``export_tags`` document on this session."""
+        return _bookmarks.import_tags(self._state, data, replace=replace)
 
     # -- context operations (threadline.operations, DESIGN §6) -------------------------------
 

@@ -76,6 +76,7 @@ class SessionState:
         self.labels: dict[str, str] = {}
         self.bookmarks: dict[str, Bookmark] = {}
         self.bookmark_times: dict[str, str] = {}
+        self.bookmark_log: list[tuple[str, Bookmark]] = []  # every bookmark record, in order
         self.op_states: dict[str, OpState] = {}
         self.ops: list[str] = []
         self.message_tags: dict[str, list[str]] = {}
@@ -168,6 +169,7 @@ class SessionState:
             else:
                 report.unknown_leaf.append(target)
         elif kind == "bookmark":
+            self.bookmark_log.append((rec.timestamp or "", payload))
             if payload.removed:
                 self.bookmarks.pop(payload.name, None)
                 self.bookmark_times.pop(payload.name, None)

@@ -126,6 +126,7 @@ class Bookmark(_P):
     position: int
     hash: str | None
     removed: bool = False
+    renamed_from: str | None = None  # set on the record a rename writes under the new name
 
 
 class OpState(_P):
