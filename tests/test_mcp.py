@@ -25,7 +25,7 @@ CLI = [sys.executable, "-c", "from threadline.cli.main import main; main()"]
 TOOLS = {
     "tag_messages", "digest_messages", "revise_messages", "snip_messages", "resequence_messages",
     "insert_messages", "list_operations", "revert_operation", "toggle_operation", "get_context",
-    "expand_operation", "collapse_operation",
+    "expand_operation", "collapse_operation", "score_relevance", "infer_active_tags",
     "list_sessions", "get_history_metadata", "get_history_entry", "get_history_stats",
     "delete_history_entries", "tag_position", "list_tags", "undo",
 }
@@ -160,6 +160,14 @@ def test_every_tool_runs_and_returns_structured_results(
             f"[threadline marker: snip {op_s} removed 1 message here; "
             f'expand_operation("{op_s}") shows them]', "greetings"]
 
+        scored = await call("score_relevance", session_id=sid, objective="list the files",
+                            keep_recent=0)
+        assert scored.structured_content["executed"] is False
+        assert [r["position"] for r in scored.structured_content["scores"]] == list(range(8))
+        inferred = await call("infer_active_tags", session_id=sid, turns=1)
+        # "greeting" tags messages the digest hid; "lean" has nothing to do with "u6 …"
+        assert inferred.structured_content == {"session_id": sid, "known_tags": ["lean"],
+                                               "active_tags": []}
         ops = await call("list_operations", session_id=sid)
         assert [(o["id"], o["kind"], o["state"], o["standing"], o["session_id"])[:4]
                 for o in ops.structured_content["result"]] == [

@@ -13,10 +13,11 @@ Two things an agent can do with an *objective* — a line of text saying what it
 * **Infer the active tags.** Conditional operations apply only when one of their tags is active
   (DESIGN §6). :func:`infer_active_tags` derives the active tags from the latest user turns:
   a tag is active when its words appear in them, or when its description (its words and the
-  messages tagged with it) is similar enough to them. :func:`objective_context` is the context built with those tags.
+  messages tagged with it) is similar enough to them. :func:`objective_context` is the context
+  built with those tags.
 
-This module sits at the catalog's layer: it uses ``store.catalog.embedder`` (or an embedder
-given explicitly) and the Session's public API.
+This module sits just above :mod:`threadline.stores`: it uses the embedder of the store's catalog
+(or an embedder given explicitly) and the Session's public API.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from threadline.embedding import INSTALL_HINT, Embedder
+from threadline.embedding import INSTALL_HINT, Embedder, default_embedder
 from threadline.errors import UserError
 from threadline.model.content import Message
 from threadline.model.search_text import message_text
+from threadline.stores import opened_catalog
 
 if TYPE_CHECKING:
     from threadline.context import Context
@@ -40,7 +42,7 @@ __all__ = ["MessageScore", "Proposal", "RelevancePlan", "apply", "infer_active_t
            "objective_context", "propose", "score_context"]
 
 DEFAULT_THRESHOLD = 0.2
-DEFAULT_TAG_THRESHOLD = 0.3
+DEFAULT_TAG_THRESHOLD = 0.35
 _TEXT_LIMIT = 2000
 
 
@@ -82,13 +84,16 @@ class RelevancePlan(msgspec.Struct, kw_only=True):
 
 
 def _embedder(session: Session, embedder: Embedder | None) -> Embedder:
+    """``embedder``, else the embedder of the session's catalog when it is open, else the
+    catalog's default (the MiniLM model of the ``semantic`` extra)."""
     if embedder is not None:
         return embedder
-    store = session.store
-    found = getattr(getattr(store, "catalog", None), "embedder", None) if store else None
+    backend = session.store
+    catalog = opened_catalog(backend) if backend is not None else None
+    found = catalog.embedder if catalog is not None else default_embedder()
     if found is None:
         raise UserError(f"Relevance scoring needs an embedder; {INSTALL_HINT}")
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def _text(m: Message) -> str:
@@ -202,10 +207,10 @@ def apply(session: Session, plan: RelevancePlan, *, tags: Iterable[str] | None =
     made: list[str] = []
     for p in reversed(plan.proposals):
         if p.kind == "digest":
-            op = session.digest(p.start, p.end, p.summary or "", tags=tags,  # type: ignore[attr-defined]
+            op = session.digest(p.start, p.end, p.summary or "", tags=tags,
                                 active_tags=plan.active_tags)
         else:
-            op = session.snip(p.start, p.end, tags=tags,  # type: ignore[attr-defined]
+            op = session.snip(p.start, p.end, tags=tags,
                               active_tags=plan.active_tags)
         made.append(op)
     return msgspec.structs.replace(plan, applied=list(reversed(made)))
@@ -223,7 +228,7 @@ def known_tags(session: Session) -> dict[str, list[str]]:
     (up to three) messages tagged with it: what describes the tag besides its own words. (An
     operation's summary describes what it hides, not the tag's topic, so it is not used.)"""
     found: dict[str, list[str]] = {}
-    for info in session.operations():  # type: ignore[attr-defined]
+    for info in session.operations():
         for t in info.tags or ():
             found.setdefault(t, [])
     ctx = session.context()

@@ -67,6 +67,11 @@ def catalog_for(backend: BaseStore) -> Catalog:
     return cat
 
 
+def opened_catalog(backend: BaseStore) -> Catalog | None:
+    """The catalog of ``backend`` if one was opened already (``None`` otherwise)."""
+    return _opened.get(backend)
+
+
 @history.on_purge
 def forget_purged(backend: BaseStore | None, session_id: str, entry_ids: list[str]) -> None:
     """Purge hook: the catalog in use (or the one already built on disk) forgets the entries.

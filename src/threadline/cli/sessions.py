@@ -112,19 +112,29 @@ def new(ctx: click.Context, name: str | None, session_id: str | None, as_json: b
 @click.argument("session_id")
 @click.option("--leaf", default=None, help="Show the context at this entry instead of the leaf.")
 @click.option("--tags", "active_tags", default="", help="Comma-separated active tags.")
+@click.option("--infer-tags", is_flag=True,
+              help="Also activate the tags the latest user turns point at.")
 @click.pass_context
-def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str) -> None:
+def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str,
+         infer_tags: bool) -> None:
     """Print the context (what the model sees) as readable text."""
     s = open_session(ctx, session_id, read_only=True)
-    c = s.context(leaf, active_tags=[t for t in active_tags.split(",") if t])
+    tags = [t for t in active_tags.split(",") if t]
+    if infer_tags:
+        from threadline.relevance import infer_active_tags
+
+        inferred = infer_active_tags(s)
+        tags = sorted({*tags, *inferred})
+        click.echo(f"Inferred tags: {', '.join(inferred) or '-'}")
+    c = s.context(leaf, active_tags=tags)
     out = console()
     title = f" ({escape(s.name)})" if s.name else ""
     model = f"{c.model.provider}/{c.model.model_id}" if c.model else "-"
     out.print(f"Session {s.id}{title}: {len(c.messages)} messages, model {model}, "
               f"thinking {c.thinking_level}")
     for i, (msg, item) in enumerate(zip(c.messages, c.view, strict=True)):
-        tags = f" #{' #'.join(item.tags)}" if item.tags else ""
-        out.print(f"[bold][{i}] {msg.role}[/bold] {escape(item.id)}{escape(tags)}")
+        marks = f" #{' #'.join(item.tags)}" if item.tags else ""
+        out.print(f"[bold][{i}] {msg.role}[/bold] {escape(item.id)}{escape(marks)}")
         for line in message_text(msg).splitlines() or [""]:
             out.print("    " + escape(line))
 

@@ -127,6 +127,42 @@ class ContextResult(BaseModel):
     payload: Any = Field(default=None, description="A provider format's request payload")
 
 
+class ScoreRow(BaseModel):
+    position: int
+    id: str
+    role: str
+    score: float = Field(description="Cosine similarity to the objective (-1..1)")
+    preview: str
+
+
+class ProposalRow(BaseModel):
+    kind: Literal["digest", "snip"]
+    start: int
+    end: int
+    ids: list[str]
+    score: float = Field(description="The highest score inside the stretch")
+    summary: str | None = None
+
+
+class RelevanceResult(BaseModel):
+    notice: str = DATA_NOTICE
+    session_id: str
+    objective: str
+    threshold: float
+    executed: bool = Field(description="False: a preview; call again with apply=true to write "
+                                       "the proposed operations")
+    scores: list[ScoreRow]
+    proposals: list[ProposalRow]
+    operation_ids: list[str] = Field(default_factory=list,
+                                     description="The operations written (apply=true)")
+
+
+class InferredTags(BaseModel):
+    session_id: str
+    active_tags: list[str]
+    known_tags: list[str]
+
+
 class SessionRow(BaseModel):
     id: str
     name: str | None
@@ -524,6 +560,38 @@ def collapse_operation(ctx: ToolContext, operation_id: str, session_id: str | No
     return OperationSwitched(success=True, session_id=s.id, operation=_row(info, s.id))
 
 
+def score_relevance(ctx: ToolContext, session_id: str, objective: str, threshold: float = 0.2,
+                    action: Literal["digest", "snip"] = "digest", keep_recent: int = 4,
+                    apply: bool = False) -> RelevanceResult:
+    """Score every message of the view against an objective (the catalog's embedder) and
+    propose a digest or snip of each least relevant stretch (tool calls kept with their
+    results, the last keep_recent messages left alone). A preview unless apply=true; the
+    operations written are reversible."""
+    from threadline import relevance
+
+    with ctx.store.open(session_id, read_only=not apply) as s:
+        plan = relevance.propose(s, objective, threshold=threshold, action=action,
+                                 keep_recent=keep_recent)
+        if apply and plan.proposals:
+            plan = relevance.apply(s, plan)
+    return RelevanceResult(
+        session_id=s.id, objective=objective, threshold=threshold, executed=apply,
+        scores=[ScoreRow.model_validate(_builtins(x)) for x in plan.scores],
+        proposals=[ProposalRow.model_validate(_builtins(p)) for p in plan.proposals],
+        operation_ids=plan.applied)
+
+
+def infer_active_tags(ctx: ToolContext, session_id: str, turns: int = 3) -> InferredTags:
+    """The tags the latest user turns point at (by their words, or by meaning with the
+    catalog's embedder): pass them as get_context's active_tags, or call get_context with
+    infer_tags=true."""
+    from threadline import relevance
+
+    s = ctx.store.open(session_id, read_only=True)
+    return InferredTags(session_id=s.id, known_tags=sorted(relevance.known_tags(s)),
+                        active_tags=relevance.infer_active_tags(s, turns=turns))
+
+
 # -- reading ---------------------------------------------------------------------------
 
 
@@ -533,11 +601,13 @@ def get_context(
     format: str = "threadline",
     active_tags: list[str] | None = None,
     markers: bool = True,
+    infer_tags: bool = False,
 ) -> ContextResult:
     """What the model sees: format=threadline gives the view with positions, ids and tags;
     a provider format (openai_chat, anthropic, …) gives that provider's payload. Revise and
     snip leave markers (kind=marker, text every provider accepts); markers=false leaves them
-    out (a bare payload; positions then no longer match the view)."""
+    out (a bare payload; positions then no longer match the view). infer_tags=true adds the
+    tags inferred from the latest user turns to active_tags."""
     from threadline import formats
 
     if format != "threadline" and format not in formats.PROVIDER_FORMATS:
@@ -546,6 +616,10 @@ def get_context(
             f"or a provider format: {', '.join(formats.PROVIDER_FORMATS)}"
         )
     s = ctx.store.open(session_id, read_only=True)
+    if infer_tags:
+        from threadline import relevance
+
+        active_tags = sorted({*(active_tags or ()), *relevance.infer_active_tags(s)})
     view, msgs = _context_messages(s, active_tags, markers)
     model = f"{view.model.provider}/{view.model.model_id}" if view.model else None
     base = dict(
@@ -732,6 +806,8 @@ TOOLS: list[Tool] = [
     Tool(toggle_operation, _EDIT),
     Tool(expand_operation, _EDIT),
     Tool(collapse_operation, _EDIT),
+    Tool(score_relevance, _EDIT),
+    Tool(infer_active_tags, _READ),
     Tool(get_context, _READ),
     Tool(list_sessions, _READ),
     Tool(get_history_metadata, _READ),
