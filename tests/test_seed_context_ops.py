@@ -208,3 +208,15 @@ def test_active_tags_are_inferred_from_the_latest_user_turns(chat: tl.Session,
     # a tag's own words in the user's text make it active
     chat.append_message("user", "Let us get back to authentication now.")
     assert relevance.infer_active_tags(chat, turns=1, embedder=None) == ["authentication"]
+
+
+def test_an_agent_session_follows_the_inferred_objective(chat: tl.Session,
+                                                         embedder: object) -> None:
+    from threadline.agent import AgentSession
+
+    chat.digest(3, 6, "Talked about banana bread", tags=["authentication"])
+    agent = AgentSession(chat, context_window=100_000, reserve_tokens=1000, infer_tags=True)
+    assert agent.active_tags() == ["authentication"]
+    assert [m.text for m in agent.messages()][3] == "Talked about banana bread"
+    plain = AgentSession(chat, context_window=100_000, reserve_tokens=1000)
+    assert [m.text for m in plain.messages()][3] == CONVERSATION[3][1]

@@ -245,7 +245,7 @@ def infer_active_tags(session: Session, *, turns: int = 3, embedder: Embedder | 
     """The tags the latest ``turns`` user messages point at: a tag is active when all its
     words appear in them (``database-design``: "database" and "design"), or — with an
     embedder (given, or the catalog's when installed) — when its description is at least
-    ``threshold`` similar to them. Sorted by name."""
+    ``threshold`` similar to one of them or to all of them together. Sorted by name."""
     ctx = session.context()
     recent = [m.text for m in ctx.messages if m.is_user_input][-max(1, turns):]
     said = " ".join(recent)
@@ -262,10 +262,14 @@ def infer_active_tags(session: Session, *, turns: int = 3, embedder: Embedder | 
         emb = None
     rest = [t for t in sorted(tags) if t not in active]
     if emb is not None and rest:
+        # each turn on its own and all of them together: a tag the user just turned to is not
+        # drowned by the turns before it
+        probes = [said[-_TEXT_LIMIT:], *(t[-_TEXT_LIMIT:] for t in recent if t.strip())]
         descriptions = [" ".join([" ".join(_words(t)), *tags[t]])[:_TEXT_LIMIT] for t in rest]
-        vectors = emb.embed([said[-_TEXT_LIMIT:], *descriptions])
-        for k, t in enumerate(rest, start=1):
-            if float(vectors[k] @ vectors[0]) >= threshold:
+        vectors = emb.embed([*probes, *descriptions])
+        n = len(probes)
+        for k, t in enumerate(rest, start=n):
+            if max(float(vectors[k] @ vectors[j]) for j in range(n)) >= threshold:
                 active.add(t)
     return sorted(active)
 
