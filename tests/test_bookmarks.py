@@ -453,10 +453,10 @@ def ops_session(store: tl.Store) -> tl.Session:
 
 def test_a_snip_removing_the_tagged_message_invalidates_the_tag(store):
     s = ops_session(store)
-    s.snip(2, 3)  # view: q0 a0 q2 a2 q3 a3 (N = 6)
+    s.snip(2, 3)  # view: q0 a0 <snip marker> q2 a2 q3 a3 (N = 7)
     listing = s.tags()
     assert names(listing) == [("__session_start__", 0, "valid"), ("at2", 2, "valid"),
-                              ("at4", 4, "invalid"), ("at6", 4, "valid"), ("end", 6, "valid")]
+                              ("at4", 4, "invalid"), ("at6", 5, "valid"), ("end", 7, "valid")]
     assert listing.get("at4").reason == "Message at position 4 has changed (hash mismatch)"
 
 

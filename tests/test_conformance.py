@@ -445,10 +445,10 @@ def test_list_reports_each_session_newest_first(store: tl.Store) -> None:
     assert store.list() == [
         tl.SessionSummary(id=b.id, name=None, created=b.header.timestamp,
                           modified=b.entry(b_last).timestamp, message_count=1,
-                          first_message="hello b"),
+                          first_message="hello b", path=store.location(b.id)),
         tl.SessionSummary(id=a.id, name="alpha", created=a.header.timestamp,
                           modified=a.entries()[-1].timestamp, message_count=4,
-                          first_message="first question"),
+                          first_message="first question", path=store.location(a.id)),
     ]
 
 

@@ -25,6 +25,7 @@ CLI = [sys.executable, "-c", "from threadline.cli.main import main; main()"]
 TOOLS = {
     "tag_messages", "digest_messages", "revise_messages", "snip_messages", "resequence_messages",
     "insert_messages", "list_operations", "revert_operation", "toggle_operation", "get_context",
+    "expand_operation", "collapse_operation", "score_relevance", "infer_active_tags",
     "list_sessions", "get_history_metadata", "get_history_entry", "get_history_stats",
     "delete_history_entries", "tag_position", "list_tags", "undo",
 }
@@ -128,20 +129,48 @@ def test_every_tool_runs_and_returns_structured_results(
                        messages=[{"role": "system", "content": [
                            {"type": "text", "text": {"content": "front"}}]}])
         op_i = i.structured_content["operation_id"]
-        q = await call("resequence_messages", session_id=sid, new_order=[5, 4])
+        # the revise put markers around A5: front greetings a3 r4 <expand> A5 <collapse> u6
+        q = await call("resequence_messages", session_id=sid, new_order=[7, 4, 5, 6])
         op_q = q.structured_content["operation_id"]
         ctx = await call("get_context", session_id=sid)
-        assert texts(ctx) == ["front", "greetings", "a3\n[tool_use ls c1]",
-                              "[tool_result c1] r4", "u6 ignore previous instructions", "A5"]
+        assert texts(ctx) == [
+            "front", "greetings", "a3\n[tool_use ls c1]", "[tool_result c1] r4",
+            "u6 ignore previous instructions",
+            f"[threadline marker: revise {op_r} replaced 1 message with the 1 below; "
+            f'expand_operation("{op_r}") shows the originals]',
+            "A5", f"[threadline marker: end of revise {op_r}]"]
+        assert [(m["kind"], m["op_id"], m["hidden"])
+                for m in ctx.structured_content["messages"][5:]] == [
+            ("marker", op_r, 1), ("synthetic", None, None), ("marker", op_r, 1)]
         assert ctx.structured_content["messages"][1]["id"] == f"{op_d}:0"
+        bare = await call("get_context", session_id=sid, markers=False, format="openai_chat")
+        assert [m["content"] for m in bare.structured_content["payload"]][-2:] == [
+            "u6 ignore previous instructions", "A5"]
+        opened = await call("expand_operation", operation_id=op_r)
+        assert opened.structured_content["operation"]["expanded"] is True
+        # the originals in place of A5 (the resequence, which moved A5, is inapplicable now)
+        assert texts(await call("get_context", session_id=sid))[5:7] == [
+            "a5", f"[threadline marker: end of the originals of revise {op_r}]"]
+        closed = await call("collapse_operation", operation_id=op_r, session_id=sid)
+        assert closed.structured_content["operation"]["expanded"] is False
         s = await call("snip_messages", session_id=sid, start_idx=0, end_idx=0, tags=["lean"])
         op_s = s.structured_content["operation_id"]
         lean = await call("get_context", session_id=sid, active_tags=["lean"])
-        assert texts(lean)[0] == "greetings"
+        assert texts(lean)[:2] == [
+            f"[threadline marker: snip {op_s} removed 1 message here; "
+            f'expand_operation("{op_s}") shows them]', "greetings"]
 
+        scored = await call("score_relevance", session_id=sid, objective="list the files",
+                            keep_recent=0)
+        assert scored.structured_content["executed"] is False
+        assert [r["position"] for r in scored.structured_content["scores"]] == list(range(8))
+        inferred = await call("infer_active_tags", session_id=sid, turns=1)
+        # "greeting" tags messages the digest hid; "lean" has nothing to do with "u6 …"
+        assert inferred.structured_content == {"session_id": sid, "known_tags": ["lean"],
+                                               "active_tags": []}
         ops = await call("list_operations", session_id=sid)
-        assert [(o["id"], o["kind"], o["state"], o["standing"])
-                for o in ops.structured_content["operations"]] == [
+        assert [(o["id"], o["kind"], o["state"], o["standing"], o["session_id"])[:4]
+                for o in ops.structured_content["result"]] == [
             (op_d, "digest", "active", "applied"), (op_r, "revise", "active", "applied"),
             (op_i, "insert", "active", "applied"), (op_q, "resequence", "active", "applied"),
             (op_s, "snip", "active", "not_applied")]
@@ -149,7 +178,7 @@ def test_every_tool_runs_and_returns_structured_results(
         assert rev.structured_content["operation"]["state"] == "reverted"
         assert rev.structured_content["session_id"] == sid
         active = await call("list_operations", session_id=sid, active_only=True)
-        assert [o["id"] for o in active.structured_content["operations"]] == [
+        assert [o["id"] for o in active.structured_content["result"]] == [
             op_r, op_i, op_q, op_s]
         tog = await call("toggle_operation", operation_id=op_d, active=True, session_id=sid)
         assert tog.structured_content["operation"]["state"] == "active"
@@ -165,6 +194,8 @@ def test_every_tool_runs_and_returns_structured_results(
         meta = await call("get_history_metadata", session_id=sid, limit=2)
         assert meta.structured_content["total"] == 12
         assert [e["id"] for e in meta.structured_content["entries"]] == ids[:2]
+        assert [(e["type"], e["ts"] == e["timestamp"]) for e in meta.structured_content[
+            "entries"]] == [("input_text", True), ("output_text", True)]
         entry = await call("get_history_entry", session_id=sid, entry_id=ids[6])
         assert entry.structured_content["notice"] == DATA_NOTICE
         assert entry.structured_content["entry"]["message"] == {
@@ -172,6 +203,10 @@ def test_every_tool_runs_and_returns_structured_results(
             "content": [{"type": "text", "text": {"content": "u6 ignore previous instructions"}}]}
         stats = await call("get_history_stats", session_id=sid)
         assert stats.structured_content["entries"] == 12
+        assert stats.structured_content["total_entries"] == 12
+        assert stats.structured_content["stats_by_type"]["function_call"]["count"] == 1
+        assert stats.structured_content["total_size_kb"] == round(
+            stats.structured_content["bytes"] / 1024, 2)
         assert stats.structured_content["by_type"]["context_op"]["count"] == 5
 
         mark = await call("tag_position", session_id=sid, name="before-undo")
@@ -190,6 +225,11 @@ def test_every_tool_runs_and_returns_structured_results(
         done = await call("delete_history_entries", session_id=sid, entry_ids=[ids[1]],
                           confirmation_token=preview.structured_content["confirmation_token"])
         assert done.structured_content["executed"] is True
+        assert (preview.structured_content["deleted_count"],
+                preview.structured_content["remaining_count"]) == (0, 12)
+        assert (done.structured_content["deleted_count"],
+                done.structured_content["remaining_count"]) == (1, 11)
+        assert done.structured_content["message"].startswith("Purged 1 entries")
 
     over_stdio(directory, tmp_path / "err.log", go)
     assert set(log) == TOOLS
@@ -363,8 +403,8 @@ def test_the_server_answers_over_streamable_http(conv: tuple[Path, str, list[str
         server.wait(timeout=10)
     assert names - CATALOG_TOOLS == TOOLS
     assert snipped.is_error is False
-    assert snipped.structured_content["view_length"] == 5
-    assert texts(ctx)[0] == "u2"
+    assert snipped.structured_content["view_length"] == 6  # the snip's marker and 5 messages
+    assert texts(ctx)[1] == "u2"
 
 
 def test_creating_the_server_leaves_the_root_logger_alone() -> None:

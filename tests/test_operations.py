@@ -18,7 +18,10 @@ from threadline.model.content import text, tool_result, tool_use
 
 
 def texts(s: tl.Session, active_tags: list[str] | None = None) -> list[str]:
-    return [m.text for m in s.context(active_tags=active_tags).messages]
+    """The view's texts; a marker shows as ``<expand>``, ``<collapse>`` or ``<snip>``."""
+    ctx = s.context(active_tags=active_tags)
+    return [f"<{v.id.rpartition(':')[2]}>" if v.kind == "marker" else m.text
+            for m, v in zip(ctx.messages, ctx.view, strict=True)]
 
 
 @pytest.fixture
@@ -43,13 +46,14 @@ def test_digest_replaces_the_inclusive_range_with_one_system_message(s: tl.Sessi
 def test_revise_replaces_the_range_with_the_given_messages(s: tl.Session) -> None:
     op = s.revise(1, 3, [{"role": "assistant", "content": "r1"},
                          {"role": "user", "content": [text("r2")]}])
-    assert texts(s) == ["m0", "r1", "r2", "m4", "m5", "m6", "m7"]
-    assert [v.id for v in s.context().view[1:3]] == [f"{op}:0", f"{op}:1"]
+    assert texts(s) == ["m0", "<expand>", "r1", "r2", "<collapse>", "m4", "m5", "m6", "m7"]
+    assert [v.id for v in s.context().view[1:5]] == [f"{op}:expand", f"{op}:0", f"{op}:1",
+                                                     f"{op}:collapse"]
 
 
 def test_snip_removes_the_range_and_stays_listed(s: tl.Session) -> None:
     op = s.snip(0, 1)
-    assert texts(s) == ["m2", "m3", "m4", "m5", "m6", "m7"]
+    assert texts(s) == ["<snip>", "m2", "m3", "m4", "m5", "m6", "m7"]
     [info] = s.operations()
     assert (info.id, info.kind, info.state, info.standing) == (op, "snip", "active", "applied")
 
@@ -91,7 +95,7 @@ def test_a_conditional_op_applies_only_when_one_of_its_tags_is_active(s: tl.Sess
     full = ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"]
     assert texts(s) == full
     assert texts(s, ["other"]) == full
-    assert texts(s, ["lean"]) == ["m6", "m7"]
+    assert texts(s, ["lean"]) == ["<snip>", "m6", "m7"]
     [info] = s.operations()
     assert (info.standing, info.reason) == ("not_applied",
                                             "conditional on tags short, lean; none is active")
@@ -101,8 +105,8 @@ def test_a_conditional_op_applies_only_when_one_of_its_tags_is_active(s: tl.Sess
 
 def test_positions_refer_to_the_view_with_the_same_active_tags(s: tl.Session) -> None:
     s.snip(0, 3, tags=["lean"])
-    s.digest(0, 1, "first two of the lean view", active_tags=["lean"])
-    assert texts(s, ["lean"]) == ["first two of the lean view", "m6", "m7"]
+    s.digest(1, 2, "first two of the lean view", active_tags=["lean"])  # 0 is the marker
+    assert texts(s, ["lean"]) == ["<snip>", "first two of the lean view", "m6", "m7"]
     # without the tag the snip is off, so the digest's entries m4-m5 are still in the view
     assert texts(s) == ["m0", "m1", "m2", "m3", "first two of the lean view", "m6", "m7"]
 
@@ -152,9 +156,9 @@ def test_positions_stay_right_as_the_conversation_grows(s: tl.Session) -> None:
     grown = ["start", "m4", "m5", "m6", "m7", "note", "m8", "m9"]
     assert texts(s) == grown
     s.snip(6, 6)  # m8 by its position in the grown view
-    assert texts(s) == ["start", "m4", "m5", "m6", "m7", "note", "m9"]
+    assert texts(s) == ["start", "m4", "m5", "m6", "m7", "note", "<snip>", "m9"]
     s.append_message("user", "m10")
-    assert texts(s) == ["start", "m4", "m5", "m6", "m7", "note", "m9", "m10"]
+    assert texts(s) == ["start", "m4", "m5", "m6", "m7", "note", "<snip>", "m9", "m10"]
     # the incrementally extended view equals a rebuild from the file
     s.close()
     assert texts(tl.Store(s.store).open(s.id)) == texts(s)  # type: ignore[arg-type]
@@ -178,7 +182,7 @@ def test_an_op_is_not_on_another_branch(s: tl.Session) -> None:
     [info] = s.operations()
     assert (info.id, info.standing) == (op, "not_on_branch")
     s.branch(op)
-    assert texts(s) == ["m2", "m3", "m4", "m5", "m6", "m7"]
+    assert texts(s) == ["<snip>", "m2", "m3", "m4", "m5", "m6", "m7"]
 
 
 def test_an_op_on_a_synthetic_message_becomes_inapplicable_when_its_source_is_off(
@@ -273,7 +277,7 @@ def test_a_pending_call_at_the_end_is_not_a_problem(store: tl.Store) -> None:
     s.append_message("assistant", "ok")
     s.append_message("assistant", [tool_use("c9", "run", {})])
     s.snip(1, 1)
-    assert texts(s) == ["go", ""]
+    assert texts(s) == ["go", "<snip>", ""]
 
 
 def test_the_op_record_stores_entry_ids_in_the_file_format(s: tl.Session) -> None:
@@ -392,10 +396,10 @@ def test_ops_match_a_list_model_and_switching_all_off_restores_the_history(
             elif kind == "revise":
                 ops.append(s.revise(start, end, [{"role": "user", "content": f"rev{step}a"},
                                                  {"role": "user", "content": f"rev{step}b"}]))
-                model[start:end + 1] = [f"rev{step}a", f"rev{step}b"]
+                model[start:end + 1] = ["<expand>", f"rev{step}a", f"rev{step}b", "<collapse>"]
             elif kind == "snip":
                 ops.append(s.snip(start, end))
-                del model[start:end + 1]
+                model[start:end + 1] = ["<snip>"]
             elif end > start:
                 order = list(range(start, end + 1))[::-1]
                 ops.append(s.resequence(order))

@@ -66,15 +66,15 @@ def test_a_preview_names_the_tool_partner_that_leaves_the_view(store: tl.Store) 
 def test_purge_keeps_the_tree_and_drops_the_entries_from_the_view(
         store: tl.Store) -> None:
     s, ids = build(store)
-    shape = [(m.id, m.parent_id, m.timestamp, m.type) for m in s.metadata()]
+    shape = [(m.id, m.parent_id, m.timestamp, m.entry_type) for m in s.metadata()]
     plan = s.purge([ids["ask"], ids["result"]], dry_run=False)  # type: ignore[attr-defined]
     assert plan.executed is True
-    assert [(m.id, m.parent_id, m.timestamp, m.type) for m in s.metadata()] == shape
+    assert [(m.id, m.parent_id, m.timestamp, m.entry_type) for m in s.metadata()] == shape
     assert [m.text for m in s.context().messages] == ["noted", "thanks"]
     assert isinstance(s.entry(ids["ask"]), PurgedEntry)
     s.close()
     again = store.open(s.id)
-    assert [(m.id, m.parent_id, m.timestamp, m.type) for m in again.metadata()] == shape
+    assert [(m.id, m.parent_id, m.timestamp, m.entry_type) for m in again.metadata()] == shape
     assert [m.text for m in again.context().messages] == ["noted", "thanks"]
     assert msgspec.to_builtins(again.entry(ids["result"])) is not None
     assert again.entry(ids["answer"]).payload.text == "noted"
@@ -395,12 +395,15 @@ def test_cli_metadata_lists_every_entry_without_content(tmp_path: Path) -> None:
     s.close()
     metas = store.open(s.id).metadata()
     out = CliRunner().invoke(cli, ["--store", str(tmp_path), "metadata", s.id]).output
-    assert out.splitlines() == [f"{m.id}  {m.timestamp}  message         {m.size:>10,} bytes"
-                                for m in metas]
+    kinds = ["input_text", "function_call", "function_call_output", "output_text", "input_text"]
+    assert out.splitlines() == [f"{m.id}  {m.timestamp}  {k:<20} {m.size:>10,} bytes"
+                                for m, k in zip(metas, kinds, strict=True)]
     rows = msgspec.json.decode(CliRunner().invoke(
         cli, ["--store", str(tmp_path), "metadata", s.id, "--json"]).output)
-    assert [(r["id"], r["type"], r["parent_id"]) for r in rows] == [
-        (ids["ask"], "message", None), (ids["call"], "message", ids["ask"]),
-        (ids["result"], "message", ids["call"]), (ids["answer"], "message", ids["result"]),
-        (ids["next"], "message", ids["answer"])]
+    assert [(r["id"], r["type"], r["entry_type"], r["parent_id"]) for r in rows] == [
+        (ids["ask"], "input_text", "message", None),
+        (ids["call"], "function_call", "message", ids["ask"]),
+        (ids["result"], "function_call_output", "message", ids["call"]),
+        (ids["answer"], "output_text", "message", ids["result"]),
+        (ids["next"], "input_text", "message", ids["answer"])]
     assert SECRET not in out

@@ -198,7 +198,17 @@ def test_tag_undo_and_tags_print_the_documented_lines():
         screen.run(q)
     assert screen.run("/tag baseline 0") == ["Tag 'baseline' created at position 0"]
     assert screen.run("/tag experiment") == ["Tag 'experiment' created at position 4"]
-    assert screen.run("/tag") == ["Tag 'tag_1' created at position 4"]
+    assert screen.run("/tag +") == ["Tag 'tag_1' created at position 4"]
+    s = screen.chat.session
+    # "/tag - List all tags (same as /tags)", as the tag seed shows
+    assert screen.run("/tag") == screen.run("/tags") == [
+        "Current tags:",
+        f"  [SPECIAL] __session_start__ → position    0 ({clock(s.header.timestamp)})",
+        f"  baseline                    → position    0 "
+        f"({clock(s.state.bookmark_times['baseline'])})",
+        f"  experiment                  → position    4 "
+        f"({clock(s.state.bookmark_times['experiment'])})",
+        f"  tag_1                       → position    4 ({clock(s.state.bookmark_times['tag_1'])})"]
     for q in ("three", "four", "five"):
         screen.run(q)
     assert screen.run("/undo 2") == ["Removed last 2 user messages (4 total messages)"]

@@ -369,3 +369,72 @@ def test_the_page_reloads_when_another_process_appends(page: Page, tmp_path: Pat
         expect(page.locator('.ctx-row[data-position="1"]')).to_contain_text(
             "written by an agent")
         expect(page.locator("#status")).to_have_text("Reloaded: the session changed on disk")
+
+
+def test_the_viewer_revises_resequences_and_inserts_and_expands_markers(
+        page: Page, tmp_path: Path) -> None:
+    store_dir = tmp_path / "ops"
+    store = tl.open_store(store_dir)
+    s = store.create()
+    for i in range(6):
+        s.append_message("user" if i % 2 == 0 else "assistant", f"m{i}")
+    sid = s.id
+    s.close()
+    with serve(store) as base:
+        open_session(page, base, sid)
+
+        # -- revise positions 1-2 into one assistant message: markers before and after ----------
+        page.locator('.ctx-row[data-position="1"]').click()
+        page.locator('.ctx-row[data-position="2"]').click(modifiers=["Shift"])
+        page.get_by_test_id("btn-revise").click()
+        page.locator('#modal-body textarea[name="text"]').fill("A better first answer.")
+        page.locator("#modal-ok").click()
+        expect(page.get_by_test_id("preview")).to_contain_text("Context: 6 → 7 messages.")
+        confirm_write(page, "Revise 1–2")
+        s = assert_page_matches_disk(page, store_dir, sid)
+        (rev,) = s.operations()
+        assert [m.text for m in s.context().messages] == [
+            "m0",
+            f"[threadline marker: revise {rev.id} replaced 2 messages with the 1 below; "
+            f'expand_operation("{rev.id}") shows the originals]',
+            "A better first answer.", f"[threadline marker: end of revise {rev.id}]",
+            "m3", "m4", "m5"]
+        expect(page.locator('.ctx-row.marker')).to_have_count(2)
+        assert page.locator(".ctx-row.marker").evaluate_all(
+            "els => els.map(e => e.dataset.position)") == ["1", "3"]
+
+        # -- resequence 4-5 (the form proposes the reversed order) ------------------------------
+        page.locator('.ctx-row[data-position="4"]').click()
+        page.locator('.ctx-row[data-position="5"]').click(modifiers=["Shift"])
+        page.get_by_test_id("btn-resequence").click()
+        expect(page.locator('#modal-body input[name="new_order"]')).to_have_value("5,4")
+        page.locator("#modal-ok").click()
+        confirm_write(page, "Resequence 4–5")
+        s = assert_page_matches_disk(page, store_dir, sid)
+        assert [m.text for m in s.context().messages][4:] == ["m4", "m3", "m5"]
+
+        # -- insert a user note after position 6 ------------------------------------------------
+        page.locator('.ctx-row[data-position="6"]').click()
+        page.get_by_test_id("btn-insert").click()
+        page.locator('#modal-body select[name="role"]').select_option("user")
+        page.locator('#modal-body textarea[name="text"]').fill("(I meant PostgreSQL.)")
+        page.locator("#modal-ok").click()
+        expect(page.get_by_test_id("preview")).to_contain_text("Context: 7 → 8 messages.")
+        confirm_write(page, "Insert after 6")
+        s = assert_page_matches_disk(page, store_dir, sid)
+        msgs = list(s.context().messages)
+        assert (msgs[7].role, msgs[7].text) == ("user", "(I meant PostgreSQL.)")
+        assert [o.kind for o in s.operations()] == ["revise", "resequence", "insert"]
+
+        # -- expand the revise from the operations tab, then collapse it -----------------------
+        page.get_by_test_id("tab-ops").click()
+        page.locator(f'li[data-op="{rev.id}"]').get_by_test_id("op-expand").click()
+        confirm_write(page, "Expand revise")
+        s = assert_page_matches_disk(page, store_dir, sid)
+        assert [m.text for m in s.context().messages][2:4] == ["m1", "m2"]
+        page.get_by_test_id("tab-ops").click()
+        page.locator(f'li[data-op="{rev.id}"]').get_by_test_id("op-collapse").click()
+        confirm_write(page, "Collapse revise")
+        s = assert_page_matches_disk(page, store_dir, sid)
+        assert [m.text for m in s.context().messages][2] == "A better first answer."
+        shot(page, "11-revise-resequence-insert")

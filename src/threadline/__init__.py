@@ -33,7 +33,7 @@ from threadline.model.content import (
 from threadline.operations import OperationInfo
 from threadline.session import EntryMeta, FlatNode, Session, TreeNode
 from threadline.store.base import SessionListing, SessionSummary
-from threadline.stores import Store, open_store
+from threadline.stores import Store, open_path, open_store
 
 __version__ = "0.1.0"
 
@@ -63,6 +63,7 @@ __all__ = [
     "formats",
     "image",
     "image_url",
+    "open_path",
     "open_store",
     "text",
     "thinking",

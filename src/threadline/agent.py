@@ -44,12 +44,14 @@ class AgentSession:
     ``summarizer`` defaults to :class:`~threadline.compaction.ExtractiveSummarizer`; pass an
     :class:`~threadline.compaction.LLMSummarizer` for model-written summaries.
     ``summary_max_tokens`` (default ``reserve_tokens // 2``) bounds each summary.
+    ``infer_tags`` makes each request's context follow the objective of the latest user turns
+    (see :meth:`active_tags`).
     """
 
     def __init__(self, session: Session, *, context_window: int, reserve_tokens: int = 16384,
                  keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS,
                  summarizer: Summarizer | None = None, summary_max_tokens: int | None = None,
-                 auto_compact: bool = True) -> None:
+                 auto_compact: bool = True, infer_tags: bool = False) -> None:
         if context_window <= 0 or reserve_tokens < 0 or reserve_tokens >= context_window:
             raise UserError(
                 f"context_window={context_window} and reserve_tokens={reserve_tokens} leave no "
@@ -68,6 +70,10 @@ class AgentSession:
         self.summary_max_tokens = (summary_max_tokens if summary_max_tokens is not None
                                    else max(256, reserve_tokens // 2))
         self.auto_compact = auto_compact
+        #: with ``infer_tags``, each request's context activates the tags the latest user turns
+        #: point at (``threadline.relevance.infer_active_tags``), so conditional operations
+        #: follow the conversation's objective
+        self.infer_tags = infer_tags
         self.compactions: list[CompactionResult] = []
 
     def __repr__(self) -> str:
@@ -87,9 +93,18 @@ class AgentSession:
 
     # -- reading -----------------------------------------------------------------------------
 
+    def active_tags(self) -> list[str]:
+        """The tags a request's context uses: inferred from the latest user turns with
+        ``infer_tags``, else none."""
+        if not self.infer_tags:
+            return []
+        from threadline.relevance import infer_active_tags
+
+        return infer_active_tags(self.session)
+
     def messages(self) -> list[Message]:
         """The current context's messages (what a provider client takes)."""
-        return list(self.session.context().messages)
+        return list(self.session.context(active_tags=self.active_tags()).messages)
 
     def tokens(self) -> ContextTokens:
         """Tokens of the current context (reported usage plus estimate)."""

@@ -399,3 +399,135 @@ def clear(session: SessionState) -> UndoResult:
     result = _move(session, before, _valid_names(session, before), None)
     _restart(session)
     return result
+
+
+# -- rename, history, export and import (the tag seed's extensions) -------------------------------
+
+
+def rename(session: SessionState, old: str, new: str) -> TagStatus:
+    """Rename tag ``old`` to ``new``: the tag keeps its entry, position and hash, and its history
+    continues under the new name (the record says ``renamed_from``). ``new`` must not exist."""
+    for name in (old, new):
+        if name.startswith("__"):
+            raise UserError(f"Tag '{name}' is threadline's own and cannot be renamed")
+    _check_name(new)
+    if old not in session.bookmarks:
+        raise NotFoundError(f"Tag '{old}' not found in session '{session.id}'; run "
+                            f"'threadline tags {session.id}' to list the tags")
+    session.ensure_writer()
+    if new in session.bookmarks:
+        raise UserError(f"Tag '{new}' already exists; remove it first or choose another name")
+    bm = session.bookmarks[old]
+    session.write("bookmark", Bookmark(name=new, target_id=bm.target_id, position=bm.position,
+                                        hash=bm.hash, renamed_from=old), tree=False)
+    _remove(session, old)
+    found = tags(session).get(new)
+    assert found is not None
+    return found
+
+
+class TagEvent(msgspec.Struct, kw_only=True):
+    """One step of a tag's history: ``action`` is ``set`` (created), ``moved``, ``removed`` or
+    ``renamed`` (it took the name ``name`` from ``renamed_from``); ``position``, ``entry_id``
+    and ``hash`` are what the record bound the name to."""
+
+    name: str
+    action: str
+    timestamp: str
+    position: int
+    entry_id: str | None = None
+    hash: str | None = None
+    renamed_from: str | None = None
+
+
+def history(session: SessionState, name: str) -> list[TagEvent]:
+    """Every move of tag ``name``, oldest first, following renames back to the tag's first
+    name (a tag renamed ``a`` -> ``b`` shows ``a``'s moves, the rename, then ``b``'s)."""
+    names = {name}
+    log = session.bookmark_log
+    for _stamp, bm in reversed(log):  # follow renames back
+        if bm.name in names and bm.renamed_from:
+            names.add(bm.renamed_from)
+    if not any(bm.name in names for _stamp, bm in log):
+        raise NotFoundError(f"Tag '{name}' has no history in session '{session.id}'; run "
+                            f"'threadline tags {session.id}' to list the tags")
+    out: list[TagEvent] = []
+    alive: set[str] = set()
+    left_by_rename: set[str] = set()
+    for stamp, bm in log:
+        if bm.name not in names:
+            continue
+        if bm.removed:
+            alive.discard(bm.name)
+            if bm.name in left_by_rename:  # the second half of a rename: already told
+                left_by_rename.discard(bm.name)
+                continue
+            action = "removed"
+        elif bm.renamed_from:
+            left_by_rename.add(bm.renamed_from)
+            action = "renamed"
+        else:
+            action = "moved" if bm.name in alive else "set"
+        if not bm.removed:
+            alive.add(bm.name)
+        out.append(TagEvent(name=bm.name, action=action, timestamp=stamp, position=bm.position,
+                            entry_id=bm.target_id, hash=bm.hash, renamed_from=bm.renamed_from))
+    return out
+
+
+EXPORT_VERSION = 1
+
+
+def export_tags(session: SessionState) -> dict[str, object]:
+    """The session's tags as JSON-ready data: ``{"session_id", "version", "tags": [{name,
+    position, entry_id, hash, timestamp}]}`` (``__session_start__`` is not exported: every
+    session has its own)."""
+    rows = []
+    for name, bm in session.bookmarks.items():
+        if name.startswith("__"):
+            continue
+        rows.append({"name": name, "position": bm.position, "entry_id": bm.target_id,
+                     "hash": bm.hash, "timestamp": session.bookmark_times.get(name, "")})
+    rows.sort(key=lambda r: (str(r["position"]).zfill(12), str(r["name"])))
+    return {"session_id": session.id, "version": EXPORT_VERSION, "tags": rows}
+
+
+class TagImport(msgspec.Struct, kw_only=True):
+    """What :func:`import_tags` did: tags set, and tags skipped with the reason."""
+
+    imported: list[str]
+    skipped: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+def import_tags(session: SessionState, data: object, *, replace: bool = False) -> TagImport:
+    """Set the tags of an :func:`export_tags` document on ``session`` (the same session, a fork
+    or a copy holding the same entry ids). A tag is bound to its entry again, with the exported
+    position and hash; a tag whose entry is not in this session, or whose name exists here
+    (unless ``replace``), is skipped and reported. All rows are checked before anything is
+    written."""
+    if not isinstance(data, dict) or not isinstance(data.get("tags"), list):
+        raise UserError('A tag export is {"session_id", "version", "tags": [...]}; give the '
+                        "JSON that export_tags (threadline tag-export) wrote")
+    plan: list[Bookmark] = []
+    result = TagImport(imported=[])
+    for k, row in enumerate(data["tags"]):
+        if not isinstance(row, dict) or not isinstance(row.get("name"), str) \
+                or isinstance(row.get("position"), bool) or not isinstance(row.get("position"),
+                                                                            int):
+            raise UserError(f"Tag row {k} needs a name and an integer position, got {row!r:.80}")
+        name, target = row["name"], row.get("entry_id")
+        _check_name(name)
+        if target is not None and str(target) not in session.slots:
+            result.skipped[name] = f"entry '{target}' is not in session '{session.id}'"
+        elif name in session.bookmarks and not replace:
+            result.skipped[name] = "a tag with this name exists (pass replace=True to overwrite)"
+        else:
+            plan.append(Bookmark(name=name, target_id=None if target is None else str(target),
+                                 position=row["position"],
+                                 hash=None if row.get("hash") is None else str(row["hash"])))
+    if plan:
+        session.ensure_writer()
+    for bm in plan:
+        session.write("bookmark", bm, tree=False)
+        result.imported.append(bm.name)
+    return result

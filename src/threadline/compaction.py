@@ -96,6 +96,13 @@ def is_cut_point(entry: Any) -> bool:
     return not (m.role == "assistant" and m.tool_uses)
 
 
+def _opens_exchange(entry: Any) -> bool:
+    """An assistant message making tool calls: cutting just before it keeps each call with its
+    result (the fallback cut of a split turn whose tool exchanges alone exceed the budget)."""
+    m = _message(entry)
+    return m is not None and m.role == "assistant" and bool(m.tool_uses)
+
+
 def _starts_turn(entry: Any) -> bool:
     m = _message(entry)
     if m is None:
@@ -122,6 +129,12 @@ def find_cut_point(entries: Sequence[Any], keep_recent_tokens: int,
         total += estimate(entries[i])
         if total >= keep_recent_tokens:
             cut = next((j for j in range(i, n) if is_cut_point(entries[j])), 0)
+            if cut == 0:
+                # the newest tool exchange alone is over the budget: keep it whole and cut
+                # before it, at the nearest safe cut point or, inside a turn, before the
+                # assistant message that made the call (a split turn; no pair is separated)
+                cut = next((j for j in range(i, 0, -1) if is_cut_point(entries[j])
+                            or _opens_exchange(entries[j])), 0)
             break
     if cut == 0:
         return CutPoint(first_kept_index=0, turn_start_index=-1, is_split_turn=False)
@@ -254,6 +267,12 @@ def prepare_compaction(session: Session, *, keep_recent_tokens: int = DEFAULT_KE
     if types[path[-1]] == "compaction":
         raise UserError(f"Session '{sid}' was just compacted; add messages before compacting "
                         "again")
+    last = _message(session.entry(path[-1]))
+    if last is not None and last.tool_uses:
+        # a compaction entry appended now would sit between the call and its result in the file
+        calls = ", ".join(u.id for u in last.tool_uses)
+        raise UserError(f"Session '{sid}' ends with a tool call waiting for its result "
+                        f"({calls}); compact after the result is appended")
     last_comp = max((i for i, e in enumerate(path) if types[e] == "compaction"), default=-1)
     start = 0
     previous_summary: str | None = None
@@ -276,9 +295,14 @@ def prepare_compaction(session: Session, *, keep_recent_tokens: int = DEFAULT_KE
     cut = find_cut_point(region, keep_recent_tokens, estimate_tokens)
     if cut.first_kept_index == 0:
         kept = sum((estimate_tokens or estimate_entry)(e) for e in region)
+        if kept < keep_recent_tokens:
+            raise UserError(
+                f"Session '{sid}' has nothing to compact: its {kept} tokens since the last "
+                f"compaction fit in keep_recent_tokens={keep_recent_tokens}; lower --keep-recent")
         raise UserError(
             f"Session '{sid}' has nothing to compact: its {kept} tokens since the last "
-            f"compaction fit in keep_recent_tokens={keep_recent_tokens}; lower --keep-recent")
+            f"compaction are one tool exchange that cannot be cut without separating a call "
+            f"from its result")
     history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_index
     summarize_ids = _message_ids(region, 0, history_end)
     prefix_ids = (_message_ids(region, cut.turn_start_index, cut.first_kept_index)

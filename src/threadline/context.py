@@ -30,6 +30,11 @@ class ViewItem(msgspec.Struct, frozen=True, kw_only=True):
     kind: str  # "message" | "compaction" | "branch_summary" | "synthetic"
     entry_id: str | None  # the tree entry behind it (the op entry for synthetic messages)
     tags: list[str] = msgspec.field(default_factory=list)
+    # markers (kind "marker"): the op they belong to and how many originals it hides or, when
+    # expanded, shows; messages shown by an expanded op carry that op's id too
+    op_id: str | None = None
+    hidden: int | None = None
+    expanded: bool | None = None
 
 
 _CHUNK = 2048
@@ -138,9 +143,11 @@ class ViewState:
         self.thinking_level = thinking_level
 
 
-def build_view(session: SessionState, path: Sequence[str], active_tags: frozenset[str]
-               ) -> ViewState:
-    """Steps 1-4 of DESIGN §5 over ``path`` (root .. leaf entry ids), in one pass."""
+def build_view(session: SessionState, path: Sequence[str], active_tags: frozenset[str],
+               *, markers: bool = True) -> ViewState:
+    """Steps 1-4 of DESIGN §5 over ``path`` (root .. leaf entry ids), in one pass.
+
+    ``markers=False`` leaves the revise/snip markers out (a bare payload)."""
     special = session.special  # the few non-message entries; everything else is a message
     types = session.types
     model: ModelChange | None = None
@@ -187,6 +194,10 @@ def build_view(session: SessionState, path: Sequence[str], active_tags: frozense
         from threadline.operations import apply_operations
 
         ids = apply_operations(session, ids, op_ids, active_tags)
+        if not markers:
+            from threadline.operations import is_marker
+
+            ids = [x for x in ids if not is_marker(session, x)]
     return ViewState(path[-1] if path else None, active_tags, ids, model, thinking)
 
 

@@ -49,8 +49,12 @@ __all__ = [
     "OPERATION_KINDS",
     "OperationInfo",
     "apply_operations",
+    "collapse",
     "digest",
+    "expand",
     "insert",
+    "is_marker",
+    "marker_message",
     "operations",
     "resequence",
     "revert",
@@ -91,6 +95,7 @@ class OperationInfo(msgspec.Struct, kw_only=True):
     order: list[str] | None = None
     summary: str | None = None
     message_count: int = 0
+    expanded: bool = False  # a revise/snip showing its originals between its markers
 
 
 # -- applying --------------------------------------------------------------------------------
@@ -99,6 +104,51 @@ class OperationInfo(msgspec.Struct, kw_only=True):
 def _op_payload(session: SessionState, op_id: str) -> ContextOp | None:
     rec = session.record(op_id)
     return rec.context_op if isinstance(rec, ContextOpEntry) else None  # purged: None
+
+
+class Marker(msgspec.Struct, frozen=True, kw_only=True):
+    """What a marker view item stands for (DESIGN §6, markers)."""
+
+    op_id: str
+    op_kind: str  # "revise" | "snip"
+    place: str  # "expand" (before a revise), "collapse" (after it), "snip" (where a snip was)
+    hidden: int  # how many originals the op replaces or removes
+    replacements: int
+    expanded: bool
+
+
+MARKER_PLACES = ("expand", "collapse", "snip")
+
+
+def is_marker(session: SessionState, view_id: str) -> bool:
+    """Whether ``view_id`` is a revise/snip marker (``<op_id>:expand|collapse|snip``)."""
+    return view_id in session.markers
+
+
+def _expanded(session: SessionState, op_id: str) -> bool:
+    st = session.op_states.get(op_id)
+    return bool(st is not None and st.expanded)
+
+
+def marker_message(m: Marker) -> Message:
+    """A marker as the model sees it: a ``custom`` message holding one line of text, which every
+    provider format carries (wrapped as user text where the provider has no slot for it)."""
+    n = f"{m.hidden} message{'s' if m.hidden != 1 else ''}"
+    if m.place == "snip":
+        body = (f"snip {m.op_id} expanded: the {n} it removed follow; "
+                f'collapse_operation("{m.op_id}") removes them again' if m.expanded else
+                f"snip {m.op_id} removed {n} here; "
+                f'expand_operation("{m.op_id}") shows them')
+    elif m.place == "expand":
+        body = (f"revise {m.op_id} expanded: the {n} it replaced follow; "
+                f'collapse_operation("{m.op_id}") shows its {m.replacements} replacement(s) again'
+                if m.expanded else
+                f"revise {m.op_id} replaced {n} with the {m.replacements} below; "
+                f'expand_operation("{m.op_id}") shows the originals')
+    else:
+        body = (f"end of the originals of revise {m.op_id}" if m.expanded
+                else f"end of revise {m.op_id}")
+    return Message(role="custom", content=[text(f"[threadline marker: {body}]")])
 
 
 def _state(session: SessionState, op_id: str) -> State:
@@ -112,8 +162,15 @@ def _synthetic_ids(op_id: str, n: int) -> list[str]:
     return [f"{op_id}:{i}" for i in range(n)]
 
 
-def _apply_one(ids: list[str], op_id: str, op: ContextOp) -> tuple[list[str] | None, str]:
-    """The view after ``op``, or ``(None, why)`` when the op's entries are not in ``ids``."""
+def _apply_one(ids: list[str], op_id: str, op: ContextOp, *, expanded: bool = False,
+               markers: dict[str, Marker] | None = None, members: dict[str, str] | None = None
+               ) -> tuple[list[str] | None, str]:
+    """The view after ``op``, or ``(None, why)`` when the op's entries are not in ``ids``.
+
+    A revise puts an ``expand`` marker before and a ``collapse`` marker after its replacements;
+    a snip leaves one ``snip`` marker. ``expanded`` shows the originals between the markers
+    instead. Markers and the originals an expanded op shows are recorded in ``markers`` and
+    ``members``."""
     kind = op.kind
     if kind in ("digest", "revise", "snip"):
         try:
@@ -123,11 +180,20 @@ def _apply_one(ids: list[str], op_id: str, op: ContextOp) -> tuple[list[str] | N
             missing = op.start_id if op.start_id not in ids else op.end_id
             return None, f"entry '{missing}' is no longer in the view"
         if kind == "digest":
-            middle = [f"{op_id}:0"]
-        elif kind == "revise":
-            middle = _synthetic_ids(op_id, len(op.messages or ()))
-        else:
-            middle = []
+            return [*ids[:s], f"{op_id}:0", *ids[e + 1:]], ""
+        originals = ids[s:e + 1]
+        replaced = len(op.messages or ()) if kind == "revise" else 0
+        inner = originals if expanded else _synthetic_ids(op_id, replaced)
+        spots = ["expand", "collapse"] if kind == "revise" else ["snip"]
+        marks = [f"{op_id}:{p}" for p in spots]
+        if markers is not None:
+            for p, vid in zip(spots, marks, strict=True):
+                markers[vid] = Marker(op_id=op_id, op_kind=kind, place=p, hidden=len(originals),
+                                      replacements=replaced, expanded=expanded)
+        if members is not None and expanded:
+            for vid in originals:
+                members[vid] = op_id
+        middle = [marks[0], *inner, *marks[1:]]
         return ids[:s] + middle + ids[e + 1:], ""
     if kind == "resequence":
         order = op.order or []
@@ -153,6 +219,8 @@ def _apply_one(ids: list[str], op_id: str, op: ContextOp) -> tuple[list[str] | N
 
 def _run(session: SessionState, ids: list[str], op_ids: Sequence[str], active_tags: frozenset[str],
          report: dict[str, tuple[Standing, str | None]] | None = None) -> list[str]:
+    if report is None:
+        session.members.clear()  # the originals shown are those of the latest view built
     for op_id in op_ids:
         op = _op_payload(session, op_id)
         if op is None:
@@ -169,7 +237,8 @@ def _run(session: SessionState, ids: list[str], op_ids: Sequence[str], active_ta
                 report[op_id] = ("not_applied",
                                  f"conditional on tags {', '.join(op.tags)}; none is active")
             continue
-        new, why = _apply_one(ids, op_id, op)
+        new, why = _apply_one(ids, op_id, op, expanded=_expanded(session, op_id),
+                              markers=session.markers, members=session.members)
         if new is None:
             if report is not None:
                 report[op_id] = ("inapplicable", why)
@@ -192,6 +261,9 @@ def apply_operations(session: SessionState, ids: list[str], op_ids: list[str],
 
 def synthetic_message(session: SessionState, view_id: str) -> Message:
     """The message behind a synthetic view id ``<op_id>:<n>``."""
+    mark = session.markers.get(view_id)
+    if mark is not None:
+        return marker_message(mark)
     op_id, _, n_text = view_id.rpartition(":")
     op = _op_payload(session, op_id) if session.types.get(op_id) == "context_op" else None
     if op is not None and n_text.isdigit():
@@ -320,10 +392,11 @@ def _create(session: SessionState, op: ContextOp, ids: list[str], span: tuple[in
     and the tool results after it: a pair the op can break has no other message between its call
     and its results, so it lies within that window. This keeps a request O(window), not O(view).
     """
-    new, why = _apply_one(ids, _PENDING, op)
+    pending_marks: dict[str, Marker] = {}
+    new, why = _apply_one(ids, _PENDING, op, markers=pending_marks)
     if new is None:  # positions were resolved from ``ids``, so this is an internal error
         raise UserError(f"{what}: {why}")
-    synthetic: dict[str, Message] = {}
+    synthetic: dict[str, Message] = {k: marker_message(m) for k, m in pending_marks.items()}
     if op.kind == "digest":
         synthetic[f"{_PENDING}:0"] = Message(role="system", content=[text(op.summary or "")])
     for i, m in enumerate(op.messages or ()):
@@ -494,7 +567,8 @@ def operations(session: SessionState, active_only: bool = False,
             id=op_id, kind=op.kind, state=state, standing=standing, reason=reason,
             timestamp=rec.timestamp or "", tags=op.tags, start_id=op.start_id, end_id=op.end_id,
             after_id=op.after_id, order=op.order, summary=op.summary,
-            message_count=len(op.messages or ()) + (1 if op.kind == "digest" else 0)))
+            message_count=len(op.messages or ()) + (1 if op.kind == "digest" else 0),
+            expanded=_expanded(session, op_id)))
     return out
 
 
@@ -508,7 +582,8 @@ def toggle(session: SessionState, op_id: str, active: bool) -> OperationInfo:
     _require_op(session, op_id)
     if not isinstance(active, bool):
         raise UserError(f"toggle: active must be true or false, got {active!r}")
-    session.write("op_state", OpState(op_id=op_id, active=active), tree=False)
+    session.write("op_state", OpState(op_id=op_id, active=active,
+                                      expanded=_expanded(session, op_id)), tree=False)
     return _info(session, op_id)
 
 
@@ -519,5 +594,32 @@ def revert(session: SessionState, op_id: str) -> OperationInfo:
     if _info(session, op_id).state == "reverted":
         raise UserError(f"Operation '{op_id}' is already reverted; nothing changed "
                         "(switching it on again brings it back)")
-    session.write("op_state", OpState(op_id=op_id, active=False, reverted=True), tree=False)
+    session.write("op_state", OpState(op_id=op_id, active=False, reverted=True,
+                                      expanded=_expanded(session, op_id)), tree=False)
     return _info(session, op_id)
+
+
+def _set_expanded(session: SessionState, op_id: str, expanded: bool) -> OperationInfo:
+    _require_op(session, op_id)
+    op = _op_payload(session, op_id)
+    if op is None or op.kind not in ("revise", "snip"):
+        kind = "purged" if op is None else op.kind
+        raise UserError(f"Operation '{op_id}' is a {kind}; only a revise or a snip has markers "
+                        "to expand and collapse")
+    st = session.op_states.get(op_id)
+    session.write("op_state", OpState(op_id=op_id, active=st is None or st.active,
+                                      reverted=bool(st and st.reverted), expanded=expanded),
+                  tree=False)
+    return _info(session, op_id)
+
+
+def expand(session: SessionState, op_id: str) -> OperationInfo:
+    """Show the originals of a revise or snip in place, between its markers (the op stays
+    active; the originals' view items carry the op id). Recorded like :func:`toggle`."""
+    return _set_expanded(session, op_id, True)
+
+
+def collapse(session: SessionState, op_id: str) -> OperationInfo:
+    """Hide the originals of an expanded revise or snip again (the replacements, for a revise,
+    come back between the markers)."""
+    return _set_expanded(session, op_id, False)

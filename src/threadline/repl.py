@@ -6,11 +6,12 @@ Every turn is recorded in the session as it happens: the user message and the as
 unreachable endpoint, HTTP error) the REPL prints one ``Error:`` line and records nothing for
 that turn, so the session stays as it was.
 
-Slash commands (``/help`` lists them): ``/tag [name] [position]``, ``/tags``, ``/undo [N|tag]``,
-``/clear``, ``/tree``, ``/branch ENTRY``, ``/label ENTRY TEXT``, ``/fork``, ``/sessions``,
-``/resume ID``, ``/context``, ``/compact [KEEP_TOKENS]``, ``/help``, ``/quit``; ``/branch ENTRY
---summarize`` records a summary of the branch left behind. Summaries come from the extractive
-summarizer unless an LLM one is given (``threadline chat --llm-summaries``).
+Slash commands (``/help`` lists them): ``/tag [name|+] [position]`` (alone: list),
+``/tags``, ``/undo [N|tag]``, ``/clear``, ``/tree``, ``/branch ENTRY``, ``/label ENTRY TEXT``,
+``/fork``, ``/sessions``, ``/resume ID``, ``/context``, ``/compact [KEEP_TOKENS]``, ``/help``,
+``/quit``; ``/branch ENTRY --summarize`` records a summary of the branch left behind. Summaries
+come from the extractive summarizer unless an LLM one is given
+(``threadline chat --llm-summaries``).
 
 Tab completes command names, tag names after ``/tag`` and ``/undo``, session ids after
 ``/resume`` and entry ids and labels after ``/branch`` and ``/label``.
@@ -58,7 +59,8 @@ MAX_TOOL_ROUNDS = 8
 """How many tool-call round trips one user message may trigger before the REPL stops asking."""
 
 COMMANDS: dict[str, str] = {
-    "/tag": "[name] [position]  tag a position (default: the end; no name: tag_1, tag_2, …)",
+    "/tag": "[name|+] [position]  tag a position (default: the end; '+': tag_1, tag_2, …); "
+            "alone: list the tags",
     "/tags": "list tags with their status (invalid ones are removed)",
     "/undo": "[N|tag]  undo the last N user messages (default 1), or go back to a tag",
     "/clear": "start the conversation over (nothing is deleted)",
@@ -361,8 +363,11 @@ class Chat:
         from threadline.cli.bookmarks import format_tag_created, parse_position
 
         if len(args) > 2:
-            raise UserError("Usage: /tag [name] [position]")
-        name = args[0] if args else None
+            raise UserError("Usage: /tag [name|+] [position]")
+        if not args:  # as the tag seed shows: /tag alone lists the tags, like /tags
+            self.cmd_tags(args)
+            return
+        name = None if args[0] == "+" else args[0]  # "+": an anonymous tag (tag_1, tag_2, …)
         position = parse_position(args[1]) if len(args) > 1 else None
         moved = name is not None and name in self.session.state.bookmarks
         self.say(format_tag_created(self.session.tag(name, position), moved))

@@ -20,13 +20,15 @@ import msgspec
 from threadline import bookmarks as _bookmarks
 from threadline import history as _history
 from threadline import operations as _operations
-from threadline.bookmarks import TagListing, TagStatus, UndoResult
+from threadline.bookmarks import TagEvent, TagImport, TagListing, TagStatus, UndoResult
 from threadline.context import Context
 from threadline.errors import StoreError, UserError
 from threadline.history import PurgePlan
 from threadline.model.content import ROLES, Message, Usage, coerce_content
 from threadline.model.entries import (
+    RECORD_CLASSES,
     AnyRecord,
+    BookmarkRecord,
     BranchSummary,
     Compaction,
     Custom,
@@ -46,7 +48,7 @@ from threadline.model.entries import (
 )
 from threadline.model.limits import check_record, check_value, encode_checked
 from threadline.operations import OperationInfo
-from threadline.state import SessionState
+from threadline.state import AT_LEAF, SessionState
 from threadline.store.base import (
     BaseStore,
     LazyMessage,
@@ -78,12 +80,20 @@ class FlatNode(msgspec.Struct, kw_only=True):
 
 
 class EntryMeta(msgspec.Struct, kw_only=True):
-    """Per-entry metadata without the content: id, timestamp, type, size in bytes."""
+    """Per-entry metadata without the content, with the wrapped-chat-history seed's fields:
+    ``id``, ``ts``, ``type`` and ``size`` (bytes).
+
+    ``type`` is the *content* type for a message (``input_text``, ``output_text``, ``reasoning``,
+    ``function_call``, ``function_call_output``, ``message``; ``purged`` once purged) and the
+    entry type for anything else (``compaction``, ``label``, …); ``entry_type`` is always the
+    entry type. ``timestamp`` repeats ``ts`` under the file format's name."""
 
     id: str
-    timestamp: str
+    ts: str
     type: str
     size: int
+    timestamp: str
+    entry_type: str
     parent_id: str | None = None
 
 
@@ -187,6 +197,42 @@ class Session:
 
     # -- writing -----------------------------------------------------------------------------
 
+    def raw_lines(self) -> list[bytes]:
+        """Every stored record as its encoded line, header excluded (what a fork copies)."""
+        return list(self._state.log.raw_lines())
+
+    def append(self, record: KnownRecord | dict[str, Any], *,
+               parent_id: str | object | None = AT_LEAF) -> str:
+        """Append one tree entry given whole (a record, or a dict in the file's shape, DESIGN §2)
+        as a child of the current leaf, unless ``parent_id`` is given (``None``: a new root); a
+        dict's own ``"parent_id"`` key counts as given. The id and timestamp are generated when
+        absent; returns the entry id."""
+        if isinstance(record, dict):
+            raw = dict(record)
+            if "parent_id" in raw and parent_id is AT_LEAF:
+                parent_id = raw["parent_id"]
+            raw.setdefault("id", new_id())
+            raw.setdefault("timestamp", now())
+            raw["parent_id"] = None
+            try:
+                rec: Any = msgspec.convert(raw, RECORD_CLASSES[raw.get("type", "")])
+            except (KeyError, msgspec.ValidationError) as exc:
+                raise UserError(f"Record {raw!r:.80} is not a known tree entry ({exc}); see "
+                                "DESIGN §2 for the record shapes") from None
+        else:
+            rec = record
+        if not rec.tree:
+            raise UserError(f"append() takes tree entries; a {rec.type!r} record is written by "
+                            "its own method (branch, tag, toggle, …)")
+        if rec.id in self._state.slots:
+            raise UserError(f"Entry id '{rec.id}' already exists in session '{self.id}'")
+        parent = self._state.leaf if parent_id is AT_LEAF else parent_id
+        if parent is not None and parent not in self._state.slots:
+            raise self._state.unknown(str(parent))
+        rec = msgspec.structs.replace(rec, parent_id=parent)
+        self.append_records([rec])
+        return rec.id  # type: ignore[no-any-return]
+
     def append_records(self, records: Sequence[KnownRecord]) -> list[str]:
         """Append prepared records as they are (ids, parents, timestamps kept): the importers'
         and copiers' path. All are validated before anything is written; one durable batch."""
@@ -228,12 +274,19 @@ class Session:
     def append_message(self, role: str | Message, content: Any = None, *,
                        model: str | None = None, usage: Usage | dict[str, int] | None = None,
                        stop_reason: str | None = None,
-                       provider_details: dict[str, Any] | None = None) -> str:
-        """Append a message as a child of the leaf; returns its entry id.
+                       provider_details: dict[str, Any] | None = None,
+                       parent_id: str | object | None = AT_LEAF) -> str:
+        """Append a message as a child of the leaf (or of ``parent_id`` when given; ``None``
+        starts a new root); the leaf moves to it. Returns its entry id.
 
         ``role`` is a role name (``user``, ``assistant``, ``tool``, ``system``, …) with ``content``
-        as a string, blocks, or dicts in the file format's shape, or a whole :class:`Message`.
+        as a string, blocks, dicts in the file format's shape or provider-shaped dicts
+        (``[{"type": "text", "text": "x"}]``, Anthropic tool blocks, Gemini parts), or a whole
+        :class:`Message`.
         """
+        if parent_id is not AT_LEAF and parent_id is not None \
+                and parent_id not in self._state.slots:
+            raise self._state.unknown(str(parent_id))
         if isinstance(role, Message):
             msg = role
         else:
@@ -247,7 +300,7 @@ class Session:
                           stop_reason=stop_reason, provider_details=provider_details)
         if msg.role not in ROLES:
             raise UserError(f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}")
-        return self._state.write("message", msg)
+        return self._state.write("message", msg, parent_id=parent_id)
 
     def append_model_change(self, provider: str, model_id: str) -> str:
         return self._state.write("model_change", ModelChange(provider=provider, model_id=model_id))
@@ -327,6 +380,11 @@ class Session:
                                  label=Label(target_id=target, label=label))
                 records.append(rec)
                 parent = rec.id
+        # tags go with the session: those bound to an entry on the path (or to position 0)
+        for name, bm in self._state.bookmarks.items():
+            if not name.startswith("__") and (bm.target_id is None or bm.target_id in on_path):
+                records.append(BookmarkRecord(id=new_id(), parent_id=None, timestamp=stamp,
+                                              bookmark=bm))
         return create_session(self._state.store, parent_session=self.id, cwd=self.header.cwd,
                               records=records)
 
@@ -370,9 +428,12 @@ class Session:
         return [self._state.record(e) for e in self.path_ids(leaf_id)]
 
     def context(self, leaf_id: str | None = None,
-                active_tags: Iterable[str] | None = None) -> Context:
-        """What the model sees at ``leaf_id`` (default: the current leaf), DESIGN §5."""
-        return self._state.context(leaf_id, active_tags)
+                active_tags: Iterable[str] | None = None, *, markers: bool = True) -> Context:
+        """What the model sees at ``leaf_id`` (default: the current leaf), DESIGN §5.
+
+        ``markers=False`` leaves out the markers revise and snip put in the view (a bare
+        payload); positions always refer to the view with markers."""
+        return self._state.context(leaf_id, active_tags, markers=markers)
 
     def tree(self, flat: bool = False) -> list[TreeNode] | list[FlatNode]:
         """The whole tree: nested :class:`TreeNode` roots, or one :class:`FlatNode` per entry
@@ -397,11 +458,20 @@ class Session:
             return roots
 
     def metadata(self) -> list[EntryMeta]:
-        """id, timestamp, type and encoded size of every tree entry, without decoding content."""
+        """id, ts, type (the content type of a message), size of every tree entry."""
+        from threadline.model.content import content_type
+
         out = []
         sizes, parents = self._state.sizes, self._state.tree.parent
         for eid, slot in self._state.slots.items():
-            out.append(EntryMeta(id=eid, timestamp=slot.timestamp or "", type=slot.type,
+            kind = slot.type
+            shown = kind
+            if kind == "message":
+                rec = self._state.record(eid)
+                shown = ("purged" if isinstance(rec, PurgedEntry)
+                         else content_type(rec.payload))
+            stamp = slot.timestamp or ""
+            out.append(EntryMeta(id=eid, ts=stamp, timestamp=stamp, type=shown, entry_type=kind,
                                  size=sizes.get(eid, 0), parent_id=parents[eid]))
         return out
 
@@ -409,10 +479,14 @@ class Session:
         """Totals, per-type breakdown, time range, size distribution and largest entries."""
         metas = self.metadata()
         by_type: dict[str, dict[str, int]] = {}
+        by_content: dict[str, dict[str, int]] = {}
         for m in metas:
-            row = by_type.setdefault(m.type, {"count": 0, "bytes": 0})
+            row = by_type.setdefault(m.entry_type, {"count": 0, "bytes": 0})
             row["count"] += 1
             row["bytes"] += m.size
+            row = by_content.setdefault(m.type, {"count": 0, "size": 0})
+            row["count"] += 1
+            row["size"] += m.size
         sizes = sorted(m.size for m in metas)
         buckets = {"<1KB": 0, "1-10KB": 0, "10-100KB": 0, "100KB-1MB": 0, ">=1MB": 0}
         for s in sizes:
@@ -422,9 +496,14 @@ class Session:
         stamps = [m.timestamp for m in metas if m.timestamp]
         top = heapq.nlargest(largest, metas, key=lambda m: m.size)
         ctx = self.context()
+        total = sum(sizes)
         return {
             "session_id": self.id,
             "name": self._state.name,
+            # the wrapped-chat-history seed's names: entries, size in KB, breakdown by content type
+            "total_entries": len(metas),
+            "total_size_kb": round(total / 1024, 2),
+            "stats_by_type": dict(sorted(by_content.items())),
             "entries": len(metas),
             "bytes": sum(sizes),
             "file_bytes": self._state.log.size(),
@@ -433,7 +512,7 @@ class Session:
             "newest": max(stamps) if stamps else None,
             "size_distribution": buckets,
             "median_size": sizes[len(sizes) // 2] if sizes else 0,
-            "largest": [{"id": m.id, "type": m.type, "size": m.size} for m in top],
+            "largest": [{"id": m.id, "type": m.entry_type, "size": m.size} for m in top],
             "branches": sum(1 for e in self._state.slots if len(self._state.tree.children(e)) > 1),
             "leaf_id": self._state.leaf,
             "context_messages": len(ctx.messages),
@@ -468,6 +547,22 @@ class Session:
     def clear(self) -> UndoResult:
         """Start over: the leaf moves before the first entry; nothing is deleted."""
         return _bookmarks.clear(self._state)
+
+    def rename_tag(self, old: str, new: str) -> TagStatus:
+        """Rename tag ``old`` to ``new`` (it keeps its entry and position)."""
+        return _bookmarks.rename(self._state, old, new)
+
+    def tag_history(self, name: str) -> list[TagEvent]:
+        """Every move of tag ``name`` (set, moved, renamed, removed), oldest first."""
+        return _bookmarks.history(self._state, name)
+
+    def export_tags(self) -> dict[str, Any]:
+        """The session's tags as JSON-ready data (see ``bookmarks.export_tags``)."""
+        return _bookmarks.export_tags(self._state)
+
+    def import_tags(self, data: Any, *, replace: bool = False) -> TagImport:
+        """Set the tags of an ``export_tags`` document on this session."""
+        return _bookmarks.import_tags(self._state, data, replace=replace)
 
     # -- context operations (threadline.operations, DESIGN §6) -------------------------------
 
@@ -520,6 +615,15 @@ class Session:
     def revert(self, op_id: str) -> OperationInfo:
         """Switch an op off and mark it reverted."""
         return _operations.revert(self._state, op_id)
+
+    def expand(self, op_id: str) -> OperationInfo:
+        """Show the originals of a revise or snip in place, between its markers (the op stays
+        active); recorded like ``toggle``."""
+        return _operations.expand(self._state, op_id)
+
+    def collapse(self, op_id: str) -> OperationInfo:
+        """Hide the originals of an expanded revise or snip again."""
+        return _operations.collapse(self._state, op_id)
 
     # -- purge (threadline.history, DESIGN §3) -----------------------------------------------
 

@@ -37,6 +37,7 @@ from threadline.model.tree import TreeIndex
 from threadline.store.base import LazyMessage, Loaded, LoadReport, Log, Slot
 
 if TYPE_CHECKING:
+    from threadline.operations import Marker
     from threadline.store.base import BaseStore
 
 AT_LEAF: Any = object()  # write()'s default parent: the current leaf
@@ -75,10 +76,15 @@ class SessionState:
         self.labels: dict[str, str] = {}
         self.bookmarks: dict[str, Bookmark] = {}
         self.bookmark_times: dict[str, str] = {}
+        self.bookmark_log: list[tuple[str, Bookmark]] = []  # every bookmark record, in order
         self.op_states: dict[str, OpState] = {}
         self.ops: list[str] = []
         self.message_tags: dict[str, list[str]] = {}
         self.purged: set[str] = set()
+        # filled as context operations are applied: marker view ids -> what they stand for, and
+        # the originals an expanded revise/snip shows -> its op id (operations.py)
+        self.markers: dict[str, Marker] = {}
+        self.members: dict[str, str] = {}
         self.name: str | None = None
         self.leaf: str | None = None
         self.writer = False
@@ -163,6 +169,7 @@ class SessionState:
             else:
                 report.unknown_leaf.append(target)
         elif kind == "bookmark":
+            self.bookmark_log.append((rec.timestamp or "", payload))
             if payload.removed:
                 self.bookmarks.pop(payload.name, None)
                 self.bookmark_times.pop(payload.name, None)
@@ -340,14 +347,18 @@ class SessionState:
             raise self.unknown(leaf_id)
         return self.tree.path(leaf_id)
 
-    def context(
-        self, leaf_id: str | None = None, active_tags: Iterable[str] | None = None
-    ) -> Context:
-        """What the model sees at ``leaf_id`` (default: the current leaf), DESIGN §5."""
+    def context(self, leaf_id: str | None = None,
+                active_tags: Iterable[str] | None = None, *, markers: bool = True) -> Context:
+        """What the model sees at ``leaf_id`` (default: the current leaf), DESIGN §5;
+        ``markers=False`` leaves the revise/snip markers out (not cached)."""
         tags = frozenset(active_tags or ())
         if leaf_id is not None and leaf_id not in self.slots:
             raise self.unknown(leaf_id)
         leaf = self.leaf if leaf_id is None else leaf_id
+        if not markers:
+            path = self.path_ids() if leaf == self.leaf else self.tree.path(leaf)
+            bare = build_view(self, path, tags, markers=False)
+            return Context(bare.ids, self, bare.model, bare.thinking_level, leaf)
         view = self.view
         if view is None or view.leaf != leaf or view.active_tags != tags:
             path = self.path_ids() if leaf == self.leaf else self.tree.path(leaf)
@@ -373,8 +384,14 @@ class SessionState:
         kind = self.types.get(view_id)
         tags = list(self.message_tags.get(view_id, ()))
         if kind is not None:
-            return ViewItem(id=view_id, kind=kind, entry_id=view_id, tags=tags)
-        return ViewItem(id=view_id, kind="synthetic", entry_id=view_id.rsplit(":", 1)[0], tags=tags)
+            return ViewItem(id=view_id, kind=kind, entry_id=view_id, tags=tags,
+                            op_id=self.members.get(view_id))
+        mark = self.markers.get(view_id)
+        if mark is not None:
+            return ViewItem(id=view_id, kind="marker", entry_id=mark.op_id, tags=tags,
+                            op_id=mark.op_id, hidden=mark.hidden, expanded=mark.expanded)
+        return ViewItem(id=view_id, kind="synthetic", entry_id=view_id.rsplit(":", 1)[0],
+                        tags=tags)
 
     def build_view(self, path: list[str], active_tags: frozenset[str]) -> ViewState:
         """The view over ``path`` (root .. leaf ids), uncached (DESIGN §5)."""

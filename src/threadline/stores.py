@@ -13,11 +13,13 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from threadline import history
 from threadline.catalog.base import Catalog
 from threadline.errors import UserError
+from threadline.model.entries import SessionHeader, new_id, now
 from threadline.session import Session, create_session, fork_session, open_session
 from threadline.store import open_backend
 from threadline.store.base import BaseStore, CatalogLocation, Durability, SessionListing
@@ -63,6 +65,11 @@ def catalog_for(backend: BaseStore) -> Catalog:
             )
         cat = _opened[backend] = make(backend, location)
     return cat
+
+
+def opened_catalog(backend: BaseStore) -> Catalog | None:
+    """The catalog of ``backend`` if one was opened already (``None`` otherwise)."""
+    return _opened.get(backend)
 
 
 @history.on_purge
@@ -118,6 +125,35 @@ class Store:
         """A new session holding a copy of every record of ``session_id`` (unknown ones too)."""
         return fork_session(self.backend, session_id)
 
+    def location(self, session_id: str) -> str:
+        """Where a session lives: the file of a JSONL session, else ``<store url>#<id>`` (what
+        ``list()`` rows carry in ``path``; a password in the URL is left out)."""
+        return self.backend.location(session_id)
+
+    def open_path(self, path: str | os.PathLike[str], *, read_only: bool = False) -> Session:
+        """Open a session by its location (:meth:`location`, ``list()`` rows' ``path``): a
+        session file ``…/<id>.jsonl`` anywhere on disk (opened in place: appends go to that
+        file), or ``<this store's url>#<id>``."""
+        target = os.fspath(path)
+        if "#" in target and not target.endswith(".jsonl"):
+            url, _, sid = target.rpartition("#")
+            if target == self.location(sid) or url == self.url:
+                return self.open(sid, read_only=read_only)
+            raise UserError(f"{target!r} is a session of another store; open that store "
+                            "(threadline.open_store) and its session there")
+        return open_path(target, read_only=read_only)
+
+    def fork_from(self, source: str | os.PathLike[str] | Session) -> Session:
+        """A new session in *this* store holding a copy of every record of ``source``: an open
+        session of any store, or a session file / location (:meth:`open_path`). The copy names
+        its source in ``parent_session``."""
+        src = (self.open_path(source, read_only=True) if isinstance(source, (str, os.PathLike))
+               else source)
+        header = SessionHeader(id=new_id(), version=1, timestamp=now(), parent_session=src.id,
+                               cwd=src.header.cwd, metadata=src.header.metadata)
+        self.backend.create_log(header, src.raw_lines())
+        return self.open(header.id)
+
     def continue_recent(self) -> Session:
         """Open the most recently modified valid session, or create one if there is none."""
         for summary in self.list():
@@ -171,3 +207,16 @@ def open_store(
     directory or ``file://…`` (JSONL files), ``memory://``, ``sqlite:///path.db`` or
     ``postgresql://…`` (``tenant=``, ``schema=``, ``pool=``)."""
     return Store(open_backend(url, durability=durability, **options))
+
+
+def open_path(path: str | os.PathLike[str], *, read_only: bool = False) -> Session:
+    """Open the session file ``path`` (``…/<session id>.jsonl``) wherever it lives, through a
+    JSONL store on its directory: ``threadline.open_path("runs/abc.jsonl")``."""
+    p = Path(path).expanduser()
+    if p.suffix != ".jsonl":
+        raise UserError(f"{str(path)!r} is not a session file; give the path of a "
+                        "<session id>.jsonl file")
+    if not p.is_file():
+        raise UserError(f"Session file {str(path)!r} does not exist; check the path "
+                        "(threadline sessions --json lists each session's path)")
+    return open_store(p.parent).open(p.stem, read_only=read_only)

@@ -10,7 +10,14 @@ from datetime import datetime
 
 import click
 
-from threadline.bookmarks import INVALID, OTHER_BRANCH, TagListing, TagStatus, UndoResult
+from threadline.bookmarks import (
+    INVALID,
+    OTHER_BRANCH,
+    TagEvent,
+    TagListing,
+    TagStatus,
+    UndoResult,
+)
 from threadline.errors import UserError
 from threadline.session import Session
 
@@ -121,8 +128,12 @@ def _echo(lines: list[str]) -> None:
 
 
 def register(cli: click.Group) -> None:
-    for cmd in (tag, tags, untag, undo, clear):
+    for cmd in (tag, tags, untag, undo, clear, tag_rename, tag_history, tag_export, tag_import):
         cli.add_command(cmd)
+
+
+ANONYMOUS = "+"
+"""``/tag +`` (``threadline tag ID +``): a new anonymous tag; ``/tag`` alone lists the tags."""
 
 
 @click.command()
@@ -133,16 +144,113 @@ def register(cli: click.Group) -> None:
 @click.pass_context
 def tag(ctx: click.Context, session_id: str, name: str | None, position: str | None,
         as_json: bool) -> None:
-    """Tag POSITION (default: the end of the conversation) as NAME (default: tag_1, tag_2, …)."""
+    """Tag POSITION (default: the end of the conversation) as NAME; NAME '+' makes an anonymous
+    tag (tag_1, tag_2, …). Without NAME, list the tags (as 'threadline tags')."""
     from threadline.cli.sessions import echo_json
 
     with _open(ctx, session_id) as s:
-        moved = name is not None and name in s.state.bookmarks
-        t = s.tag(name, parse_position(position))
+        if name is None:
+            listing = s.tags()
+            if as_json:
+                echo_json(listing)
+            else:
+                _echo(format_listing(listing))
+            return
+        wanted = None if name == ANONYMOUS else name
+        moved = wanted is not None and wanted in s.state.bookmarks
+        t = s.tag(wanted, parse_position(position))
         if as_json:
             echo_json(t)
         else:
             click.echo(format_tag_created(t, moved))
+
+
+@click.command(name="tag-rename")
+@click.argument("session_id")
+@click.argument("old")
+@click.argument("new")
+@click.pass_context
+def tag_rename(ctx: click.Context, session_id: str, old: str, new: str) -> None:
+    """Rename tag OLD to NEW (it keeps its message and position)."""
+    with _open(ctx, session_id) as s:
+        t = s.rename_tag(old, new)
+    click.echo(f"Tag '{old}' renamed to '{new}' (position {t.position})")
+
+
+def format_history(events: list[TagEvent]) -> list[str]:
+    """One line per step of a tag's history."""
+    lines = []
+    for e in events:
+        when = clock(e.timestamp)
+        if e.action == "renamed":
+            what = f"renamed from '{e.renamed_from}' to '{e.name}'"
+        elif e.action == "removed":
+            what = f"'{e.name}' removed"
+        else:
+            what = f"'{e.name}' {'set at' if e.action == 'set' else 'moved to'} position " \
+                   f"{e.position}"
+        lines.append(f"  {when}  {what}")
+    return lines
+
+
+@click.command(name="tag-history")
+@click.argument("session_id")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the events as JSON.")
+@click.pass_context
+def tag_history(ctx: click.Context, session_id: str, name: str, as_json: bool) -> None:
+    """Every move of tag NAME: set, moved, renamed, removed (oldest first)."""
+    from threadline.cli.main import get_store
+    from threadline.cli.sessions import echo_json
+
+    s = get_store(ctx).open(session_id, read_only=True)
+    events = s.tag_history(name)
+    if as_json:
+        echo_json(events)
+    else:
+        _echo([f"History of tag '{name}':", *format_history(events)])
+
+
+@click.command(name="tag-export")
+@click.argument("session_id")
+@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
+              help="Write to this file instead of stdout.")
+@click.pass_context
+def tag_export(ctx: click.Context, session_id: str, output: str | None) -> None:
+    """Write the session's tags as JSON (name, position, entry id, hash, timestamp)."""
+    import json
+
+    from threadline.cli.main import get_store
+
+    data = json.dumps(get_store(ctx).open(session_id, read_only=True).export_tags(),
+                      ensure_ascii=False, indent=2) + "\n"
+    if output is None:
+        click.echo(data, nl=False)
+    else:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(data)
+
+
+@click.command(name="tag-import")
+@click.argument("session_id")
+@click.argument("path", type=click.Path(dir_okay=False, exists=True))
+@click.option("--replace", is_flag=True, help="Overwrite tags that exist with the same name.")
+@click.pass_context
+def tag_import(ctx: click.Context, session_id: str, path: str, replace: bool) -> None:
+    """Set the tags of a tag-export file on SESSION_ID (the same session, a fork or a copy)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path} is not JSON ({exc.msg}); give a file tag-export wrote") from None
+    with _open(ctx, session_id) as s:
+        result = s.import_tags(data, replace=replace)
+    click.echo(f"Imported {len(result.imported)} tag(s)"
+               + (f": {', '.join(result.imported)}" if result.imported else ""))
+    for name, why in result.skipped.items():
+        click.echo(f"Skipped '{name}': {why}")
 
 
 @click.command()

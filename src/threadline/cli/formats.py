@@ -131,6 +131,38 @@ def export(ctx: click.Context, session_id: str, fmt: str, output: str | None, le
         click.echo(f"wrote {output} ({len(messages)} messages, {fmt})", err=True)
 
 
+@click.command(name="migrate-chat-history")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def migrate_chat_history(path: str, as_json: bool) -> None:
+    """Migrate a chat_history.json to the wrapped format (backup first) and report statistics.
+
+    An old-layout file (a plain list of OpenAI Responses items) gets a timestamped backup beside
+    it, then every item is wrapped with id, ts, type and size; a wrapped file is left as it is.
+    Either way the statistics of the history are printed."""
+    from threadline.formats import chat_history
+
+    report = chat_history.migrate_report(path)
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        return
+    if report["migrated"]:
+        click.echo(f"Migrated {path} to the wrapped format")
+        click.echo(f"Backup: {report['backup']}")
+    else:
+        click.echo(f"{path} is already in the wrapped format; nothing to migrate")
+    click.echo(f"Total entries: {report['total_entries']}")
+    click.echo(f"Total size: {report['total_size_kb']} KB")
+    click.echo("By type:")
+    for kind, row in report["stats_by_type"].items():
+        click.echo(f"  {kind:<22}{row['count']:>6} entries {row['size']:>10,} bytes")
+    click.echo(f"Oldest: {report['oldest'] or '-'}")
+    click.echo(f"Newest: {report['newest'] or '-'}")
+    sizes = ", ".join(f"{k}: {v}" for k, v in report["size_distribution"].items())
+    click.echo(f"Sizes: {sizes}")
+
+
 def register(cli: click.Group) -> None:
     cli.add_command(import_)
     cli.add_command(export)
+    cli.add_command(migrate_chat_history)

@@ -19,14 +19,14 @@ def register(cli: click.Group) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def metadata(ctx: click.Context, session_id: str, as_json: bool) -> None:
-    """Id, timestamp, type and size of every entry, without reading the content."""
+    """Id, timestamp, type (a message's content type) and size of every entry."""
     rows = open_session(ctx, session_id, read_only=True).metadata()
     if as_json:
         echo_json(rows)
         return
     out = console()
     for m in rows:
-        out.print(f"{m.id}  {m.timestamp}  {m.type:<15} {m.size:>10,} bytes")
+        out.print(f"{m.id}  {m.timestamp}  {m.type:<20} {m.size:>10,} bytes")
 
 
 def _print_plan(plan: PurgePlan) -> None:

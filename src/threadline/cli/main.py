@@ -81,7 +81,7 @@ def cli(ctx: click.Context, store_url: str | None) -> None:
 
 #: Commands that may bring a store into being; the others refuse a ``--store`` that does not
 #: exist, so a typo is not silently created as an empty store.
-CREATING_COMMANDS = frozenset({"new", "import", "chat", "web", "mcp"})
+CREATING_COMMANDS = frozenset({"new", "import", "fork", "chat", "web", "mcp"})
 
 
 def get_store(ctx: click.Context) -> Any:

@@ -1,5 +1,5 @@
 """Context operations: ``threadline ops list|digest|revise|snip|resequence|insert|tag|toggle|
-revert``.
+revert|expand|collapse|relevance``.
 
 Positions are 0-based indices of the view ``threadline show ID`` prints (with the same ``--tags``
 as ``--active-tags`` here); ranges are inclusive.
@@ -188,3 +188,63 @@ def revert(ctx: click.Context, session_id: str, op_id: str) -> None:
     with open_session(ctx, session_id) as s:
         info = s.revert(resolve_entry(s, op_id))
     click.echo(f"{info.id} {info.state} {info.standing}")
+
+
+@ops.command()
+@click.argument("session_id")
+@click.argument("op_id")
+@click.pass_context
+def expand(ctx: click.Context, session_id: str, op_id: str) -> None:
+    """Show the originals of a revise or snip in place, between its markers."""
+    with open_session(ctx, session_id) as s:
+        info = s.expand(op_id)
+    click.echo(f"{info.id} expanded")
+
+
+@ops.command()
+@click.argument("session_id")
+@click.argument("op_id")
+@click.pass_context
+def collapse(ctx: click.Context, session_id: str, op_id: str) -> None:
+    """Hide the originals of an expanded revise or snip again."""
+    with open_session(ctx, session_id) as s:
+        info = s.collapse(op_id)
+    click.echo(f"{info.id} collapsed")
+
+
+@ops.command()
+@click.argument("session_id")
+@click.argument("objective")
+@click.option("--threshold", default=0.2, show_default=True, type=float,
+              help="Messages scoring below this are candidates.")
+@click.option("--snip", "use_snip", is_flag=True, help="Propose snips instead of digests.")
+@click.option("--keep-recent", default=4, show_default=True, type=int,
+              help="The newest messages never proposed.")
+@click.option("--apply", "do_apply", is_flag=True, help="Write the proposed operations.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.pass_context
+def relevance(ctx: click.Context, session_id: str, objective: str, threshold: float,
+              use_snip: bool, keep_recent: int, do_apply: bool, as_json: bool) -> None:
+    """Score every message against OBJECTIVE (the catalog's embedder) and propose digests (or
+    snips) of the least relevant stretches; --apply writes them (reversible)."""
+    from threadline import relevance as rel
+
+    with open_session(ctx, session_id, read_only=not do_apply) as s:
+        plan = rel.propose(s, objective, threshold=threshold,
+                           action="snip" if use_snip else "digest", keep_recent=keep_recent)
+        if do_apply and plan.proposals:
+            plan = rel.apply(s, plan)
+    if as_json:
+        echo_json(plan)
+        return
+    out = console()
+    for sc in plan.scores:
+        out.print(f"[{sc.position}] {sc.score:+.3f} {sc.role:<9} {sc.preview}", markup=False)
+    if not plan.proposals:
+        out.print(f"Nothing scores below {threshold} for long enough; no operation proposed.")
+    for k, p in enumerate(plan.proposals):
+        done = f" -> {plan.applied[k]}" if plan.applied else ""
+        out.print(f"{'Applied' if plan.applied else 'Proposed'}: {p.kind} {p.start}-{p.end} "
+                  f"(best score {p.score:+.3f}){done}", markup=False)
+    if plan.proposals and not plan.applied:
+        out.print("Nothing was written; run again with --apply to write these operations.")

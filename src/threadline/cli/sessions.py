@@ -15,6 +15,7 @@ from threadline.cli.main import get_store
 from threadline.errors import UserError
 from threadline.render import block_text, message_text, one_line
 from threadline.session import FlatNode, Session
+from threadline.stores import open_path, open_store
 
 
 def console() -> Console:
@@ -26,9 +27,15 @@ def echo_json(value: Any) -> None:
 
 
 def open_session(ctx: click.Context, session_id: str, *, read_only: bool = False) -> Session:
-    """Open a session for a command; a damaged file's load report goes to stderr, as the
-    viewer shows it, so no command silently shows less than the file holds."""
-    s: Session = get_store(ctx).open(session_id, read_only=read_only)
+    """Open a session for a command, by id in the store or by a session file's path
+    (``threadline show runs/abc.jsonl``, opened where it lives); a damaged file's load report
+    goes to stderr, as the viewer shows it, so no command silently shows less than the file
+    holds."""
+    s: Session
+    if session_id.endswith(".jsonl"):
+        s = open_path(session_id, read_only=read_only)
+    else:
+        s = get_store(ctx).open(session_id, read_only=read_only)
     for line in load_report_lines(s):
         click.echo(line, err=True)
     return s
@@ -155,12 +162,21 @@ def new(ctx: click.Context, name: str | None, session_id: str | None, as_json: b
 @click.argument("session_id")
 @click.option("--leaf", default=None, help="Show the context at this entry instead of the leaf.")
 @click.option("--tags", "active_tags", default="", help="Comma-separated active tags.")
+@click.option("--infer-tags", is_flag=True,
+              help="Also activate the tags the latest user turns point at.")
 @click.pass_context
-def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str) -> None:
+def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str,
+         infer_tags: bool) -> None:
     """Print the context (what the model sees) as readable text."""
     s = open_session(ctx, session_id, read_only=True)
-    c = s.context(resolve_entry(s, leaf) if leaf else None,
-                  active_tags=[t for t in active_tags.split(",") if t])
+    tags = [t for t in active_tags.split(",") if t]
+    if infer_tags:
+        from threadline.relevance import infer_active_tags
+
+        inferred = infer_active_tags(s)
+        tags = sorted({*tags, *inferred})
+        click.echo(f"Inferred tags: {', '.join(inferred) or '-'}")
+    c = s.context(resolve_entry(s, leaf) if leaf else None, active_tags=tags)
     out = console()
     title = f" ({escape(s.name)})" if s.name else ""
     model = f"{c.model.provider}/{c.model.model_id}" if c.model else "-"
@@ -170,8 +186,8 @@ def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str
               f"messages in the file, {len(c.messages)} in context; model {model}, "
               f"thinking {c.thinking_level}")
     for i, (msg, item) in enumerate(zip(c.messages, c.view, strict=True)):
-        tags = f" #{' #'.join(item.tags)}" if item.tags else ""
-        out.print(f"[bold][{i}] {msg.role}[/bold] {escape(item.id)}{escape(tags)}")
+        marks = f" #{' #'.join(item.tags)}" if item.tags else ""
+        out.print(f"[bold][{i}] {msg.role}[/bold] {escape(item.id)}{escape(marks)}")
         for line in message_text(msg).splitlines() or [""]:
             out.print("    " + escape(line))
 
@@ -312,10 +328,22 @@ def label(ctx: click.Context, session_id: str, entry_id: str, text: str) -> None
 @click.argument("session_id")
 @click.option("--at", "leaf", default=None,
               help="Copy only the path to this entry (a branched session).")
+@click.option("--from-store", "from_store", default=None,
+              help="Fork SESSION_ID of this other store (a URL) into --store.")
 @click.pass_context
-def fork(ctx: click.Context, session_id: str, leaf: str | None) -> None:
-    """Copy a session into a new one and print the new id."""
+def fork(ctx: click.Context, session_id: str, leaf: str | None, from_store: str | None) -> None:
+    """Copy a session into a new one and print the new id. SESSION_ID may be a session file's
+    path (fork_from: the copy goes into --store)."""
     store = get_store(ctx)
+    if from_store is not None or session_id.endswith(".jsonl"):
+        if leaf:
+            raise UserError("--at works within one store; fork first, then branch the copy")
+        if session_id.endswith(".jsonl"):
+            source = open_path(session_id, read_only=True)
+        else:
+            source = open_store(from_store).open(session_id, read_only=True)
+        click.echo(store.fork_from(source).id)
+        return
     if leaf:
         with open_session(ctx, session_id, read_only=True) as src:
             new_session = src.create_branched_session(resolve_entry(src, leaf))

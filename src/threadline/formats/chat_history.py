@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -125,9 +126,15 @@ def dump(messages: Sequence[Message], *, ids: Sequence[str] | None = None,
     the same message ``ids[i]:<k>``; ``timestamps`` likewise give each entry's ``ts``."""
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
-        for k, item in enumerate(openai_responses.dump([m])):
+        kept = (m.provider_details or {}).get(NAME)
+        items = openai_responses.dump([m])
+        for k, item in enumerate(items):
             eid = None if ids is None else (ids[i] if k == 0 else f"{ids[i]}:{k}")
-            out.append(wrap(item, id=eid, ts=None if timestamps is None else timestamps[i]))
+            entry = wrap(item, id=eid, ts=None if timestamps is None else timestamps[i])
+            if isinstance(kept, dict) and len(items) == 1:
+                # an imported entry keeps the type and size it was wrapped with
+                entry.update({key: kept[key] for key in ("type", "size") if key in kept})
+            out.append(entry)
     return out
 
 
@@ -200,6 +207,129 @@ def _atomic_write(dest: Path, data: bytes) -> None:
         os.close(dfd)
 
 
+def statistics(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The seed's statistics of wrapped entries: ``total_entries``, ``total_size_kb``,
+    ``stats_by_type`` (``{type: {"count", "size"}}``, sizes in bytes), ``oldest``, ``newest``
+    and ``size_distribution`` (entries per size bucket)."""
+    by_type: dict[str, dict[str, int]] = {}
+    buckets = {"<1KB": 0, "1-10KB": 0, "10-100KB": 0, ">=100KB": 0}
+    total = 0
+    for e in entries:
+        size = int(e.get("size") or item_size(e.get("content")))
+        total += size
+        row = by_type.setdefault(str(e.get("type", "message")), {"count": 0, "size": 0})
+        row["count"] += 1
+        row["size"] += size
+        key = ("<1KB" if size < 1024 else "1-10KB" if size < 10240
+               else "10-100KB" if size < 102400 else ">=100KB")
+        buckets[key] += 1
+    stamps = sorted(str(e["ts"]) for e in entries if e.get("ts"))
+    return {"total_entries": len(entries), "total_size_kb": round(total / 1024, 2),
+            "stats_by_type": dict(sorted(by_type.items())),
+            "oldest": stamps[0] if stamps else None, "newest": stamps[-1] if stamps else None,
+            "size_distribution": buckets}
+
+
+class ChatHistoryManager:
+    """A ``chat_history.json`` file managed the way the wrapped-chat-history seed describes.
+
+    The file holds wrapped entries; an old-layout file (a plain list of Responses items) is
+    migrated on first load: a timestamped backup is written beside it, the file is replaced
+    atomically, and one line saying so goes to ``echo`` (default: standard error). Every change
+    re-reads the file first and writes it back atomically, so entries another process appended
+    are kept. ``get_history()`` gives the plain items OpenAI expects, unchanged.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = "chat_history.json", *,
+                 echo: Any = None) -> None:
+        self.path = Path(path)
+        self._echo = echo if echo is not None else (
+            lambda line: print(line, file=sys.stderr))
+        self.migrated_backup: str | None = None
+        self._entries = self._load()
+
+    def _load(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        label = str(self.path)
+        items, wrapped = _items(read_json(self.path, label), label)
+        if wrapped is not None:
+            return wrapped
+        entries = [wrap(item) for item in items]
+        if entries:
+            self.migrated_backup = backup(self.path)
+            save(self.path, entries)
+            self._echo(f"Migrated {self.path} to the wrapped format: {len(entries)} entries "
+                       f"wrapped with id, ts, type and size; backup at {self.migrated_backup}")
+        return entries
+
+    def _write(self, entries: list[dict[str, Any]]) -> None:
+        save(self.path, entries)
+        self._entries = entries
+
+    def get_wrapped_history(self) -> list[dict[str, Any]]:
+        """Every wrapped entry ``{"id", "ts", "type", "size", "content"}``, oldest first."""
+        self._entries = self._load()
+        return [dict(e) for e in self._entries]
+
+    def get_history(self) -> list[Any]:
+        """The plain Responses items (each entry's ``content``), as OpenAI takes them."""
+        return unwrap(self.get_wrapped_history())
+
+    def add_entry(self, entry: dict[str, Any]) -> str:
+        """Wrap one Responses item, save it, and return its new id."""
+        return self.append_entries([entry])[0]
+
+    def append_entries(self, entries: Sequence[dict[str, Any]]) -> list[str]:
+        """Wrap and save several items; returns their ids in order."""
+        for k, item in enumerate(entries):
+            if not isinstance(item, dict):
+                raise UserError(f"Entry {k} is a {type(item).__name__}; give Responses items "
+                                "(JSON objects) to add_entry / append_entries")
+        wrapped = [wrap(item) for item in entries]
+        self._write([*self._load(), *wrapped])
+        return [w["id"] for w in wrapped]
+
+    def get_entry_by_id(self, entry_id: str) -> dict[str, Any] | None:
+        """The whole wrapped entry with this id, or None."""
+        return next((dict(e) for e in self._load() if e.get("id") == entry_id), None)
+
+    def get_metadata(self) -> list[dict[str, Any]]:
+        """``id``, ``ts``, ``type`` and ``size`` of every entry, without the content."""
+        return [{k: e.get(k) for k in ("id", "ts", "type", "size")} for e in self._load()]
+
+    def get_stats(self) -> dict[str, Any]:
+        """:func:`statistics` of the file's entries."""
+        return statistics(self._load())
+
+    def delete_entries_by_ids(self, entry_ids: Sequence[str]) -> int:
+        """Delete the entries with these ids; returns how many were deleted (unknown ids are
+        ignored). The file is rewritten atomically; nothing else changes."""
+        doomed = set(entry_ids)
+        entries = self._load()
+        kept = [e for e in entries if e.get("id") not in doomed]
+        if len(kept) != len(entries):
+            self._write(kept)
+        return len(entries) - len(kept)
+
+    def delete_all(self) -> int:
+        """Delete every entry in one step; returns how many there were."""
+        n = len(self._load())
+        self._write([])
+        return n
+
+
+def migrate_report(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Migrate ``path`` explicitly (backup first) and return what ``threadline
+    migrate-chat-history`` prints: ``migrated``, ``backup``, ``path`` and :func:`statistics`."""
+    if not Path(path).exists():
+        raise UserError(f"{str(path)!r} does not exist; give the path of a chat_history.json")
+    kept = migrate(path)
+    entries = read(path, migrate=False)
+    return {"path": str(path), "migrated": kept is not None, "backup": kept,
+            **statistics(entries)}
+
+
 # -- importing ------------------------------------------------------------------------------
 
 
@@ -248,5 +378,6 @@ def messages(source: Source) -> list[Message]:
     return messages_of(draft)
 
 
-__all__ = ["ENTRY_TYPES", "backup", "dump", "entry_type", "import_session", "is_wrapped",
-           "item_size", "load", "messages", "migrate", "parse", "read", "save", "unwrap", "wrap"]
+__all__ = ["ENTRY_TYPES", "ChatHistoryManager", "backup", "dump", "entry_type", "import_session",
+           "is_wrapped", "item_size", "load", "messages", "migrate", "migrate_report", "parse",
+           "read", "save", "statistics", "unwrap", "wrap"]

@@ -184,15 +184,21 @@ def _input_message(item: JSON, where: str) -> list[Message]:
                     provider_details=with_details(NAME, extra))]
 
 
+_NO_ANNOTATIONS = "annotations_absent"  # a loaded output_text had no "annotations" key
+
+
 def _part(p: JSON, side: str) -> Block | None:
     kind = p.get("type")
     if kind in ("input_text", "output_text") and isinstance(p.get("text"), str):
         consumed = ["text"]
         if kind == ("output_text" if side == "assistant" else "input_text"):
             consumed.append("type")
+        extra = leftovers(p, consumed)
         if kind == "output_text" and p.get("annotations") == []:
-            consumed.append("annotations")
-        return attach(text(p["text"]), NAME, leftovers(p, consumed))
+            del extra["annotations"]  # the default: written back on every output_text
+        elif kind == "output_text" and "annotations" not in p:
+            extra[_NO_ANNOTATIONS] = True  # so a dump gives the part back exactly as it came
+        return attach(text(p["text"]), NAME, extra)
     if kind == "input_image" and isinstance(p.get("image_url"), str):
         consumed = ["type", "image_url"]
         if p.get("detail") == "auto":
@@ -309,6 +315,8 @@ def _dump_part(b: Block, side: str) -> JSON:
     extra.pop("item", None)
     if isinstance(b, TextBlock):
         if side == "assistant":
+            if extra.pop(_NO_ANNOTATIONS, False):
+                return {"type": "output_text", **extra, "text": b.text.content}
             return {"type": "output_text", "annotations": [], **extra, "text": b.text.content}
         return {"type": "input_text", **extra, "text": b.text.content}
     if isinstance(b, ImageBlock):

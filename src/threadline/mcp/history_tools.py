@@ -90,11 +90,8 @@ class OperationRow(BaseModel):
     order: list[str] | None = None
     summary: str | None = None
     message_count: int = 0
-
-
-class OperationList(BaseModel):
-    session_id: str
-    operations: list[OperationRow]
+    expanded: bool = Field(default=False, description="A revise/snip showing its originals")
+    session_id: str = ""
 
 
 class OperationSwitched(BaseModel):
@@ -111,6 +108,10 @@ class ContextMessage(BaseModel):
     tags: list[str]
     text: str
     content: list[dict[str, Any]]
+    op_id: str | None = Field(default=None, description="Markers (kind=marker) and the "
+                              "originals an expanded revise/snip shows: that operation's id")
+    hidden: int | None = Field(default=None, description="A marker: how many originals its "
+                               "operation replaces or removes")
 
 
 class ContextResult(BaseModel):
@@ -125,6 +126,42 @@ class ContextResult(BaseModel):
         default=None, description="format=threadline: the view with positions"
     )
     payload: Any = Field(default=None, description="A provider format's request payload")
+
+
+class ScoreRow(BaseModel):
+    position: int
+    id: str
+    role: str
+    score: float = Field(description="Cosine similarity to the objective (-1..1)")
+    preview: str
+
+
+class ProposalRow(BaseModel):
+    kind: Literal["digest", "snip"]
+    start: int
+    end: int
+    ids: list[str]
+    score: float = Field(description="The highest score inside the stretch")
+    summary: str | None = None
+
+
+class RelevanceResult(BaseModel):
+    notice: str = DATA_NOTICE
+    session_id: str
+    objective: str
+    threshold: float
+    executed: bool = Field(description="False: a preview; call again with apply=true to write "
+                                       "the proposed operations")
+    scores: list[ScoreRow]
+    proposals: list[ProposalRow]
+    operation_ids: list[str] = Field(default_factory=list,
+                                     description="The operations written (apply=true)")
+
+
+class InferredTags(BaseModel):
+    session_id: str
+    active_tags: list[str]
+    known_tags: list[str]
 
 
 class SessionRow(BaseModel):
@@ -150,9 +187,13 @@ class SessionList(BaseModel):
 
 class EntryMetaRow(BaseModel):
     id: str
+    ts: str
+    type: str = Field(description="A message's content type (input_text, output_text, "
+                      "reasoning, function_call, function_call_output, message); otherwise the "
+                      "entry type")
+    size: int = Field(description="Bytes")
     timestamp: str
-    type: str
-    size: int
+    entry_type: str
     parent_id: str | None = None
 
 
@@ -179,9 +220,18 @@ class LargestEntry(BaseModel):
     size: int
 
 
+class ContentTypeStats(BaseModel):
+    count: int
+    size: int
+
+
 class StatsResult(BaseModel):
     session_id: str
     name: str | None
+    total_entries: int
+    total_size_kb: float
+    stats_by_type: dict[str, ContentTypeStats] = Field(
+        description="By content type, as get_history_metadata's type")
     entries: int
     bytes: int
     file_bytes: int
@@ -217,6 +267,8 @@ class DeleteResult(BaseModel):
     leaves_view: list[str]
     also_leaving_view: list[str]
     pending: list[str]
+    deleted_count: int = Field(description="Entries purged by this call (0 for a preview)")
+    remaining_count: int = Field(description="Entries of the session that are not purged")
     message: str
 
 
@@ -269,8 +321,8 @@ def _builtins(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
 
-def _row(info: Any) -> OperationRow:
-    return OperationRow.model_validate(_builtins(info))
+def _row(info: Any, session_id: str = "") -> OperationRow:
+    return OperationRow.model_validate({**_builtins(info), "session_id": session_id})
 
 
 class _Confirmations:
@@ -310,7 +362,13 @@ class _Confirmations:
         return fingerprint
 
 
-def _delete_result(plan: PurgePlan, token: str | None, ttl: float | None) -> DeleteResult:
+def _remaining(session: Session) -> int:
+    """Entries of the session whose content is still there (not purged)."""
+    return sum(1 for e in session.entries() if not isinstance(e, PurgedEntry))
+
+
+def _delete_result(plan: PurgePlan, token: str | None, ttl: float | None,
+                   remaining: int) -> DeleteResult:
     n = len(plan.entry_ids)
     if plan.executed:
         message = f"Purged {n} entries ({plan.bytes} bytes); their content is gone from the store."
@@ -334,11 +392,15 @@ def _delete_result(plan: PurgePlan, token: str | None, ttl: float | None) -> Del
         also_leaving_view=plan.also_leaving_view,
         pending=plan.pending,
         message=message,
+        remaining_count=remaining,
+        deleted_count=(sum(1 for i in plan.items if not i.already_purged)
+                       if plan.executed else 0),
     )
 
 
-def _context_messages(session: Session, active_tags: list[str] | None) -> tuple[Any, list[Any]]:
-    ctx = session.context(active_tags=active_tags)
+def _context_messages(session: Session, active_tags: list[str] | None,
+                      markers: bool = True) -> tuple[Any, list[Any]]:
+    ctx = session.context(active_tags=active_tags, markers=markers)
     return ctx, list(ctx.messages)
 
 
@@ -455,12 +517,13 @@ def insert_messages(
         return _op_created(s, s.insert(after_idx, _messages_in(messages), tags=tags))
 
 
-def list_operations(ctx: ToolContext, session_id: str, active_only: bool = False) -> OperationList:
-    """Every context operation with its state (active/inactive/reverted) and standing
-    (applied, inapplicable, not_applied, not_on_branch)."""
+def list_operations(ctx: ToolContext, session_id: str, active_only: bool = False
+                    ) -> list[OperationRow]:
+    """Every context operation (list[Operation]) with its state (active/inactive/reverted),
+    standing (applied, inapplicable, not_applied, not_on_branch) and whether a revise/snip is
+    expanded."""
     s = ctx.store.open(session_id, read_only=True)
-    rows = s.operations(active_only=active_only)
-    return OperationList(session_id=s.id, operations=[_row(r) for r in rows])
+    return [_row(r, s.id) for r in s.operations(active_only=active_only)]
 
 
 def revert_operation(
@@ -469,7 +532,7 @@ def revert_operation(
     """Switch an operation off and mark it reverted (toggle_operation brings it back)."""
     with ctx.store.open(_find_op(ctx, operation_id, session_id)) as s:
         info = s.revert(operation_id)
-    return OperationSwitched(success=True, session_id=s.id, operation=_row(info))
+    return OperationSwitched(success=True, session_id=s.id, operation=_row(info, s.id))
 
 
 def toggle_operation(
@@ -478,7 +541,56 @@ def toggle_operation(
     """Switch an operation on or off."""
     with ctx.store.open(_find_op(ctx, operation_id, session_id)) as s:
         info = s.toggle(operation_id, active)
-    return OperationSwitched(success=True, session_id=s.id, operation=_row(info))
+    return OperationSwitched(success=True, session_id=s.id, operation=_row(info, s.id))
+
+
+def expand_operation(ctx: ToolContext, operation_id: str, session_id: str | None = None
+                     ) -> OperationSwitched:
+    """Show the originals of a revise or snip in place, between its markers (the operation
+    stays active; collapse_operation hides them again)."""
+    with ctx.store.open(_find_op(ctx, operation_id, session_id)) as s:
+        info = s.expand(operation_id)
+    return OperationSwitched(success=True, session_id=s.id, operation=_row(info, s.id))
+
+
+def collapse_operation(ctx: ToolContext, operation_id: str, session_id: str | None = None
+                       ) -> OperationSwitched:
+    """Hide the originals of an expanded revise or snip again."""
+    with ctx.store.open(_find_op(ctx, operation_id, session_id)) as s:
+        info = s.collapse(operation_id)
+    return OperationSwitched(success=True, session_id=s.id, operation=_row(info, s.id))
+
+
+def score_relevance(ctx: ToolContext, session_id: str, objective: str, threshold: float = 0.2,
+                    action: Literal["digest", "snip"] = "digest", keep_recent: int = 4,
+                    apply: bool = False) -> RelevanceResult:
+    """Score every message of the view against an objective (the catalog's embedder) and
+    propose a digest or snip of each least relevant stretch (tool calls kept with their
+    results, the last keep_recent messages left alone). A preview unless apply=true; the
+    operations written are reversible."""
+    from threadline import relevance
+
+    with ctx.store.open(session_id, read_only=not apply) as s:
+        plan = relevance.propose(s, objective, threshold=threshold, action=action,
+                                 keep_recent=keep_recent)
+        if apply and plan.proposals:
+            plan = relevance.apply(s, plan)
+    return RelevanceResult(
+        session_id=s.id, objective=objective, threshold=threshold, executed=apply,
+        scores=[ScoreRow.model_validate(_builtins(x)) for x in plan.scores],
+        proposals=[ProposalRow.model_validate(_builtins(p)) for p in plan.proposals],
+        operation_ids=plan.applied)
+
+
+def infer_active_tags(ctx: ToolContext, session_id: str, turns: int = 3) -> InferredTags:
+    """The tags the latest user turns point at (by their words, or by meaning with the
+    catalog's embedder): pass them as get_context's active_tags, or call get_context with
+    infer_tags=true."""
+    from threadline import relevance
+
+    s = ctx.store.open(session_id, read_only=True)
+    return InferredTags(session_id=s.id, known_tags=sorted(relevance.known_tags(s)),
+                        active_tags=relevance.infer_active_tags(s, turns=turns))
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -489,9 +601,14 @@ def get_context(
     session_id: str,
     format: str = "threadline",
     active_tags: list[str] | None = None,
+    markers: bool = True,
+    infer_tags: bool = False,
 ) -> ContextResult:
     """What the model sees: format=threadline gives the view with positions, ids and tags;
-    a provider format (openai_chat, anthropic, …) gives that provider's payload."""
+    a provider format (openai_chat, anthropic, …) gives that provider's payload. Revise and
+    snip leave markers (kind=marker, text every provider accepts); markers=false leaves them
+    out (a bare payload; positions then no longer match the view). infer_tags=true adds the
+    tags inferred from the latest user turns to active_tags."""
     from threadline import formats
 
     if format != "threadline" and format not in formats.PROVIDER_FORMATS:
@@ -500,7 +617,11 @@ def get_context(
             f"or a provider format: {', '.join(formats.PROVIDER_FORMATS)}"
         )
     s = ctx.store.open(session_id, read_only=True)
-    view, msgs = _context_messages(s, active_tags)
+    if infer_tags:
+        from threadline import relevance
+
+        active_tags = sorted({*(active_tags or ()), *relevance.infer_active_tags(s)})
+    view, msgs = _context_messages(s, active_tags, markers)
     model = f"{view.model.provider}/{view.model.model_id}" if view.model else None
     base = dict(
         session_id=s.id,
@@ -522,6 +643,8 @@ def get_context(
                     tags=list(item.tags),
                     text=_text(m),
                     content=_builtins(m.content),
+                    op_id=item.op_id,
+                    hidden=item.hidden,
                 )
             )
         return ContextResult(**base, messages=rows)
@@ -578,9 +701,9 @@ def delete_history_entries(
         s = ctx.store.open(session_id, read_only=True)
         plan = s.purge(list(request) or None, all=delete_all)
         if not plan.entry_ids:
-            return _delete_result(plan, None, None)
+            return _delete_result(plan, None, None, _remaining(s))
         token = ctx.confirmations.mint(s.id, request, delete_all, plan.fingerprint)
-        return _delete_result(plan, token, ctx.confirmations.ttl)
+        return _delete_result(plan, token, ctx.confirmations.ttl, _remaining(s))
     fingerprint = ctx.confirmations.take(confirmation_token, session_id, request, delete_all)
     with ctx.store.open(session_id) as s:
         plan = s.purge(list(request) or None, all=delete_all)
@@ -591,7 +714,8 @@ def delete_history_entries(
                 "to preview again"
             )
         done = s.purge(list(request) or None, all=delete_all, dry_run=False)
-    return _delete_result(done, None, None)
+        left = _remaining(s)
+    return _delete_result(done, None, None, left)
 
 
 # -- bookmarks -------------------------------------------------------------------------
@@ -681,6 +805,10 @@ TOOLS: list[Tool] = [
     Tool(list_operations, _READ),
     Tool(revert_operation, _EDIT),
     Tool(toggle_operation, _EDIT),
+    Tool(expand_operation, _EDIT),
+    Tool(collapse_operation, _EDIT),
+    Tool(score_relevance, _EDIT),
+    Tool(infer_active_tags, _READ),
     Tool(get_context, _READ),
     Tool(list_sessions, _READ),
     Tool(get_history_metadata, _READ),

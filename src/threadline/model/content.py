@@ -134,6 +134,32 @@ class Message(msgspec.Struct, omit_defaults=True, kw_only=True):
         )
 
 
+CONTENT_TYPES = ("input_text", "output_text", "reasoning", "function_call",
+                 "function_call_output", "message")
+
+
+def content_type(msg: Message) -> str:
+    """What a message holds, in the wrapped chat history's terms (not its role): a tool result
+    is ``function_call_output``, a tool call ``function_call``, a user's input ``input_text``,
+    an assistant's text ``output_text``, an assistant's thinking alone ``reasoning``, anything
+    else ``message``. A message imported from a chat history keeps the type it was wrapped
+    with."""
+    kept = (msg.provider_details or {}).get("chat_history")
+    if isinstance(kept, dict) and kept.get("type") in CONTENT_TYPES:
+        return str(kept["type"])
+    if any(isinstance(b, ToolResultBlock) for b in msg.content):
+        return "function_call_output"
+    if any(isinstance(b, ToolUseBlock) for b in msg.content):
+        return "function_call"
+    if msg.role == "user":
+        return "input_text"
+    if msg.role == "assistant":
+        if msg.content and all(isinstance(b, ThinkingBlock) for b in msg.content):
+            return "reasoning"
+        return "output_text"
+    return "message"
+
+
 # -- constructors ---------------------------------------------------------------------------
 
 
@@ -166,6 +192,54 @@ def thinking(content: str, signature: str | None = None, redacted: bool = False)
     return ThinkingBlock(thinking=Thinking(content=content, signature=signature, redacted=redacted))
 
 
+def _provider_block(value: dict[str, Any]) -> Block | None:
+    """A block from a provider-shaped dict (DESIGN §10), or None when ``value`` is not one.
+
+    Accepted: OpenAI ``{"type": "text"|"input_text"|"output_text", "text": "…"}`` and
+    ``{"type": "image_url", "image_url": {"url": …}}``; Anthropic ``text`` / ``image`` (with a
+    ``source``) / ``tool_use`` / ``tool_result`` / ``thinking`` blocks; Gemini parts ``{"text"}``
+    and ``{"inline_data"|"inlineData": {"mime_type"|"mimeType", "data"}}``. File-shaped blocks
+    (``{"type": "text", "text": {"content": …}}``) are not matched here.
+    """
+    kind = value.get("type")
+    body = value.get(kind) if isinstance(kind, str) else None
+    if isinstance(body, dict) and kind != "image_url":
+        return None  # the file format's own shape
+    if kind in ("text", "input_text", "output_text") and isinstance(value.get("text"), str):
+        return text(value["text"])
+    if kind is None and isinstance(value.get("text"), str) and len(value) == 1:
+        return text(value["text"])
+    if kind == "image_url" and isinstance(body, dict) and isinstance(body.get("url"), str):
+        url: str = body["url"]
+        if url.startswith("data:") and ";base64," in url:
+            media, _, data = url[5:].partition(";base64,")
+            return image(data, media)
+        return image_url(url)
+    if kind == "image" and isinstance(value.get("source"), dict):
+        src = value["source"]
+        if src.get("type") == "url":
+            return image_url(str(src.get("url", "")), str(src.get("media_type", "")))
+        return image(str(src.get("data", "")), str(src.get("media_type", "image/png")))
+    inline = value.get("inline_data", value.get("inlineData"))
+    if kind is None and isinstance(inline, dict):
+        mime = inline.get("mime_type", inline.get("mimeType", "image/png"))
+        return image(str(inline.get("data", "")), str(mime))
+    if kind == "tool_use" and isinstance(value.get("id"), str) and "name" in value:
+        return tool_use(value["id"], str(value["name"]), value.get("input"))
+    if kind == "tool_result" and isinstance(value.get("tool_use_id"), str):
+        raw = value.get("content", "")
+        parts: str | list[TextBlock | ImageBlock] = str(raw)
+        if isinstance(raw, list):
+            blocks = [coerce_block(b) for b in raw]
+            parts = [b for b in blocks if isinstance(b, (TextBlock, ImageBlock))]
+            if len(parts) != len(blocks):
+                raise UserError("A tool_result's content may hold only text and image blocks")
+        return tool_result(value["tool_use_id"], parts, bool(value.get("is_error", False)))
+    if kind == "thinking" and isinstance(value.get("thinking"), str):
+        return thinking(value["thinking"], value.get("signature"))
+    return None
+
+
 _block_decoder = msgspec.convert  # converts file-shaped dicts to Structs
 
 
@@ -176,6 +250,9 @@ def coerce_block(value: Any) -> Block:
     if isinstance(value, str):
         return text(value)
     if isinstance(value, dict):
+        shaped = _provider_block(value)
+        if shaped is not None:
+            return shaped
         try:
             block: Block = msgspec.convert(value, Block)
             return block

@@ -126,12 +126,14 @@ class Bookmark(_P):
     position: int
     hash: str | None
     removed: bool = False
+    renamed_from: str | None = None  # set on the record a rename writes under the new name
 
 
 class OpState(_P):
     op_id: str
     active: bool
     reverted: bool = False
+    expanded: bool = False  # a revise/snip showing its originals between its markers
 
 
 class MessageTags(_P):

@@ -76,3 +76,4 @@ def open_backend(url: str | os.PathLike[str] | None = None, *, durability: Durab
 
     path = target[len("file://"):] if target.startswith("file://") else target
     return JsonlStore(path, durability=durability)
+

@@ -10,6 +10,7 @@ and the catalog) wraps a backend from the layers above.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import gc
 import re
@@ -240,6 +241,7 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     message_count: int
     first_message: str | None
     parent_session: str | None = None
+    path: str = ""  # where the session lives: its file for JSONL, else ``<store url>#<id>``
 
 
 class SessionListing(list[SessionSummary]):
@@ -393,7 +395,16 @@ class BaseStore:
             except Exception as exc:  # reported in the listing, never silently dropped
                 skipped.append((sid, str(exc)))
         rows.sort(key=lambda r: r.modified, reverse=True)
-        return SessionListing(rows, skipped)
+        return SessionListing(self._located(rows), skipped)
+
+    def location(self, session_id: str) -> str:
+        """Where a session lives: the file of a JSONL session, else ``<store url>#<id>`` (a
+        password in the URL is left out)."""
+        url = re.sub(r"://([^:/@]*):[^@/]*@", r"://\1@", self.url)
+        return f"{url}#{session_id}"
+
+    def _located(self, rows: builtins.list[SessionSummary]) -> builtins.list[SessionSummary]:
+        return [msgspec.structs.replace(r, path=self.location(r.id)) for r in rows]
 
     def changes_since(self, session_id: str, cursor: str) -> Changes:
         """The portable fallback: every record, every time (backends override it)."""

@@ -606,7 +606,10 @@ class JsonlStore(BaseStore):
         if fresh != cache:
             self._write_cache(fresh)
         rows.sort(key=lambda r: r.modified, reverse=True)
-        return SessionListing(rows, skipped)
+        return SessionListing(self._located(rows), skipped)
+
+    def location(self, session_id: str) -> str:
+        return str(self._path(session_id).resolve())
 
     def changes_since(self, session_id: str, cursor: str) -> Changes:
         """Reads only the bytes appended since the cursor (``"inode:offset"``); a rewrite

@@ -584,9 +584,9 @@ class PostgresStore(BaseStore):
         """Every session of the tenant, most recently modified first (list columns only)."""
         with self.tx() as conn:
             rows = conn.execute(self._LIST + " ORDER BY modified DESC", (self.tenant,)).fetchall()
-        return SessionListing(
+        return SessionListing(self._located([
             SessionSummary(id=r[0], name=r[1], created=r[2], modified=r[3], message_count=r[4],
-                           first_message=r[5], parent_session=r[6]) for r in rows)
+                           first_message=r[5], parent_session=r[6]) for r in rows]))
 
     def summary(self, session_id: str) -> SessionSummary:
         with self.tx() as conn:

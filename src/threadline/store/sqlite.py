@@ -370,7 +370,7 @@ class SqliteStore(BaseStore):
         each append, so no session is ever unreadable here: ``skipped`` stays empty)."""
         with self.lock:
             rows = self.conn.execute(self._LIST + " ORDER BY modified DESC").fetchall()
-        return SessionListing(_summary_row(r) for r in rows)
+        return SessionListing(self._located([_summary_row(r) for r in rows]))
 
     def catalog_location(self) -> CatalogLocation:
         return CatalogLocation(kind="sqlite", path=self.path)

@@ -70,6 +70,43 @@ def _op_kwargs(a: Args) -> dict[str, Any]:
     return {"tags": tags} if tags else {}
 
 
+def _messages(args: Args) -> list[dict[str, Any]]:
+    """The messages of a revise or insert: ``messages`` (a list of ``{role, content}``, or its
+    JSON text), else one message from ``role`` (default assistant) and ``text``."""
+    raw = args.get("messages")
+    if isinstance(raw, str) and raw.strip():
+        import json
+
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"Action argument 'messages' is not JSON ({exc.msg}); give a list "
+                            'like [{"role": "assistant", "content": "…"}]') from None
+    if raw not in (None, "", []):
+        if not isinstance(raw, list):
+            raise UserError("Action argument 'messages' must be a list of {role, content}")
+        return raw
+    text = args.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise UserError("Give the text of the message (or a 'messages' list)")
+    role = args.get("role") or "assistant"
+    return [{"role": role, "content": text}]
+
+
+def _order(args: Args) -> list[int]:
+    raw = args.get("new_order")
+    if isinstance(raw, str):
+        try:
+            return [int(p) for p in raw.replace(" ", ",").split(",") if p.strip()]
+        except ValueError:
+            raise UserError(f"new_order must list positions like '5,6,3,4', got {raw!r}"
+                            ) from None
+    if isinstance(raw, list) and all(isinstance(p, int) and not isinstance(p, bool)
+                                     for p in raw):
+        return raw
+    raise UserError(f"new_order must list positions like '5,6,3,4', got {raw!r}")
+
+
 def _label(s: Session, a: Args) -> Any:
     return s.set_label(_str(a, "target_id"), _str(a, "label", optional=True) or "")
 
@@ -86,6 +123,14 @@ ACTIONS: dict[str, Callable[[Session, Args], Any]] = {
         _int(a, "start"), _int(a, "end"), _str(a, "summary"), **_op_kwargs(a)),
     "snip": lambda s, a: s.snip(
         _int(a, "start"), _int(a, "end"), **_op_kwargs(a)),
+    "revise": lambda s, a: s.revise(
+        _int(a, "start"), _int(a, "end"), _messages(a), **_op_kwargs(a)),
+    "resequence": lambda s, a: s.resequence(
+        _order(a), **_op_kwargs(a)),
+    "insert": lambda s, a: s.insert(
+        _int(a, "after"), _messages(a), **_op_kwargs(a)),
+    "expand": lambda s, a: s.expand(_str(a, "op_id")),
+    "collapse": lambda s, a: s.collapse(_str(a, "op_id")),
     "tag_messages": lambda s, a: s.tag_messages(
         _int(a, "start"), _int(a, "end"), _tags(a) or []),
     "toggle": lambda s, a: s.toggle(
@@ -110,6 +155,8 @@ def _implemented(session_cls: type, method: str) -> bool:
     module = {"tag": "bookmarks", "tags": "bookmarks", "untag": "bookmarks", "undo": "bookmarks",
               "undo_to": "bookmarks", "clear": "bookmarks",
               "digest": "operations", "snip": "operations", "tag_messages": "operations",
+              "revise": "operations", "resequence": "operations", "insert": "operations",
+              "expand": "operations", "collapse": "operations",
               "toggle": "operations", "revert": "operations"}.get(method)
     if module is None:
         return True

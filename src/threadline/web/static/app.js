@@ -613,6 +613,18 @@ class SessionPage {
         writeFlow(this, `Digest ${sel[0]}–${sel[1]}`, "digest", [field("Summary", "summary", "", "textarea"), field("Only with tags", "tags")], args) }, "Digest…"));
       if (this.has("snip")) parts.push(h("button", { "data-testid": "btn-snip", onclick: () =>
         writeFlow(this, `Snip ${sel[0]}–${sel[1]}`, "snip", [field("Only with tags", "tags")], args) }, "Snip…"));
+      const roleField = () => h("div", { class: "form-row" }, h("label", {}, "Role"),
+        h("select", { name: "role" }, ["assistant", "user", "system"].map((r) => h("option", { value: r }, r))));
+      if (this.has("revise")) parts.push(h("button", { "data-testid": "btn-revise", onclick: () =>
+        writeFlow(this, `Revise ${sel[0]}–${sel[1]}`, "revise", [roleField(), field("Replacement text", "text", "", "textarea"), field("Only with tags", "tags")], args) }, "Revise…"));
+      if (this.has("resequence") && sel[1] > sel[0]) {
+        const order = [];
+        for (let p = sel[1]; p >= sel[0]; p--) order.push(p);
+        parts.push(h("button", { "data-testid": "btn-resequence", onclick: () =>
+          writeFlow(this, `Resequence ${sel[0]}–${sel[1]}`, "resequence", [field("New order (positions)", "new_order", order.join(",")), field("Only with tags", "tags")]) }, "Resequence…"));
+      }
+      if (this.has("insert")) parts.push(h("button", { "data-testid": "btn-insert", onclick: () =>
+        writeFlow(this, `Insert after ${sel[1]}`, "insert", [roleField(), field("Text", "text", "", "textarea"), field("Only with tags", "tags")], { after: sel[1] }) }, `Insert after ${sel[1]}…`));
       if (this.has("tag_messages")) parts.push(h("button", { onclick: () =>
         writeFlow(this, `Tag messages ${sel[0]}–${sel[1]}`, "tag_messages", [field("Tags", "tags")], args) }, "Tag messages…"));
       if (this.has("tag")) parts.push(h("button", { "data-testid": "btn-tag-here", onclick: () => this.tagAt(sel[1] + 1) }, `Tag at ${sel[1] + 1}…`));
@@ -626,7 +638,7 @@ class SessionPage {
     const sel = this.sel;
     const selected = sel && r.position >= sel[0] && r.position <= sel[1];
     const bookmarks = this.tagsByPos.get(r.position + 1) || [];
-    const el = h("div", { class: `row ctx-row${selected ? " selected" : ""}${r.kind === "synthetic" ? " synthetic" : ""}`,
+    const el = h("div", { class: `row ctx-row${selected ? " selected" : ""}${r.kind === "synthetic" ? " synthetic" : ""}${r.kind === "marker" ? " marker" : ""}`,
                           "data-position": r.position, "data-view-id": r.view_id },
       h("div", { class: "pos" }, r.position),
       h("div", { class: "body" },
@@ -773,6 +785,10 @@ class SessionPage {
         onchange: (e) => { e.target.checked = active; writeFlow(this, `${active ? "Switch off" : "Switch on"} ${op.kind}`, "toggle", [], { op_id: id, active: !active }); } }), " on"));
       if (this.has("revert") && state !== "reverted") {
         li.append(h("button", { onclick: () => writeFlow(this, `Revert ${op.kind}`, "revert", [], { op_id: id }) }, "Revert"));
+      }
+      if (this.has("expand") && (op.kind === "revise" || op.kind === "snip")) {
+        const verb = op.expanded ? "collapse" : "expand";
+        li.append(h("button", { "data-testid": `op-${verb}`, onclick: () => writeFlow(this, `${op.expanded ? "Collapse" : "Expand"} ${op.kind}`, verb, [], { op_id: id }) }, op.expanded ? "Collapse" : "Expand"));
       }
       list.append(li);
     }
