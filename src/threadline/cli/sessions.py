@@ -132,7 +132,9 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     for r in rows:
         name = f" {escape(r.name)}" if r.name else ""
         first = escape(one_line(r.first_message or "", 50))
-        out.print(f"{r.id}{name}  {r.modified}  {r.message_count} messages in the file  {first}")
+        flag = f"  [red]DAMAGED: {escape(r.damaged)}[/red]" if r.damaged else ""
+        out.print(f"{r.id}{name}  {r.modified}  {r.message_count} messages in the file  "
+                  f"{first}{flag}")
 
 
 @click.command()
@@ -169,6 +171,8 @@ def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str
     out.print(f"Session {s.id}{title}: {len(s.entry_ids())} entries, {s.message_count()} "
               f"messages in the file, {len(c.messages)} in context; model {model}, "
               f"thinking {c.thinking_level}")
+    for line_no, problem in s.load_report.corrupt_lines[:20]:
+        click.echo(f"warning: line {line_no} skipped: {problem}", err=True)
     for i, (msg, item) in enumerate(zip(c.messages, c.view, strict=True)):
         tags = f" #{' #'.join(item.tags)}" if item.tags else ""
         out.print(f"[bold][{i}] {msg.role}[/bold] {escape(item.id)}{escape(tags)}")
