@@ -23,8 +23,8 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with store.create(session_id="s") as s:
         s.append_message("user", "private conversation")
     with serve(store) as url:
-        CLIENT.get(url + "api/sessions")  # the first listing opens the catalog
         yield url.rstrip("/")
+    CLIENT.close()
 
 
 def port_of(base: str) -> str:
