@@ -218,7 +218,7 @@ def test_error_hints_fit_the_interface_they_are_shown_in(tmp_path: Path) -> None
     code, _, err = run(tmp_path, "show", "nope")
     assert (code, err) == (2, "Error: Session 'nope' not found; run 'threadline sessions' to "
                               "list the sessions\n")
-    client = TestClient(create_app(tl.open_store(str(tmp_path))))
+    client = TestClient(create_app(tl.open_store(str(tmp_path))), base_url="http://127.0.0.1")
     got = client.get("/api/sessions/demo/entries/nope")
     assert (got.status_code, got.json()) == (404, {
         "error": "Entry 'nope' not found in session 'demo'; the tree on the left shows the "

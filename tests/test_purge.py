@@ -215,7 +215,8 @@ def test_a_failure_before_the_rename_leaves_the_old_file_and_a_rerun_finishes(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(jsonl.os, "replace", failing_replace)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(StoreError, match=r"No space left on device\); the old file is "
+                                         "unchanged"):
         s.purge([ids["ask"]], dry_run=False)  # type: ignore[attr-defined]
     monkeypatch.undo()
     now = path.read_bytes()

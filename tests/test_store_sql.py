@@ -72,15 +72,15 @@ def test_postgres_migrations_apply_from_empty_and_then_apply_nothing() -> None:
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
                 sql.Identifier(schema)))
-    assert (first.exit_code, first.output) == (0, "Applied migrations: postgres 1\n")
+    assert (first.exit_code, first.output) == (0, "Applied migrations: postgres 1, postgres 2\n")
     assert (again.exit_code, again.output) == (
         0, "The schema is up to date; nothing to apply.\n")
     assert tables == {"tl_schema_migrations", "tl_sessions", "tl_records", "tl_vectors",
-                      "tl_session_tags", "tl_tag_tokens"}
+                      "tl_session_tags", "tl_tag_tokens", "tl_tenant_roles"}
 
 
 def test_postgres_store_refuses_a_schema_that_was_never_migrated() -> None:
-    with pytest.raises(StoreError, match=r"schema is at version 0, threadline needs 1; run: "
+    with pytest.raises(StoreError, match=r"schema is at version 0, threadline needs 2; run: "
                                          r"threadline db upgrade URL"):
         tl.open_store(PG_URL, tenant="x", schema="t_never_migrated_here")
 

@@ -166,8 +166,9 @@ def test_writes_need_the_header_and_a_loopback_host(store: Any, client: TestClie
     assert (r.status_code, r.json()) == (403, {"error": "Writes need the X-Threadline header"})
     other = TestClient(create_app(store), base_url="http://evil.example")
     r = other.post(f"/api/sessions/{s.id}/apply", json=body, headers=WRITE)
-    assert (r.status_code, r.json()) == (403, {"error": "Refusing a write for host "
-                                                        "'evil.example'"})
+    assert (r.status_code, r.json()) == (403, {"error": "Refusing a request for host "
+                                                        "'evil.example': the viewer answers "
+                                                        "only on 127.0.0.1, localhost or [::1]"})
     assert store.open(s.id).leaf_id == ids["a2b"]
 
 

@@ -157,11 +157,14 @@ def build_view(session: SessionState, path: Sequence[str], active_tags: frozense
     ids: list[str] = []  # entries that become messages, in path order
     seen_at: dict[str, int] = {}  # len(ids) when each non-message entry was passed
     append = ids.append
+    purged = session.purged
     for eid in path:
         if eid not in special:
             append(eid)
             continue
         seen_at[eid] = len(ids)
+        if eid in purged:  # a purged summary, model change, op…: its payload is gone
+            continue
         t = types[eid]
         if t == "branch_summary":
             if session.payload(eid).summary:  # empty summaries are skipped
@@ -186,7 +189,6 @@ def build_view(session: SessionState, path: Sequence[str], active_tags: frozense
                 with contextlib.suppress(ValueError):  # not on this path: keep the default
                     start = ids.index(first_kept)
         ids = [last_compaction, *ids[start:]]
-    purged = session.purged
     if purged:
         ids = [x for x in ids if x not in purged]
         ids = _drop_orphaned_tool_partners(session, ids)

@@ -18,6 +18,7 @@ server names its tool, the REPL its slash command, the viewer its tab
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -95,3 +96,16 @@ class ProviderError(ThreadlineError):
         self.endpoint = endpoint
         self.status = status
         super().__init__(message)
+
+
+def malformed_input(what: str, exc: BaseException) -> UserError:
+    """The UserError for input a reader choked on (a list where a string was expected, JSON
+    nested deeper than Python recurses): names the input, the problem and the function that
+    noticed it, so a report points at the reader to make stricter."""
+    if isinstance(exc, RecursionError):
+        return UserError(f"{what}: nested too deeply to read; nothing was loaded")
+    frames = traceback.extract_tb(exc.__traceback__)
+    site = f" in {frames[-1].name}" if frames else ""
+    detail = (str(exc).splitlines() or [""])[0][:200]
+    return UserError(f"{what}: malformed input ({type(exc).__name__}{site}: {detail}); nothing "
+                     "was loaded")

@@ -82,6 +82,10 @@ class PurgePlan(msgspec.Struct, kw_only=True):
     other messages that leave it with them (tool calls or results whose partner is purged);
     ``files`` are the other files of the store that will be (or were) cleaned. ``fingerprint``
     identifies the exact plan: it changes when the session changes in a way that matters.
+    ``residue`` (after execution) names what the backend could not scrub, e.g. PostgreSQL's
+    write-ahead log. ``derived`` are the compactions, branch summaries and context operations
+    (digest, revise, insert) that copied purged text: the purge redacts the copied text in
+    them (``[purged]``) and keeps the rest of the summary.
     """
 
     session_id: str
@@ -94,6 +98,8 @@ class PurgePlan(msgspec.Struct, kw_only=True):
     files: list[str]
     executed: bool
     fingerprint: str
+    residue: list[str] = msgspec.field(default_factory=list)
+    derived: list[str] = msgspec.field(default_factory=list)
 
 
 # -- planning --------------------------------------------------------------------------------
@@ -151,13 +157,108 @@ def _plan(session: SessionState, entry_ids: Sequence[str] | None, all: bool) -> 
     leaves = [v for v in before if v in gone]
     also = [v for v in before if v not in after and v not in gone]
     files = [str(p) for p in _companion_files(session)]
+    derived = _derived_copies(session, doomed)
     digest = hashlib.sha256()
-    for part in (session.id, *doomed, "|", *(f"{i.id}:{i.bytes}" for i in items)):
+    for part in (session.id, *doomed, "|", *(f"{i.id}:{i.bytes}" for i in items), "|",
+                 *derived):
         digest.update(part.encode() + b"\0")
     return PurgePlan(session_id=session.id, entry_ids=doomed, items=items,
                      bytes=sum(session.sizes.get(e, 0) for e in doomed), leaves_view=leaves,
                      also_leaving_view=also, pending=sorted(pending), files=files,
-                     executed=False, fingerprint=digest.hexdigest()[:32])
+                     executed=False, fingerprint=digest.hexdigest()[:32], derived=derived)
+
+
+# -- derived copies ----------------------------------------------------------------------------
+
+_DERIVED_KINDS = frozenset({"compaction", "branch_summary", "context_op"})
+_TOKEN_MIN = 8  # a copied token this long that holds a digit or symbol (keys, ids, addresses)
+_WORD_MIN = 16  # a copied run of letters only this long
+_EDGE = ".,;:!?\"'()[]{}<>`"
+
+
+def copied_text(session: SessionState, entry_ids: Iterable[str]) -> list[str]:
+    """What of the entries' text a summary could have copied: every string of at least
+    ``_TOKEN_MIN`` characters, and every whitespace-separated token of it that is distinctive
+    (``_TOKEN_MIN`` characters with a digit or symbol, like a key, a path or an address, or
+    ``_WORD_MIN`` letters). Longest first, so redaction replaces whole strings before parts."""
+    found: set[str] = set()
+    for eid in entry_ids:
+        slot = session.slots.get(eid)
+        if slot is None or isinstance(slot, PurgedEntry):
+            continue
+        rec = session.record(eid)
+        raw = getattr(rec, "raw", None)
+        value: Any = None
+        if isinstance(raw, bytes):
+            with contextlib.suppress(msgspec.DecodeError):
+                value = msgspec.json.decode(raw)
+        elif not isinstance(rec, PurgedEntry):
+            value = msgspec.to_builtins(rec.payload)
+        for text in _all_strings(value):
+            if len(text) >= _TOKEN_MIN and text not in _VOCABULARY:
+                found.add(text)
+            for token in text.split():
+                token = token.strip(_EDGE)
+                distinctive = len(token) >= _WORD_MIN or (len(token) >= _TOKEN_MIN
+                                                          and not token.isalpha())
+                if distinctive and token not in _VOCABULARY:
+                    found.add(token)
+    return sorted(found, key=lambda t: (-len(t), t))
+
+
+def _all_strings(value: Any) -> list[str]:
+    out = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return out
+
+
+def _derived_copies(session: SessionState, doomed: Sequence[str]) -> list[str]:
+    """Compactions, branch summaries and context operations (not purged themselves) whose
+    payload holds text copied from the doomed entries."""
+    if not doomed:
+        return []
+    gone = set(doomed)
+    candidates = [e for e in session.special if session.types.get(e) in _DERIVED_KINDS
+                  and e not in gone and e not in session.purged]
+    if not candidates:
+        return []
+    copied = copied_text(session, doomed)
+    if not copied:
+        return []
+    out = []
+    for eid in candidates:
+        rec = session.record(eid)
+        if isinstance(rec, PurgedEntry):
+            continue
+        strings = _all_strings(msgspec.to_builtins(rec.payload))
+        if any(c in text for text in strings for c in copied):
+            out.append(eid)
+    return sorted(out)
+
+
+def _redact(value: Any, copied: Sequence[str]) -> Any:
+    """``value`` with every copied string replaced by ``[purged]`` (iteratively rebuilt)."""
+    if isinstance(value, str):
+        for c in copied:
+            if c in value:
+                value = value.replace(c, REDACTED)
+        return value
+    if isinstance(value, list):
+        return [_redact(v, copied) for v in value]
+    if isinstance(value, dict):
+        return {k: _redact(v, copied) for k, v in value.items()}
+    return value
+
+
+REDACTED = "[purged]"
 
 
 # -- executing -------------------------------------------------------------------------------
@@ -197,9 +298,12 @@ def _needles(session: SessionState, ids: Iterable[str]) -> set[bytes]:
 class _Scrubber:
     """Turns a stored line into its purged form (or None to drop undecodable debris)."""
 
-    def __init__(self, targets: set[str], needles: set[bytes]) -> None:
+    def __init__(self, targets: set[str], needles: set[bytes],
+                 derived: set[str] | None = None, copied: Sequence[str] = ()) -> None:
         self.targets = targets
         self.needles = needles
+        self.derived = derived or set()
+        self.copied = copied
 
     def mentions(self, data: bytes) -> bool:
         """Whether debris holds a purged string, or ends with the start of one (a torn line is
@@ -221,6 +325,12 @@ class _Scrubber:
                 "leaf", "bookmark", "op_state", "message_tags", "purge"):
             return encode_record(PurgedEntry(kind=env.type, id=env.id, parent_id=env.parent_id,
                                              timestamp=env.timestamp or ""))
+        if env.id is not None and env.id in self.derived and self.copied:
+            obj = msgspec.json.decode(line)
+            if isinstance(obj, dict):
+                payload = obj.get(env.type)
+                obj[env.type] = _redact(payload, self.copied)
+                return msgspec.json.encode(obj)
         return line
 
     def lines(self, lines: Iterable[bytes]) -> list[bytes]:
@@ -300,7 +410,9 @@ def purge(session: SessionState, entry_ids: Sequence[str] | None = None, *, all:
     doomed = plan.entry_ids
     if not doomed and not plan.files:
         return msgspec.structs.replace(plan, executed=True)
-    scrub = _Scrubber(set(doomed), _needles(session, doomed))
+    derived = set(plan.derived)
+    scrub = _Scrubber(set(doomed), _needles(session, doomed), derived,
+                      copied_text(session, doomed) if derived else ())
     if new:
         session.write("purge", Purge(entry_ids=new), tree=False)
     if doomed:
@@ -309,6 +421,12 @@ def purge(session: SessionState, entry_ids: Sequence[str] | None = None, *, all:
         session.log.rewrite(header, lines)
     _clean_files(session, _companion_files(session), scrub, everything=all)
     _reload(session)
+    residue: list[str] = []
     if doomed:
-        _notify(session, doomed)
-    return msgspec.structs.replace(plan, executed=True)
+        try:
+            _notify(session, [*doomed, *sorted(derived)])
+        finally:
+            store = session.store
+            if store is not None and hasattr(store, "scrub"):
+                residue = store.scrub()
+    return msgspec.structs.replace(plan, executed=True, residue=residue)

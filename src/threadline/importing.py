@@ -31,18 +31,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from threadline.errors import StoreError, UserError
+from threadline.errors import StoreError, ThreadlineError, UserError, malformed_input
 from threadline.model.content import Message
 from threadline.model.entries import (
+    DECODE_ERRORS,
     Custom,
     CustomEntry,
     KnownRecord,
     Leaf,
     LeafRecord,
     SessionHeader,
+    decode_error_reason,
     encode,
     new_id,
     now,
+    utf8_error_offset,
 )
 from threadline.model.limits import check_record, encode_checked
 from threadline.store.base import SESSION_ID_RE
@@ -212,6 +215,7 @@ def iter_lines(source: Source, name: str) -> Iterator[tuple[int, bytes]]:
 
 
 _decode = msgspec.json.decode
+NL = b"\n"
 
 
 def decode_line(line: bytes) -> tuple[Any, str | None]:
@@ -220,6 +224,8 @@ def decode_line(line: bytes) -> tuple[Any, str | None]:
         return _decode(line), None
     except msgspec.DecodeError as exc:
         return None, f"invalid JSON ({exc})"
+    except DECODE_ERRORS as exc:  # invalid UTF-8 inside a string, nesting too deep
+        return None, decode_error_reason(exc, line)
 
 
 def read_json(source: Source, name: str) -> Any:
@@ -231,6 +237,14 @@ def read_json(source: Source, name: str) -> Any:
         return _decode(data)
     except msgspec.DecodeError as exc:
         raise UserError(f"{name}: {_json_problem(data, exc)}") from None
+    except DECODE_ERRORS as exc:  # invalid UTF-8 inside a string, nesting too deep
+        where = ""
+        if isinstance(exc, UnicodeDecodeError):
+            at = utf8_error_offset(data, exc)
+            line_start = data.rfind(NL, 0, at) + 1
+            where = (f"line {data.count(NL, 0, at) + 1}: invalid UTF-8 at byte "
+                     f"{at - line_start}")
+        raise UserError(f"{name}: {where or decode_error_reason(exc)}") from None
 
 
 def _json_problem(data: bytes, exc: Exception) -> str:
@@ -303,8 +317,10 @@ def write(store: Store, drafts: Sequence[Draft], session_ids: Sequence[str | Non
             taken.add(sid)
             meta = dict(draft.metadata)
             meta["import"] = msgspec.to_builtins(draft.report)
-            header = SessionHeader(id=sid, version=1, timestamp=draft.created or now(),
-                                   cwd=draft.cwd, metadata=meta)
+            # a damaged cwd or start time costs that field, not the conversation
+            created = draft.created if isinstance(draft.created, str) and draft.created else now()
+            cwd = draft.cwd if isinstance(draft.cwd, str) else None
+            header = SessionHeader(id=sid, version=1, timestamp=created, cwd=cwd, metadata=meta)
             prepared.append((header, _encode(draft)))
     sessions: list[Session] = []
     try:
@@ -366,7 +382,15 @@ def prepare(fmt: str, path: Source, *, name: str | None = None) -> list[Draft]:
     if fmt == "auto":
         fmt = detect(path)
     with _gc_paused():
-        drafts: list[Draft] = module(fmt).parse(path, name=label)
+        try:
+            drafts: list[Draft] = module(fmt).parse(path, name=label)
+        except ThreadlineError:
+            raise
+        except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError,
+                RecursionError) as exc:
+            # the importers check what they rely on; this is the net for shapes nobody
+            # thought of, so that a damaged file is a UserError naming it, never a traceback
+            raise malformed_input(f"{label} ({fmt})", exc) from None
     if not drafts:
         raise UserError(f"{label}: no conversation found in it; nothing was imported")
     digest = content_sha256(path, label)

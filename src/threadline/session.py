@@ -11,9 +11,10 @@ it) and first reads what other writers appended since the load, so parent ids ar
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import msgspec
 
@@ -98,6 +99,24 @@ class EntryMeta(msgspec.Struct, kw_only=True):
 
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def serialized(method: Callable[Concatenate[Session, _P], _R]
+               ) -> Callable[Concatenate[Session, _P], _R]:
+    """Run a Session method under the session's lock (DESIGN §3, threads): appends from
+    several threads serialize, each parents to the leaf at the moment it is written, and a
+    reader never sees a half-applied append. The lock is reentrant (methods call each other)."""
+
+    def locked(self: Session, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._state.lock:
+            return method(self, *args, **kwargs)
+
+    functools.update_wrapper(locked, method)
+    return locked
+
+
 class Session:
     """One conversation tree. Get one from a store: ``store.create()``, ``store.open(id)``.
 
@@ -114,6 +133,7 @@ class Session:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
+    @serialized
     def close(self) -> None:
         """Release the writer lock (if held). The session can still be read afterwards."""
         self._state.release()
@@ -197,10 +217,12 @@ class Session:
 
     # -- writing -----------------------------------------------------------------------------
 
+    @serialized
     def raw_lines(self) -> list[bytes]:
         """Every stored record as its encoded line, header excluded (what a fork copies)."""
         return list(self._state.log.raw_lines())
 
+    @serialized
     def append(self, record: KnownRecord | dict[str, Any], *,
                parent_id: str | object | None = AT_LEAF) -> str:
         """Append one tree entry given whole (a record, or a dict in the file's shape, DESIGN §2)
@@ -233,12 +255,14 @@ class Session:
         self.append_records([rec])
         return rec.id  # type: ignore[no-any-return]
 
+    @serialized
     def append_records(self, records: Sequence[KnownRecord]) -> list[str]:
         """Append prepared records as they are (ids, parents, timestamps kept): the importers'
         and copiers' path. All are validated before anything is written; one durable batch."""
         if not records:
             return []
         st = self._state
+        first = not st.writer
         st.ensure_writer()
         lines = []
         slots = st.slots
@@ -250,7 +274,7 @@ class Session:
             line = encode_checked(encode, rec)
             check_record(rec.payload, line, 1 if rec.parent_id is None else 0)
             lines.append(line)
-        st.log.append(lines)
+        st.append_lines(lines, first)
         for rec, line in zip(records, lines, strict=True):
             st.sizes[rec.id] = len(line)
         # a chain of tree entries under the leaf (a framework adapter's turn) keeps the context
@@ -271,6 +295,7 @@ class Session:
             st.invalidate()
         return [r.id for r in records]
 
+    @serialized
     def append_message(self, role: str | Message, content: Any = None, *,
                        model: str | None = None, usage: Usage | dict[str, int] | None = None,
                        stop_reason: str | None = None,
@@ -302,12 +327,15 @@ class Session:
             raise UserError(f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}")
         return self._state.write("message", msg, parent_id=parent_id)
 
+    @serialized
     def append_model_change(self, provider: str, model_id: str) -> str:
         return self._state.write("model_change", ModelChange(provider=provider, model_id=model_id))
 
+    @serialized
     def append_thinking_level(self, level: str) -> str:
         return self._state.write("thinking_level", ThinkingLevel(thinking_level=level))
 
+    @serialized
     def append_compaction(self, summary: str, first_kept_entry_id: str | None,
                           tokens_before: int = 0, details: Any = None) -> str:
         """Record a compaction: the summary replaces the path before ``first_kept_entry_id``."""
@@ -317,37 +345,45 @@ class Session:
             summary=summary, first_kept_entry_id=first_kept_entry_id,
             tokens_before=tokens_before, details=details))
 
+    @serialized
     def append_session_info(self, name: str) -> str:
         return self._state.write("session_info", SessionInfo(name=name))
 
+    @serialized
     def append_custom(self, custom_type: str, data: Any = None) -> str:
         return self._state.write("custom", Custom(custom_type=custom_type, data=data))
 
+    @serialized
     def set_label(self, target_id: str, label: str | None) -> str:
         """Label an entry (session-global; the latest wins). ``""`` or ``None`` clears it."""
         if target_id not in self._state.slots:
             raise self._state.unknown(target_id)
         return self._state.write("label", Label(target_id=target_id, label=label or None))
 
+    @serialized
     def get_label(self, target_id: str) -> str | None:
         return self._state.labels.get(target_id)
 
+    @serialized
     def labels(self) -> dict[str, str]:
         """Every current label, by target entry id."""
         return dict(self._state.labels)
 
     # -- navigation --------------------------------------------------------------------------
 
+    @serialized
     def branch(self, entry_id: str) -> None:
         """Move the leaf to an existing entry; the next append starts a sibling branch there."""
         if entry_id not in self._state.slots:
             raise self._state.unknown(entry_id)
         self._state.move_leaf(entry_id)
 
+    @serialized
     def reset_leaf(self) -> None:
         """Move the leaf before the first entry: the next append starts a new root."""
         self._state.move_leaf(None)
 
+    @serialized
     def branch_with_summary(self, entry_id: str | None, summary: str, details: Any = None) -> str:
         """Branch to ``entry_id`` and append a summary of the abandoned path as its child."""
         if entry_id is not None and entry_id not in self._state.slots:
@@ -357,6 +393,7 @@ class Session:
         summary_entry = BranchSummary(summary=summary, from_id=self._state.leaf, details=details)
         return self._state.write("branch_summary", summary_entry, parent_id=entry_id)
 
+    @serialized
     def create_branched_session(self, leaf_id: str | None = None) -> Session:
         """A new session holding the path to ``leaf_id`` (same ids) and the labels on it."""
         if self._state.store is None:
@@ -388,12 +425,14 @@ class Session:
         return create_session(self._state.store, parent_session=self.id, cwd=self.header.cwd,
                               records=records)
 
+    @serialized
     def entry(self, entry_id: str) -> AnyRecord:
         """The entry with this id (a message, compaction, label, …)."""
         if entry_id not in self._state.slots:
             raise self._state.unknown(entry_id)
         return self._state.record(entry_id)
 
+    @serialized
     def entry_bytes(self, entry_id: str) -> bytes:
         """The entry as stored: its JSON line without the newline, read without decoding it
         (a cheap test of the raw text before paying for a decode)."""
@@ -403,30 +442,37 @@ class Session:
         slot = state.slots[entry_id]
         return slot.raw() if isinstance(slot, LazyMessage) else encode_record(slot)
 
+    @serialized
     def has_entry(self, entry_id: str) -> bool:
         return entry_id in self._state.slots
 
+    @serialized
     def entries(self) -> list[AnyRecord]:
         """Every tree entry in file order."""
         return [self._state.record(e, False) for e in self._state.slots]
 
+    @serialized
     def entry_ids(self) -> list[str]:
         return list(self._state.slots)
 
+    @serialized
     def children(self, entry_id: str | None) -> list[AnyRecord]:
         """Children of an entry (``None``: the roots), by timestamp then file order."""
         if entry_id is not None and entry_id not in self._state.slots:
             raise self._state.unknown(entry_id)
         return [self._state.record(c) for c in self._state.tree.children(entry_id)]
 
+    @serialized
     def path_ids(self, leaf_id: str | None = None) -> list[str]:
         """Entry ids from the root to ``leaf_id`` (default: the current leaf)."""
         return self._state.path_ids(leaf_id)
 
+    @serialized
     def path(self, leaf_id: str | None = None) -> list[AnyRecord]:
         """Tree entries from the root to ``leaf_id`` (default: the current leaf)."""
         return [self._state.record(e) for e in self.path_ids(leaf_id)]
 
+    @serialized
     def context(self, leaf_id: str | None = None,
                 active_tags: Iterable[str] | None = None, *, markers: bool = True) -> Context:
         """What the model sees at ``leaf_id`` (default: the current leaf), DESIGN §5.
@@ -435,6 +481,7 @@ class Session:
         payload); positions always refer to the view with markers."""
         return self._state.context(leaf_id, active_tags, markers=markers)
 
+    @serialized
     def tree(self, flat: bool = False) -> list[TreeNode] | list[FlatNode]:
         """The whole tree: nested :class:`TreeNode` roots, or one :class:`FlatNode` per entry
         in depth-first order with ``flat=True``. Built without recursion."""
@@ -457,8 +504,13 @@ class Session:
                 (roots if parent is None else nodes[parent].children).append(node)
             return roots
 
-    def metadata(self) -> list[EntryMeta]:
-        """id, ts, type (the content type of a message), size of every tree entry."""
+    @serialized
+    def metadata(self, *, content_types: bool = True) -> list[EntryMeta]:
+        """id, ts, type (the content type of a message), size of every tree entry.
+
+        A message's content type needs its content decoded; ``content_types=False`` skips that
+        (``type`` is then the entry type, as ``entry_type`` always is), so a tree layout over a
+        large session decodes nothing."""
         from threadline.model.content import content_type
 
         out = []
@@ -466,7 +518,7 @@ class Session:
         for eid, slot in self._state.slots.items():
             kind = slot.type
             shown = kind
-            if kind == "message":
+            if kind == "message" and content_types:
                 rec = self._state.record(eid)
                 shown = ("purged" if isinstance(rec, PurgedEntry)
                          else content_type(rec.payload))
@@ -475,6 +527,7 @@ class Session:
                                  size=sizes.get(eid, 0), parent_id=parents[eid]))
         return out
 
+    @serialized
     def stats(self, largest: int = 5) -> dict[str, Any]:
         """Totals, per-type breakdown, time range, size distribution and largest entries."""
         metas = self.metadata()
@@ -519,53 +572,65 @@ class Session:
             "labels": len(self._state.labels),
         }
 
+    @serialized
     def message_count(self) -> int:
         return sum(1 for t in self._state.types.values() if t == "message")
 
     # -- bookmarks and undo (threadline.bookmarks, DESIGN §7) --------------------------------
 
+    @serialized
     def tag(self, name: str | None = None, position: int | None = None) -> TagStatus:
         """Bookmark position ``position`` (default: the end of the view) as ``name``."""
         return _bookmarks.tag(self._state, name, position)
 
+    @serialized
     def tags(self) -> TagListing:
         """Every tag with its status, sorted by position; invalid tags are removed and reported."""
         return _bookmarks.tags(self._state)
 
+    @serialized
     def untag(self, name: str) -> None:
         """Remove tag ``name`` (``__session_start__`` cannot be removed)."""
         _bookmarks.untag(self._state, name)
 
+    @serialized
     def undo(self, n: int = 1) -> UndoResult:
         """Move the leaf to just before the n-th last user input message."""
         return _bookmarks.undo(self._state, n)
 
+    @serialized
     def undo_to(self, name: str) -> UndoResult:
         """Restore the view to the position of tag ``name``."""
         return _bookmarks.undo_to(self._state, name)
 
+    @serialized
     def clear(self) -> UndoResult:
         """Start over: the leaf moves before the first entry; nothing is deleted."""
         return _bookmarks.clear(self._state)
 
+    @serialized
     def rename_tag(self, old: str, new: str) -> TagStatus:
         """Rename tag ``old`` to ``new`` (it keeps its entry and position)."""
         return _bookmarks.rename(self._state, old, new)
 
+    @serialized
     def tag_history(self, name: str) -> list[TagEvent]:
         """Every move of tag ``name`` (set, moved, renamed, removed), oldest first."""
         return _bookmarks.history(self._state, name)
 
+    @serialized
     def export_tags(self) -> dict[str, Any]:
         """The session's tags as JSON-ready data (see ``bookmarks.export_tags``)."""
         return _bookmarks.export_tags(self._state)
 
+    @serialized
     def import_tags(self, data: Any, *, replace: bool = False) -> TagImport:
         """Set the tags of an ``export_tags`` document on this session."""
         return _bookmarks.import_tags(self._state, data, replace=replace)
 
     # -- context operations (threadline.operations, DESIGN §6) -------------------------------
 
+    @serialized
     def digest(self, start: int, end: int, summary: str, *, tags: Iterable[str] | None = None,
                active_tags: Iterable[str] | None = None) -> str:
         """Replace positions ``start``..``end`` (inclusive) with one ``system`` message holding
@@ -573,6 +638,7 @@ class Session:
         return _operations.digest(self._state, start, end, summary, tags=tags,
                                   active_tags=active_tags)
 
+    @serialized
     def revise(self, start: int, end: int, replacements: Iterable[Any], *,
                tags: Iterable[str] | None = None, active_tags: Iterable[str] | None = None
                ) -> str:
@@ -581,52 +647,62 @@ class Session:
         return _operations.revise(self._state, start, end, replacements, tags=tags,
                                   active_tags=active_tags)
 
+    @serialized
     def snip(self, start: int, end: int, *, tags: Iterable[str] | None = None,
              active_tags: Iterable[str] | None = None) -> str:
         """Remove positions ``start``..``end`` from the view (the op stays listed)."""
         return _operations.snip(self._state, start, end, tags=tags, active_tags=active_tags)
 
+    @serialized
     def resequence(self, new_order: Sequence[int], *, tags: Iterable[str] | None = None,
                    active_tags: Iterable[str] | None = None) -> str:
         """Reorder a contiguous range of positions (``new_order`` is its permutation)."""
         return _operations.resequence(self._state, new_order, tags=tags, active_tags=active_tags)
 
+    @serialized
     def insert(self, after: int, messages: Iterable[Any], *, tags: Iterable[str] | None = None,
                active_tags: Iterable[str] | None = None) -> str:
         """Insert synthetic ``messages`` after position ``after`` (``-1``: at the front)."""
         return _operations.insert(self._state, after, messages, tags=tags,
                                   active_tags=active_tags)
 
+    @serialized
     def tag_messages(self, start: int, end: int, tags: Iterable[str], *, remove: bool = False,
                      active_tags: Iterable[str] | None = None) -> int:
         """Add (or remove) message tags on positions ``start``..``end``; not an op."""
         return _operations.tag_messages(self._state, start, end, tags, remove=remove,
                                         active_tags=active_tags)
 
+    @serialized
     def operations(self, active_only: bool = False, active_tags: Iterable[str] | None = None
                    ) -> list[OperationInfo]:
         """Every op of the session with its state and standing on the current branch."""
         return _operations.operations(self._state, active_only, active_tags)
 
+    @serialized
     def toggle(self, op_id: str, active: bool) -> OperationInfo:
         """Switch an op on or off (session-wide); ``True`` also brings a reverted op back."""
         return _operations.toggle(self._state, op_id, active)
 
+    @serialized
     def revert(self, op_id: str) -> OperationInfo:
         """Switch an op off and mark it reverted."""
         return _operations.revert(self._state, op_id)
 
+    @serialized
     def expand(self, op_id: str) -> OperationInfo:
         """Show the originals of a revise or snip in place, between its markers (the op stays
         active); recorded like ``toggle``."""
         return _operations.expand(self._state, op_id)
 
+    @serialized
     def collapse(self, op_id: str) -> OperationInfo:
         """Hide the originals of an expanded revise or snip again."""
         return _operations.collapse(self._state, op_id)
 
     # -- purge (threadline.history, DESIGN §3) -----------------------------------------------
 
+    @serialized
     def purge(self, entry_ids: Sequence[str] | None = None, *, all: bool = False,
               dry_run: bool = True) -> PurgePlan:
         """Really delete entries' content from the store (preview unless ``dry_run=False``)."""

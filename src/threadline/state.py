@@ -9,6 +9,7 @@ are named and typed here, which is what lets mypy check every view.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,8 @@ class SessionState:
     def __init__(
         self, store: BaseStore | None, log: Log, loaded: Loaded, *, read_only: bool = False
     ) -> None:
+        # Session's methods run under this lock (threads, DESIGN §3); it survives reload()
+        self.lock = threading.RLock()
         self.load(store, log, loaded, read_only=read_only)
 
     def load(
@@ -149,13 +152,16 @@ class SessionState:
                 self.leaf = rid
             if kind == "message":
                 return
+            if isinstance(rec, PurgedEntry):  # its payload is gone: it labels, names nothing
+                self.purged.add(rid)
+                return
             if kind == "label":
                 lab: Label = rec.payload
                 if lab.label:
                     self.labels[lab.target_id] = lab.label
                 else:
                     self.labels.pop(lab.target_id, None)
-            elif kind == "session_info" and not isinstance(rec, PurgedEntry):
+            elif kind == "session_info":
                 self.name = rec.payload.name
             elif kind == "context_op":
                 self.ops.append(rid)
@@ -221,6 +227,17 @@ class SessionState:
             self.settle()
             self.invalidate()
 
+    def append_lines(self, lines: list[bytes], first: bool) -> None:
+        """Append to the log; when the session's first write fails (disk full), the writer
+        lock it just took is let go again (the caller may never close this session)."""
+        try:
+            self.log.append(lines)
+        except BaseException:
+            if first:
+                self.log.release()
+                self.writer = False
+            raise
+
     def invalidate(self) -> None:
         self.view = None
         self.path_cache = None
@@ -237,6 +254,7 @@ class SessionState:
     ) -> str:
         """Append one record of ``kind``: a tree entry (under the leaf, or under ``parent_id``)
         or a meta record (``tree=False``)."""
+        first = not self.writer
         self.ensure_writer()
         cls = RECORD_CLASSES[kind]
         if not tree:
@@ -248,7 +266,7 @@ class SessionState:
         rec: Any = cls(id=new_id(), parent_id=parent, timestamp=now(), **{kind: payload})
         line = encode_checked(encode, rec)
         check_record(payload, line, 1 if parent is None else 0)
-        self.log.append([line])
+        self.append_lines([line], first)
         self.sizes[rec.id] = len(line)
         self.after_write(rec)
         return rec.id  # type: ignore[no-any-return]
@@ -371,6 +389,8 @@ class SessionState:
         kind = self.types.get(view_id)
         if kind == "message":
             rec = self.record(view_id)
+            if isinstance(rec, PurgedEntry):  # purged, but its purge record was lost
+                return Message(role="custom", content=[text(f"[purged entry {view_id}]")])
             return rec.message  # type: ignore[union-attr]
         if kind == "compaction":
             return Message(role="compactionSummary", content=[text(self.payload(view_id).summary)])

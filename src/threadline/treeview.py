@@ -29,7 +29,7 @@ class EntryInfo(Protocol):
 
     id: str
     parent_id: str | None
-    type: str
+    entry_type: str  # the record type (message, custom, label, ...), not a content type
     timestamp: str
 
 
@@ -57,7 +57,7 @@ class TreeShape:
         self.types: dict[str, str] = {}
         kids: dict[str | None, list[tuple[str, int, str]]] = {}
         for n, e in enumerate(entries):
-            self.types[e.id] = e.type
+            self.types[e.id] = e.entry_type
             kids.setdefault(e.parent_id, []).append((e.timestamp or "", n, e.id))
         known = self.types
         roots = kids.pop(None, [])

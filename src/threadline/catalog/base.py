@@ -49,7 +49,7 @@ RRF_K = 60
 #: cosine similarity from which a message counts as matching in ``find_and_tag`` (MiniLM scale)
 MATCH_SIMILARITY = 0.5
 SAMPLE_SIZE = 5
-TAG_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,64}$")
+TAG_RE = re.compile(r"\A[^\x00-\x1f\x7f]{1,64}\Z")
 
 
 class Hit(msgspec.Struct, kw_only=True):
@@ -87,6 +87,7 @@ class CatalogSession(msgspec.Struct, kw_only=True):
     first_message: str | None
     parent_session: str | None = None
     tags: list[str] = msgspec.field(default_factory=list)
+    damaged: str | None = None  # see SessionSummary.damaged
 
 
 class TagPlan(msgspec.Struct, kw_only=True):
@@ -384,7 +385,8 @@ class Catalog:
             rows.append(CatalogSession(id=s.id, name=s.name, created=s.created,
                                        modified=s.modified, message_count=s.message_count,
                                        first_message=s.first_message,
-                                       parent_session=s.parent_session, tags=t))
+                                       parent_session=s.parent_session, tags=t,
+                                       damaged=s.damaged))
         return rows
 
     def session_tags(self, session_id: str) -> list[str]:

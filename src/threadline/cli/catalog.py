@@ -268,7 +268,7 @@ def catalog_index(ctx: click.Context) -> None:
 
 @click.group()
 def db() -> None:
-    """Database stores: schema migrations."""
+    """Database stores: schema migrations, scrubbing deleted text."""
 
 
 @db.command(name="upgrade")
@@ -300,3 +300,42 @@ def db_upgrade(url: str, schema: str) -> None:
         click.echo(f"Applied migrations: {', '.join(applied)}")
     else:
         click.echo("The schema is up to date; nothing to apply.")
+
+
+@db.command(name="scrub")
+@click.argument("url")
+@click.option("--schema", default="public", show_default=True,
+              help="PostgreSQL schema whose tables to rewrite.")
+def db_scrub(url: str, schema: str) -> None:
+    """Rewrite a PostgreSQL store's tables (VACUUM FULL, as their owner) so that text deleted
+    or purged leaves the table files; each table is locked while it is rewritten."""
+    if not url.startswith(("postgresql:", "postgres:")):
+        raise UserError(f"db scrub takes a postgresql:// URL, not {url!r}; the JSONL and SQLite "
+                        "stores scrub during the purge itself")
+    try:
+        from threadline.store.postgres import scrub
+    except ImportError as exc:
+        raise UserError(str(exc)) from None
+    for line in scrub(url, schema):
+        click.echo(f"Still holds deleted text: {line}")
+
+
+@db.command(name="tenant-role")
+@click.argument("url")
+@click.argument("tenant")
+@click.argument("role")
+@click.option("--password", default=None, help="Password of the role (servers that do not "
+              "trust local connections).")
+@click.option("--schema", default="public", show_default=True, help="PostgreSQL schema.")
+def db_tenant_role(url: str, tenant: str, role: str, password: str | None, schema: str) -> None:
+    """Create the login ROLE of TENANT (role isolation: it reaches that tenant's rows only,
+    whatever SQL it runs). Run as the schema's owner; then connect as ROLE with
+    open_store(URL, isolation="role")."""
+    if not url.startswith(("postgresql:", "postgres:")):
+        raise UserError(f"db tenant-role takes a postgresql:// URL, not {url!r}")
+    try:
+        from threadline.store.postgres import create_tenant_role
+    except ImportError as exc:
+        raise UserError(str(exc)) from None
+    create_tenant_role(url, tenant, role, password=password, schema=schema)
+    click.echo(f"Role {role} reaches tenant {tenant!r} only.")

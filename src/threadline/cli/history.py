@@ -42,8 +42,13 @@ def _print_plan(plan: PurgePlan) -> None:
     if plan.also_leaving_view:
         out.print("Also leaving the view (tool call or result whose partner is purged): "
                   + ", ".join(plan.also_leaving_view))
+    if plan.derived:
+        out.print("Summaries that copied purged text (the copied text becomes [purged]): "
+                  + ", ".join(plan.derived))
     if plan.files:
         out.print("Other files cleaned: " + ", ".join(plan.files))
+    for note in plan.residue:
+        out.print(f"Still holds the purged text: {note}")
     if not plan.executed:
         out.print("Nothing was changed. Run again with --yes to purge; the content cannot be "
                   "recovered afterwards.")
@@ -62,6 +67,8 @@ def purge(ctx: click.Context, session_id: str, entry_ids: tuple[str, ...], purge
 
     The entries keep their id, parent and timestamp, so the tree stays whole; their payload
     becomes a purge marker, and backups, torn tails and search indexes lose the content too.
+    Compactions, branch summaries and digests that copied purged text keep their summary with
+    the copied text replaced by [purged].
     """
     session = open_session(ctx, session_id, read_only=not yes)
     try:

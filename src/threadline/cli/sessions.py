@@ -139,7 +139,9 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     for r in rows:
         name = f" {escape(r.name)}" if r.name else ""
         first = escape(one_line(r.first_message or "", 50))
-        out.print(f"{r.id}{name}  {r.modified}  {r.message_count} messages in the file  {first}")
+        flag = f"  [red]DAMAGED: {escape(r.damaged)}[/red]" if r.damaged else ""
+        out.print(f"{r.id}{name}  {r.modified}  {r.message_count} messages in the file  "
+                  f"{first}{flag}")
 
 
 @click.command()
@@ -185,6 +187,8 @@ def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str
     out.print(f"Session {s.id}{title}: {len(s.entry_ids())} entries, {s.message_count()} "
               f"messages in the file, {len(c.messages)} in context; model {model}, "
               f"thinking {c.thinking_level}")
+    for line_no, problem in s.load_report.corrupt_lines[:20]:
+        click.echo(f"warning: line {line_no} skipped: {problem}", err=True)
     for i, (msg, item) in enumerate(zip(c.messages, c.view, strict=True)):
         marks = f" #{' #'.join(item.tags)}" if item.tags else ""
         out.print(f"[bold][{i}] {msg.role}[/bold] {escape(item.id)}{escape(marks)}")
@@ -219,7 +223,8 @@ def tree_lines(s: Session, *, bookkeeping: bool = False) -> list[str]:
     labels = s.labels()
     leaf = s.leaf_id
     keep = set(labels) | ({leaf} if leaf else set())
-    rows = layout(TreeShape(s.metadata()), keep=keep, hide_bookkeeping=not bookkeeping)
+    rows = layout(TreeShape(s.metadata(content_types=False)), keep=keep,
+                  hide_bookkeeping=not bookkeeping)
     on_path = set(s.path_ids())
     width = lane_width(rows)
     lines = []

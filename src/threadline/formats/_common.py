@@ -17,17 +17,18 @@ Three ideas every format module relies on:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
-from threadline.errors import UserError
+from threadline.errors import ThreadlineError, UserError, malformed_input
 from threadline.model.content import (
     Block,
     ImageBlock,
@@ -379,3 +380,27 @@ def messages_uuid(messages: Sequence[Message]) -> str:
     """A session id derived from the messages, so equal histories give equal dumps."""
     digest = hashlib.sha256(msgspec.json.encode(list(messages), order="sorted")).hexdigest()
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"threadline:{digest}"))
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_MALFORMED = (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError)
+
+
+def guarded(what: str) -> Callable[[_F], _F]:
+    """Let only threadline errors out of a loader. The loaders check what they rely on and
+    raise precise UserErrors; this is the net under them for shapes nobody thought of (a
+    list where a string was expected, JSON nested deeper than Python recurses)."""
+
+    def wrap(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except ThreadlineError:
+                raise
+            except (*_MALFORMED, RecursionError) as exc:
+                raise malformed_input(what, exc) from None
+
+        return inner  # type: ignore[return-value]
+
+    return wrap

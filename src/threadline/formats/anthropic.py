@@ -24,6 +24,7 @@ from threadline.formats._common import (
     details,
     expect_dict,
     expect_list,
+    guarded,
     leftovers,
     place_foreign,
     provider_turns,
@@ -55,6 +56,7 @@ _THINK = re.compile(r"\A<think>\n(.*)\n</think>\Z", re.DOTALL)
 # -- load -----------------------------------------------------------------------------------
 
 
+@guarded("anthropic payload")
 def load(data: Any) -> list[Message]:
     """Messages from ``{"system"?, "messages"}`` (a whole request body works too) or a bare
     ``messages`` list."""
@@ -176,6 +178,7 @@ def _load_result(b: JSON, where: str) -> ToolResultBlock:
 # -- dump -----------------------------------------------------------------------------------
 
 
+@guarded("anthropic dump (a message's provider_details)")
 def dump(messages: Sequence[Message]) -> JSON:
     """The ``{"system"?, "messages"}`` payload for a context.
 
@@ -368,6 +371,7 @@ def _check_blocks(p: Problems, where: str, role: str, content: list[Any]
 # -- responses ------------------------------------------------------------------------------
 
 
+@guarded("anthropic response")
 def load_response(body: Any) -> Message:
     """The assistant message of a (non-streaming) Messages API response body, with ``model``,
     ``stop_reason`` and ``usage``."""

@@ -24,6 +24,7 @@ from threadline.formats._common import (
     details,
     expect_dict,
     expect_list,
+    guarded,
     leftovers,
     place_foreign,
     provider_turns,
@@ -54,6 +55,7 @@ NAME = "bedrock"
 # -- load -----------------------------------------------------------------------------------
 
 
+@guarded("bedrock payload")
 def load(data: Any) -> list[Message]:
     """Messages from ``{"system"?, "messages"}`` (a whole Converse request works too) or a bare
     ``messages`` list."""
@@ -187,6 +189,7 @@ def _load_result(b: JSON) -> ToolResultBlock:
 # -- dump -----------------------------------------------------------------------------------
 
 
+@guarded("bedrock dump (a message's provider_details)")
 def dump(messages: Sequence[Message]) -> JSON:
     """The ``{"system"?, "messages"}`` payload for a context.
 
@@ -350,6 +353,7 @@ def _check_blocks(p: Problems, where: str, role: str, content: list[Any]
 # -- responses ------------------------------------------------------------------------------
 
 
+@guarded("bedrock response")
 def load_response(body: Any) -> Message:
     """The assistant message of a Converse response body, with ``stop_reason`` and ``usage``
     (Converse does not name the model in the body)."""

@@ -27,6 +27,7 @@ from threadline.formats._common import (
     details,
     expect_dict,
     expect_list,
+    guarded,
     leftovers,
     place_foreign,
     provider_turns,
@@ -72,6 +73,7 @@ def _camel_keys(value: JSON) -> JSON:
 # -- load -----------------------------------------------------------------------------------
 
 
+@guarded("gemini payload")
 def load(data: Any) -> list[Message]:
     """Messages from ``{"systemInstruction"?, "contents"}`` (a whole request body works too) or a
     bare ``contents`` list."""
@@ -239,6 +241,7 @@ def _load_response(part: JSON, calls: _CallIds) -> ToolResultBlock:
 # -- dump -----------------------------------------------------------------------------------
 
 
+@guarded("gemini dump (a message's provider_details)")
 def dump(messages: Sequence[Message]) -> JSON:
     """The ``{"systemInstruction"?, "contents"}`` payload for a context.
 
@@ -432,6 +435,7 @@ def _check_parts(p: Problems, where: str, role: str, parts: list[Any], turn: int
 # -- responses ------------------------------------------------------------------------------
 
 
+@guarded("gemini response")
 def load_response(body: Any) -> Message:
     """The model message of the first candidate of a ``generateContent`` response body, with
     ``model``, ``stop_reason`` and ``usage``. Function calls without an id get a unique

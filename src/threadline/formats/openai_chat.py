@@ -23,6 +23,7 @@ from threadline.formats._common import (
     dump_arguments,
     expect_dict,
     expect_list,
+    guarded,
     image_data_url,
     image_from_url,
     join_think,
@@ -55,6 +56,7 @@ _ROLES = ("system", "developer", "user", "assistant", "tool")
 # -- load -----------------------------------------------------------------------------------
 
 
+@guarded("openai_chat payload")
 def load(data: Any) -> list[Message]:
     """Messages from a Chat Completions ``messages`` list (or a request body holding one)."""
     if isinstance(data, dict) and "messages" in data:
@@ -166,6 +168,7 @@ def _load_call(call: JSON, where: str) -> ToolUseBlock:
 # -- dump -----------------------------------------------------------------------------------
 
 
+@guarded("openai_chat dump (a message's provider_details)")
 def dump(messages: Sequence[Message]) -> list[JSON]:
     """The Chat Completions ``messages`` list for a context.
 
@@ -407,6 +410,7 @@ def _check_parts(p: Problems, where: str, content: Any, *, images: bool) -> None
 _RESPONSE_ONLY = ("annotations", "refusal", "audio", "function_call", "reasoning_content")
 
 
+@guarded("openai_chat response")
 def load_response(body: Any) -> Message:
     """The assistant message of the first choice of a Chat Completions response body, with
     ``model``, ``stop_reason`` (``finish_reason``) and ``usage``. A ``reasoning_content`` field

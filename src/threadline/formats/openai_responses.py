@@ -27,6 +27,7 @@ from threadline.formats._common import (
     dump_arguments,
     expect_dict,
     expect_list,
+    guarded,
     image_data_url,
     image_from_url,
     leftovers,
@@ -58,6 +59,7 @@ _INPUT_ROLES = ("user", "system", "developer")
 # -- load -----------------------------------------------------------------------------------
 
 
+@guarded("openai_responses payload")
 def load(data: Any) -> list[Message]:
     """Messages from a Responses ``input`` list (a request body with ``input`` works too; a
     plain string is one user message)."""
@@ -261,6 +263,7 @@ def _output(item: JSON, where: str) -> Message:
 # -- dump -----------------------------------------------------------------------------------
 
 
+@guarded("openai_responses dump (a message's provider_details)")
 def dump(messages: Sequence[Message]) -> list[JSON]:
     """The Responses ``input`` items for a context.
 
@@ -486,6 +489,7 @@ def _is_json(value: str) -> bool:
 # -- responses ------------------------------------------------------------------------------
 
 
+@guarded("openai_responses response")
 def load_response(body: Any) -> Message:
     """The assistant message made of a Responses API response's ``output`` items, with
     ``model``, ``stop_reason`` (``completed``, or the reason it is incomplete) and ``usage``."""

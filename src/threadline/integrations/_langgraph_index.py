@@ -144,7 +144,7 @@ class ThreadIndex:
         # the last messages written: id(obj) -> (obj, entry id, message id when written)
         self.recent: dict[int, tuple[Any, str, Any]] = {}
         self.main_leaf: str | None = session.leaf_id
-        for meta in session.metadata():
+        for meta in session.metadata(content_types=False):
             if meta.type == "custom":
                 rec = session.entry(meta.id)
                 if isinstance(rec, CustomEntry):

@@ -172,6 +172,7 @@ class SessionRow(BaseModel):
     message_count: int
     first_message: str | None
     parent_session: str | None = None
+    damaged: str | None = None  # lines of this session that could not be read (skipped)
 
 
 class SkippedSession(BaseModel):

@@ -329,24 +329,52 @@ def encode_record(record: AnyRecord) -> bytes:
     return _encoder.encode(record)
 
 
+# What decoding a damaged line can raise besides msgspec.DecodeError (a ValueError): invalid
+# UTF-8 inside a field (UnicodeDecodeError, also a ValueError), nesting deeper than the
+# decoder's stack (RecursionError).
+DECODE_ERRORS = (ValueError, RecursionError)
+
+
+def decode_error_reason(exc: BaseException, data: bytes | memoryview | None = None) -> str:
+    """One line naming what is wrong with a line that failed to decode (``data``: the line,
+    to place invalid UTF-8 in it rather than in the string that held it)."""
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"invalid UTF-8 at byte {utf8_error_offset(data, exc)}"
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text if "JSON" in text else f"invalid JSON: {text}"
+
+
+def utf8_error_offset(data: bytes | memoryview | None, exc: UnicodeDecodeError) -> int:
+    """Where the first invalid UTF-8 byte of ``data`` is (msgspec reports the offset inside
+    the string it was decoding)."""
+    if data is not None:
+        try:
+            bytes(data).decode("utf-8")
+        except UnicodeDecodeError as whole:
+            return whole.start
+    return exc.start
+
+
 def decode_header(line: bytes | memoryview) -> SessionHeader:
     try:
         return _header_decoder.decode(line)
-    except msgspec.DecodeError as exc:
+    except DECODE_ERRORS as exc:
         try:  # a header written without "version" is version 1
             obj = _raw_decoder.decode(line)
             if isinstance(obj, dict) and obj.get("type") == "session" and "version" not in obj:
                 return msgspec.convert({**obj, "version": FORMAT_VERSION}, SessionHeader)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except DECODE_ERRORS:
             pass
-        raise RecordError(f"not a session header: {exc}") from None
+        raise RecordError(f"not a session header: {decode_error_reason(exc, line)}") from None
 
 
 def decode_record(line: bytes | memoryview) -> AnyRecord:
     """Decode one line; raises :class:`RecordError` when it is not a usable record."""
     try:
         return _decoder.decode(line)
-    except msgspec.DecodeError:
+    except DECODE_ERRORS:
         pass
     return _decode_slow(bytes(line))
 
@@ -354,8 +382,8 @@ def decode_record(line: bytes | memoryview) -> AnyRecord:
 def _decode_slow(line: bytes) -> AnyRecord:
     try:
         obj = _raw_decoder.decode(line)
-    except msgspec.DecodeError as exc:
-        raise RecordError(f"invalid JSON: {exc}") from None
+    except DECODE_ERRORS as exc:
+        raise RecordError(decode_error_reason(exc, line)) from None
     if not isinstance(obj, dict):
         raise RecordError("a record must be a JSON object")
     kind = obj.get("type")
@@ -389,12 +417,12 @@ def _decode_slow(line: bytes) -> AnyRecord:
             {"type": kind, "id": rid, "parent_id": parent, "timestamp": ts, kind: payload}, cls
         )
         return rec  # type: ignore[no-any-return]
-    except msgspec.ValidationError as exc:
-        if kind == "message":
+    except DECODE_ERRORS as exc:
+        if kind == "message" and not isinstance(exc, RecursionError):
             lenient = _lenient_message(rid, parent, ts, payload)
             if lenient is not None:
                 return lenient
-        raise RecordError(f"invalid {kind} record: {exc}") from None
+        raise RecordError(f"invalid {kind} record: {decode_error_reason(exc)}") from None
 
 
 def _lenient_message(rid: str, parent: str | None, ts: str, payload: dict[str, Any]
@@ -412,14 +440,14 @@ def _lenient_message(rid: str, parent: str | None, ts: str, payload: dict[str, A
     for raw in content:
         try:
             blocks.append(msgspec.convert(raw, Block))
-        except msgspec.ValidationError:
+        except DECODE_ERRORS:
             kind = raw.get("type") if isinstance(raw, dict) else type(raw).__name__
             blocks.append(TextBlock(text=Text(content=f"[{kind} block: not supported by this "
                                               "version of threadline]"),
                                     provider_details={"unknown_block": raw}))
     try:
         msg = msgspec.convert({**payload, "content": []}, Message)
-    except msgspec.ValidationError:
+    except DECODE_ERRORS:
         return None
     msg.content = blocks
     return MessageEntry(id=rid, parent_id=parent, timestamp=ts, message=msg)

@@ -22,16 +22,19 @@ import msgspec
 from threadline.errors import Hint, NotFoundError, UserError
 from threadline.model.content import Message
 from threadline.model.entries import (
+    DECODE_ERRORS,
     AnyRecord,
     MessageEntry,
     RecordError,
     SessionHeader,
+    decode_error_reason,
     decode_record,
     envelope_decoder,
 )
 
 Durability = Literal["fsync", "group", "flush"]
-SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# \A…\Z, not ^…$: "$" also matches before a trailing newline ("abc\n.jsonl")
+SESSION_ID_RE = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
 
 
 def check_session_id(session_id: str) -> str:
@@ -89,6 +92,7 @@ class LazyMessage:
 
 
 Slot = AnyRecord | LazyMessage
+PURGED_MARK = b'{"purged":true}'  # the payload of a purged entry's line
 
 
 class Loaded(msgspec.Struct, kw_only=True):
@@ -122,7 +126,7 @@ def parse_lines(buf: Any, start: int, end: int, report: LoadReport, first_line_n
     mv = memoryview(buf)
     try:
         envs = envelope_decoder.decode_lines(mv[start:last]) if bounds else []
-    except msgspec.DecodeError:
+    except DECODE_ERRORS:
         envs = None
     if source is None:
         source = buf
@@ -132,10 +136,14 @@ def parse_lines(buf: Any, start: int, end: int, report: LoadReport, first_line_n
     append = slots.append
     line_start = start
     line_no = first_line_no
+    # a purged message is decoded now, so the session knows it is purged even when its
+    # ``purge`` record was lost (one search per chunk; the marker cannot occur inside a string)
+    marked = find(PURGED_MARK, start, last) >= 0
     for env, nl in zip(envs, bounds, strict=True):
         kind = env.type
         eid = env.id
-        if kind == "message" and eid and env.timestamp is not None:
+        if (kind == "message" and eid and env.timestamp is not None
+                and not (marked and find(PURGED_MARK, line_start, nl) >= 0)):
             append(LazyMessage(eid, env.parent_id, env.timestamp, source, base + line_start,
                                base + nl))
             sizes[eid] = nl - line_start
@@ -157,17 +165,19 @@ def _parse_each(mv: memoryview, start: int, bounds: list[int], report: LoadRepor
                 first_line_no: int, sizes: dict[str, int], source: Any, base: int
                 ) -> list[Slot]:
     slots: list[Slot] = []
+    buf: Any = mv.obj
     pos = start
     for line_no, nl in enumerate(bounds, first_line_no):
         line = mv[pos:nl]
         if nl > pos:
             try:
                 env = envelope_decoder.decode(line)
-            except msgspec.DecodeError as exc:
-                report.corrupt_lines.append((line_no, _reason(exc)))
+            except DECODE_ERRORS as exc:
+                report.corrupt_lines.append((line_no, decode_error_reason(exc, line)))
                 env = None
             if env is not None:
-                if env.type == "message" and env.id and env.timestamp is not None:
+                if (env.type == "message" and env.id and env.timestamp is not None
+                        and buf.find(PURGED_MARK, pos, nl) < 0):
                     slots.append(LazyMessage(env.id, env.parent_id, env.timestamp, source,
                                              base + pos, base + nl))
                     sizes[env.id] = nl - pos
@@ -182,10 +192,6 @@ def _parse_each(mv: memoryview, start: int, bounds: list[int], report: LoadRepor
                             sizes[rec.id] = nl - pos
         pos = nl + 1
     return slots
-
-
-def _reason(exc: Exception) -> str:
-    return f"invalid JSON: {exc}" if "JSON" not in str(exc) else str(exc)
 
 
 class Log(Protocol):
@@ -242,6 +248,9 @@ class SessionSummary(msgspec.Struct, kw_only=True):
     first_message: str | None
     parent_session: str | None = None
     path: str = ""  # where the session lives: its file for JSONL, else ``<store url>#<id>``
+    # what is wrong with the session's log, when something is (unreadable lines, no header):
+    # a damaged session is still listed, flagged, and never hides the others
+    damaged: str | None = None
 
 
 class SessionListing(list[SessionSummary]):
@@ -354,6 +363,12 @@ def bulk_load() -> Iterator[None]:
             gc.enable()
 
 
+def damaged_summary(session_id: str, problem: str, modified: str = "") -> SessionSummary:
+    """The list row of a session whose log cannot be read: listed, flagged, never hidden."""
+    return SessionSummary(id=session_id, name=None, created=modified, modified=modified,
+                          message_count=0, first_message=None, damaged=problem)
+
+
 def not_found(session_id: str) -> NotFoundError:
     return NotFoundError(f"Session '{session_id}' not found", hint=Hint("list_sessions"))
 
@@ -414,6 +429,11 @@ class BaseStore:
 
     def catalog_location(self) -> CatalogLocation:
         return CatalogLocation(kind="sqlite", path=":memory:", exists=False)
+
+    def scrub(self) -> builtins.list[str]:
+        """After a purge: remove deleted text from the backend's own files where it can
+        (PostgreSQL rewrites its tables); returns the places that may still hold it."""
+        return []
 
     def forget_listing(self, session_id: str) -> None:
         return None

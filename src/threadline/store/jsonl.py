@@ -41,6 +41,7 @@ from threadline.store.base import (
     SessionSummary,
     Slot,
     check_session_id,
+    not_found,
     parse_lines,
 )
 
@@ -86,6 +87,11 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _tmp_tag() -> str:
+    """Names a temp file after its writer (pid and thread), so threads never share one."""
+    return f"{os.getpid()}-{threading.get_ident()}"
 
 
 def fsync_dir(path: Path) -> None:
@@ -258,6 +264,14 @@ class JsonlLog:
     def acquire(self) -> list[Slot]:
         if self._lock_fd is not None:
             return []
+        self._take_lock()
+        try:
+            return self._catch_up()
+        except BaseException:
+            self.release()
+            raise
+
+    def _take_lock(self) -> None:
         while True:
             try:
                 lfd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
@@ -282,14 +296,21 @@ class JsonlLog:
             if same:
                 break
             os.close(lfd)
-        os.ftruncate(lfd, 0)
-        os.pwrite(lfd, f"{os.getpid()}\n".encode(), 0)
-        self._lock_fd = lfd
         try:
-            return self._catch_up()
-        except BaseException:
-            self.release()
-            raise
+            os.ftruncate(lfd, 0)
+            os.pwrite(lfd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:  # disk full: the lock must not outlive this failed attempt
+            os.close(lfd)  # closing the descriptor drops the flock
+            raise StoreError(f"Cannot record the writer of session '{self.session_id}' in "
+                             f"{self.lock_path} ({exc.strerror}); free disk space, then "
+                             "retry") from None
+        self._lock_fd = lfd
+
+    def lock_only(self) -> None:
+        """Take the writer lock without reading the file (delete uses it); SessionLockedError
+        when a live writer holds it."""
+        if self._lock_fd is None:
+            self._take_lock()
 
     def _open_rw(self) -> int:
         if self._fd is None:
@@ -462,8 +483,13 @@ class JsonlLog:
     def rewrite(self, header: bytes, lines: Iterable[bytes]) -> None:
         if self._lock_fd is None:
             raise StoreError(f"Session '{self.session_id}' is not held for writing")
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        write_file_atomic(tmp, self.path, header, lines, exclusive=False)
+        tmp = self.path.with_name(f".{self.path.name}.{_tmp_tag()}.tmp")
+        try:
+            write_file_atomic(tmp, self.path, header, lines, exclusive=False)
+        except OSError as exc:
+            raise StoreError(f"Rewriting session '{self.session_id}' failed "
+                             f"({exc.strerror or exc}); the old file is unchanged. Free disk "
+                             "space, then retry") from None
         self._source = None  # it reads the replaced file: what follows is read from the new one
         if self._fd is not None:
             os.close(self._fd)
@@ -481,8 +507,12 @@ class JsonlLog:
                 data = src.read()
         finally:
             os.close(fd)
-        write_file_atomic(dest.with_name(dest.name + ".tmp"), dest, None, [data], raw=True,
-                          exclusive=False)
+        try:
+            write_file_atomic(dest.with_name(dest.name + ".tmp"), dest, None, [data], raw=True,
+                              exclusive=False)
+        except OSError as exc:
+            raise StoreError(f"Cannot write the backup {dest} ({exc.strerror or exc}); free "
+                             "disk space, then retry") from None
         return str(dest)
 
     def release(self) -> None:
@@ -553,6 +583,7 @@ class JsonlStore(BaseStore):
         self.durability: Durability = durability
         self.url = str(self.directory)
         self._cache_path = self.directory / ".list-cache.json"
+        self._clean_temp_files()
 
     def _path(self, session_id: str) -> Path:
         return self.directory / f"{check_session_id(session_id)}.jsonl"
@@ -565,27 +596,52 @@ class JsonlStore(BaseStore):
 
     def create_log(self, header: SessionHeader, lines: list[bytes]) -> JsonlLog:
         dest = self._path(header.id)
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        tmp = dest.with_name(f".{dest.name}.{_tmp_tag()}.tmp")
         try:
             write_file_atomic(tmp, dest, encode(header), lines, exclusive=True)
         except FileExistsError:
             raise UserError(f"Session '{header.id}' already exists; choose another id") from None
+        except OSError as exc:
+            raise StoreError(f"Cannot create session '{header.id}' in {self.directory} "
+                             f"({exc.strerror or exc}); nothing was written. Check free disk "
+                             "space and permissions, then retry") from None
         return self.open_log(header.id)
+
+    def _clean_temp_files(self) -> None:
+        """Remove the temp files of creates, imports and rewrites whose process died (killed
+        before its rename); a live process's temp file is left alone."""
+        for tmp in self.directory.glob(".*.tmp"):
+            tag = tmp.name[:-4].rsplit(".", 1)[-1]
+            try:
+                pid = int(tag.split("-", 1)[0])
+            except ValueError:
+                continue
+            if pid != os.getpid() and not _alive(pid):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
 
     def session_ids(self) -> list[str]:
         return [p.name[:-6] for p in self.directory.glob("*.jsonl") if not p.name.startswith(".")]
 
     def delete(self, session_id: str) -> None:
+        """Delete a session's file and its companions. Refused while another writer holds the
+        session (it would go on acknowledging appends into a deleted file)."""
         path = self._path(session_id)
         if not path.exists():
-            from threadline.store.base import not_found
-
             raise not_found(session_id)
-        for p in self.directory.glob(f"{session_id}.jsonl*"):
-            p.unlink()
-        with contextlib.suppress(FileNotFoundError):
-            (self.directory / f"{session_id}.lock").unlink()
-        fsync_dir(self.directory)
+        log = self.open_log(session_id)
+        log.lock_only()
+        try:
+            for p in self.directory.glob(f"{session_id}.jsonl*"):
+                p.unlink()
+            with contextlib.suppress(FileNotFoundError):
+                log.lock_path.unlink()
+            fsync_dir(self.directory)
+        except OSError as exc:
+            raise StoreError(f"Cannot delete session '{session_id}' ({exc.strerror}); check "
+                             f"the permissions of {self.directory}, then retry") from None
+        finally:
+            log.release()
 
     def list(self) -> SessionListing:
         """Every session, newest first. A cache beside the files remembers how far each file was
@@ -648,7 +704,10 @@ class JsonlStore(BaseStore):
             self._write_cache(rows)
 
     def summary(self, session_id: str) -> SessionSummary:
-        return self._scan(session_id, self._read_cache().get(session_id)).summary
+        try:
+            return self._scan(session_id, self._read_cache().get(session_id)).summary
+        except FileNotFoundError:
+            raise not_found(session_id) from None
 
     def _scan(self, sid: str, cached: _CacheRow | None) -> _CacheRow:
         path = self._path(sid)
@@ -665,7 +724,8 @@ class JsonlStore(BaseStore):
                 data = os.pread(fd, st.st_size, 0)
                 nl = data.find(b"\n")
                 if nl < 0:
-                    raise StoreError(f"{path} has no header")
+                    raise StoreError(f"{path} has no complete header line; restore it from a "
+                                     "backup")
                 header = decode_header(data[:nl])
                 summary = SessionSummary(id=header.id, name=None, created=header.timestamp,
                                          modified=header.timestamp, message_count=0,
@@ -677,7 +737,7 @@ class JsonlStore(BaseStore):
             os.close(fd)
         report = LoadReport()
         slots, end = parse_lines(data, 0, len(data), report, 0, {})
-        summary = _extend_summary(summary, slots)
+        summary = _extend_summary(summary, slots, len(report.corrupt_lines))
         return _CacheRow(inode=st.st_ino, size=st.st_size, offset=start + end, summary=summary,
                          mtime_ns=st.st_mtime_ns)
 
@@ -688,7 +748,7 @@ class JsonlStore(BaseStore):
             return {}
 
     def _write_cache(self, rows: dict[str, _CacheRow]) -> None:
-        tmp = self._cache_path.with_name(f".list-cache.{os.getpid()}.tmp")
+        tmp = self._cache_path.with_name(f".list-cache.{_tmp_tag()}.tmp")
         try:
             tmp.write_bytes(msgspec.json.encode(rows))
             os.replace(tmp, self._cache_path)
@@ -697,16 +757,27 @@ class JsonlStore(BaseStore):
                 tmp.unlink()
 
 
-def _extend_summary(summary: SessionSummary, slots: list[Slot]) -> SessionSummary:
+def _problem(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+
+
+def _extend_summary(summary: SessionSummary, slots: list[Slot], corrupt: int = 0
+                    ) -> SessionSummary:
     from threadline.store.base import summarize_records
 
     header = SessionHeader(id=summary.id, version=1, timestamp=summary.modified,
                            parent_session=summary.parent_session)
     tail = summarize_records(header, slots)
+    damaged = summary.damaged
+    if corrupt:
+        before = int(damaged.split()[0]) if damaged and damaged[0].isdigit() else 0
+        n = before + corrupt
+        damaged = (f"{n} unreadable line{'s' if n != 1 else ''} skipped; run "
+                   f"'threadline show {summary.id}' to see which")
     return SessionSummary(
         id=summary.id, name=tail.name or summary.name, created=summary.created,
         modified=max(summary.modified, tail.modified),
         message_count=summary.message_count + tail.message_count,
         first_message=summary.first_message or tail.first_message,
-        parent_session=summary.parent_session,
+        parent_session=summary.parent_session, damaged=damaged,
     )

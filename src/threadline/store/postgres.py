@@ -26,10 +26,12 @@ the owner, never by the application role.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import re
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -61,7 +63,10 @@ except ImportError as _exc:  # pragma: no cover - the extra is missing
                       "clone") from None
 
 APP_ROLE = "threadline_app"
-SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+TENANT_GROUP = "threadline_tenant"  # the group of the tenants' own login roles (role isolation)
+ROLE_RE = re.compile(r"\A[a-z_][a-z0-9_]{0,62}\Z")
+CONNECT_TIMEOUT = 3  # seconds: an unreachable server fails fast
+SCHEMA_RE = re.compile(r"\A[a-z_][a-z0-9_]{0,62}\Z")
 TABLES = ("tl_sessions", "tl_records", "tl_vectors", "tl_session_tags", "tl_tag_tokens")
 
 
@@ -69,6 +74,15 @@ def _schema(name: str) -> str:
     if not SCHEMA_RE.match(name):
         raise UserError(f"Invalid schema name {name!r}: use lowercase letters, digits and '_'")
     return name
+
+
+def where(url: str) -> str:
+    """host:port/dbname of a connection URL, without its password."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error:
+        return "the given URL"
+    return f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}/{info.get('dbname', '')}"
 
 
 def reason(exc: BaseException) -> str:
@@ -102,12 +116,95 @@ def upgrade(url: str, schema: str = "public") -> list[int]:
                 conn.execute("INSERT INTO tl_schema_migrations VALUES (%s, %s, %s)",
                              (version, name, now()))
                 applied.append(version)
-            conn.execute(sql.SQL("GRANT SELECT ON tl_schema_migrations TO {}").format(
-                sql.Identifier(APP_ROLE)))
+            conn.execute(sql.SQL("GRANT SELECT ON tl_schema_migrations TO {}, {}").format(
+                sql.Identifier(APP_ROLE), sql.Identifier(TENANT_GROUP)))
     except psycopg.Error as exc:
         raise StoreError(f"Upgrading the database failed: {reason(exc)}; nothing was applied"
                          ) from None
     return applied
+
+
+WAL_RESIDUE = ("PostgreSQL's write-ahead log, replicas and base backups keep the text until "
+               "their WAL segments are recycled or the backups expire")
+
+
+def scrub(url: str, schema: str = "public", *, lock_timeout: str = "10s", wait: float = 10.0
+          ) -> list[str]:
+    """Rewrite every threadline table of ``schema`` (``VACUUM FULL``), so the text of deleted and
+    purged rows leaves the table and index files: a plain ``DELETE`` (and even ``VACUUM``)
+    leaves the bytes in the pages until they happen to be reused. Needs the tables' owner (or a
+    superuser); each table is locked exclusively for the time its rewrite takes. Returns what
+    still holds the text afterwards (see :data:`WAL_RESIDUE`)."""
+    schema = _schema(schema)
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+            row: Any = conn.execute(
+                "SELECT r.rolsuper OR pg_has_role(session_user, c.relowner, 'USAGE') FROM "
+                "pg_roles r, pg_class c WHERE r.rolname = session_user AND c.oid = "
+                "to_regclass('tl_records')").fetchone()
+            if row is None or not row[0]:
+                return [f"the {schema} table files keep the purged text in freed space until "
+                        "the owner runs: threadline db scrub URL", WAL_RESIDUE]
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (lock_timeout,))
+            # VACUUM FULL keeps rows that an older snapshot may still see: wait (briefly) until
+            # every transaction that began before the purge committed has ended
+            got: Any = conn.execute("SELECT pg_current_xact_id()::text::bigint % 4294967296"
+                                    ).fetchone()
+            mark = got[0]
+            deadline = time.monotonic() + wait
+            older = True
+            while older and time.monotonic() < deadline:
+                got = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL AND "
+                    "age(backend_xmin) >= age(%s::text::xid)", (mark,)).fetchone()
+                older = got[0] > 0
+                if older:
+                    time.sleep(0.05)
+            for table in TABLES:
+                found: Any = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
+                if found[0] is not None:
+                    conn.execute(sql.SQL("VACUUM FULL {}").format(sql.Identifier(table)))
+    except psycopg.Error as exc:
+        return [f"the table files could not be rewritten ({reason(exc)}); run as the owner: "
+                "threadline db scrub URL", WAL_RESIDUE]
+    if older:
+        return ["a transaction older than the purge was still open: rows it could see stay in "
+                "the table files until the owner runs: threadline db scrub URL", WAL_RESIDUE]
+    return [WAL_RESIDUE]
+
+
+def create_tenant_role(url: str, tenant: str, role: str, *, password: str | None = None,
+                       schema: str = "public") -> None:
+    """Create (or re-point) the login role ``role`` for ``tenant`` (role isolation, see
+    docs/stores.md): it can read and write that tenant's rows only, whatever it sets or runs.
+    Run as the owner of the schema (with CREATEROLE). ``password``: for servers that do not
+    trust local connections."""
+    schema = _schema(schema)
+    if not ROLE_RE.match(role) or role in (APP_ROLE, TENANT_GROUP):
+        raise UserError(f"Invalid role name {role!r}: use lowercase letters, digits and '_', "
+                        f"not {APP_ROLE} or {TENANT_GROUP}")
+    if not isinstance(tenant, str) or not tenant or len(tenant) > 128 or "\x00" in tenant:
+        raise UserError(f"Invalid tenant {tenant!r}: use 1-128 characters")
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn, \
+                conn.transaction():
+            conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
+            exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+            ident = sql.Identifier(role)
+            if exists is None:
+                conn.execute(sql.SQL("CREATE ROLE {} LOGIN INHERIT NOSUPERUSER NOBYPASSRLS "
+                                     "NOCREATEDB NOCREATEROLE").format(ident))
+            if password is not None:
+                conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                    ident, sql.Literal(password)))
+            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(TENANT_GROUP), ident))
+            conn.execute("INSERT INTO tl_tenant_roles VALUES (%s, %s) ON CONFLICT (role_name) "
+                         "DO UPDATE SET tenant_id = excluded.tenant_id", (role, tenant))
+    except psycopg.Error as exc:
+        raise StoreError(f"Creating the tenant role {role} failed: {reason(exc)}; run it as "
+                         "the schema's owner with CREATEROLE") from None
 
 
 def audit_rls(conn: Any, schema: str = "public", app_role: str = APP_ROLE) -> list[str]:
@@ -419,11 +516,11 @@ class PostgresStore(BaseStore):
 
     pool: ConnectionPool[Any]
 
-    def __init__(self, url: str, *, tenant: str = "default", schema: str = "public",
+    def __init__(self, url: str, *, tenant: str | None = None, schema: str = "public",
                  app_role: str = APP_ROLE, min_size: int = 1, max_size: int = 16,
                  durability: str = "fsync", pool: PostgresStore | None = None,
                  max_writers: int = 64, lock_timeout: float = 0.0,
-                 writer_wait: float = 10.0) -> None:
+                 writer_wait: float = 10.0, isolation: str = "setting") -> None:
         """``pool``: share the connection pool of another store of the same database and schema
         (a server serving many tenants keeps one pool; the tenant is set per transaction).
 
@@ -431,8 +528,19 @@ class PostgresStore(BaseStore):
         holds a connection of the store's writer pool); the next writer waits up to
         ``writer_wait`` seconds for one to close, then gets a StoreError. ``lock_timeout``:
         seconds a writer waits in the server's lock queue for a session another writer holds
-        before SessionLockedError (0: fail at once)."""
-        if not isinstance(tenant, str) or not tenant or len(tenant) > 128 or "\x00" in tenant:
+        before SessionLockedError (0: fail at once).
+
+        ``isolation``: ``"setting"`` (trusted application code: the store works as
+        ``app_role`` and names the tenant per transaction) or ``"role"`` (the URL logs in as
+        a tenant's own role, made by :func:`create_tenant_role`; the role alone decides which
+        rows it reaches, so raw SQL on that connection cannot switch tenants)."""
+        if isolation not in ("setting", "role"):
+            raise UserError(f"Unknown isolation {isolation!r}; use 'setting' or 'role'")
+        self.isolation = isolation
+        if tenant is None and isolation == "setting":
+            tenant = "default"
+        if tenant is not None and (not isinstance(tenant, str) or not tenant or len(tenant) > 128
+                                   or "\x00" in tenant):
             raise UserError(f"Invalid tenant {tenant!r}: use 1-128 characters")
         if durability not in ("fsync", "flush", "group"):
             raise UserError(f"Unknown durability {durability!r}; use 'fsync', 'group' or 'flush'")
@@ -441,7 +549,7 @@ class PostgresStore(BaseStore):
         if lock_timeout < 0 or writer_wait < 0:
             raise UserError("lock_timeout and writer_wait are seconds and cannot be negative")
         self.url = url
-        self.tenant = tenant
+        self.tenant = tenant or ""
         self.schema = _schema(schema)
         self.app_role = app_role
         self.durability = durability
@@ -459,13 +567,32 @@ class PostgresStore(BaseStore):
                 raise UserError("A shared pool must come from a store of the same URL and schema")
             self.pool = pool.pool
             return
+        # one direct attempt first: an unreachable server fails here within CONNECT_TIMEOUT
+        # with one line, instead of a pool retrying in the background and logging warnings
+        try:
+            probe = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT)
+        except psycopg.Error as exc:
+            raise StoreError(f"Cannot connect to PostgreSQL at {where(url)} ({reason(exc)}); "
+                             "check the URL and that the server runs") from None
+        try:
+            self._configure(probe)  # a role the store refuses is named here, not by the pool
+        except psycopg.Error as exc:
+            raise StoreError(f"Cannot use PostgreSQL at {where(url)} ({reason(exc)}); check "
+                             "the schema and the role's privileges") from None
+        finally:
+            probe.close()
         try:
             self.pool = ConnectionPool(url, min_size=min_size, max_size=max_size,
+                                       kwargs={"connect_timeout": CONNECT_TIMEOUT},
                                        configure=self._configure, open=True, timeout=30)
-            self.pool.wait(timeout=30)
+            self.pool.wait(timeout=CONNECT_TIMEOUT * 2)
         except Exception as exc:
-            raise StoreError(f"Cannot connect to PostgreSQL ({exc}); check the URL and that "
-                             "the server runs") from None
+            with contextlib.suppress(Exception):
+                self.pool.close()
+            raise StoreError(f"Cannot connect to PostgreSQL at {where(url)} ({reason(exc)}); "
+                             "check the URL and that the server runs") from None
+        if isolation == "role":
+            self._role_tenant(tenant)
         with self.tx() as conn:
             row = conn.execute("SELECT to_regclass('tl_schema_migrations') IS NOT NULL").fetchone()
             version = conn.execute("SELECT max(version) FROM tl_schema_migrations"
@@ -476,10 +603,36 @@ class PostgresStore(BaseStore):
                              f"needs {migrations.latest('postgres')}; run: threadline db upgrade "
                              "URL")
 
+    def _role_tenant(self, wanted: str | None) -> None:
+        """Role isolation: the tenant is the one the login role was made for."""
+        with self.pool.connection() as conn:
+            row = conn.execute("SELECT tl_role_tenant(current_user)").fetchone()
+        found = row[0] if row else None
+        if found is None:
+            self.pool.close()
+            raise StoreError("This login role is not a tenant role of the schema; create it "
+                             "with: threadline db tenant-role URL TENANT ROLE")
+        if wanted is not None and wanted != found:
+            self.pool.close()
+            raise UserError(f"This login role belongs to tenant {found!r}, not {wanted!r}")
+        self.tenant = found
+
     def _configure(self, conn: Any) -> None:
         conn.autocommit = True
         conn.prepare_threshold = 0  # the hot statements are few: prepare them on first use
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        if self.isolation == "role":
+            row = conn.execute(
+                "SELECT r.rolsuper OR r.rolbypassrls OR pg_has_role(current_user, %s, 'MEMBER'),"
+                " pg_has_role(current_user, %s, 'MEMBER') FROM pg_roles r WHERE r.rolname = "
+                "current_user", (self.app_role, TENANT_GROUP)).fetchone()
+            if row is None or row[0] or not row[1]:
+                raise StoreError("Role isolation needs a login role made by 'threadline db "
+                                 f"tenant-role' (a member of {TENANT_GROUP}, not of "
+                                 f"{self.app_role}, neither superuser nor BYPASSRLS)")
+            if not self._sync_commit:
+                conn.execute("SET synchronous_commit TO off")
+            return
         user = conn.execute("SELECT current_user").fetchone()[0]
         if user != self.app_role:
             conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(self.app_role)))
@@ -491,8 +644,13 @@ class PostgresStore(BaseStore):
 
     def connect(self) -> Any:
         """A new connection of its own (not from the pool), configured like the pool's."""
-        conn = psycopg.connect(self.url, autocommit=True,
-                               application_name=f"threadline:{os.getpid()}")
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
+                                   application_name=f"threadline:{os.getpid()}")
+        except psycopg.Error as exc:
+            raise StoreError(f"Cannot connect to PostgreSQL at {where(self.url)} "
+                             f"({reason(exc)}); check that the server runs, then retry"
+                             ) from None
         try:
             self._configure(conn)
         except BaseException:
@@ -533,10 +691,15 @@ class PostgresStore(BaseStore):
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[Any]:
-        """A pooled connection inside a transaction scoped to this store's tenant."""
-        with self.pool.connection() as conn, conn.transaction():
-            self.set_tenant(conn)
-            yield conn
+        """A pooled connection inside a transaction scoped to this store's tenant. A lost
+        connection or an unreachable server becomes a StoreError that says what to do."""
+        try:
+            with self.pool.connection() as conn, conn.transaction():
+                self.set_tenant(conn)
+                yield conn
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            raise StoreError(f"PostgreSQL at {where(self.url)} failed ({reason(exc)}); check "
+                             "that the server runs and is reachable, then retry") from None
 
     def exists(self, session_id: str) -> bool:
         check_session_id(session_id)
@@ -599,6 +762,11 @@ class PostgresStore(BaseStore):
 
     def catalog_location(self) -> CatalogLocation:
         return CatalogLocation(kind="postgres")
+
+    def scrub(self) -> builtins.list[str]:
+        """After a purge: rewrite the table files so the purged text leaves them (see
+        :func:`scrub`); returns what may still hold it."""
+        return scrub(self.url, self.schema)
 
     def close(self) -> None:
         super().close()

@@ -6,9 +6,11 @@ bulk work). Each record is one row of ``tl_records`` keeping the record's JSON e
 ``tl_sessions`` keeps the list columns (name, modified, message count, first message) up to date
 on every append, so listing never reads a session's records.
 
-One writer per session: the first write inserts a ``tl_writers`` row inside ``BEGIN IMMEDIATE``;
-a row held by a live process (same host, pid alive) refuses a second writer with
-:class:`~threadline.errors.SessionLockedError`, a row left by a dead process is taken over.
+One writer per session: the first write takes a ``flock`` on ``<db>-writers/<session_id>.lock``
+(the kernel drops it when the holder dies, so a restarted process that gets the same pid is never
+locked out) and records itself in a ``tl_writers`` row inside ``BEGIN IMMEDIATE``; a second writer
+gets :class:`~threadline.errors.SessionLockedError` naming the holder's pid, and a row left by a
+dead writer is taken over.
 Appends and rewrites are single transactions: all or nothing.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import fcntl
 import os
 import socket
 import sqlite3
@@ -129,6 +132,7 @@ class SqliteLog:
         self._store = store
         self._seen = 0  # highest seq read
         self._owner: str | None = None
+        self._lock_fd: int | None = None
 
     @property
     def _conn(self) -> sqlite3.Connection:
@@ -161,16 +165,26 @@ class SqliteLog:
         if self._owner is not None:
             return []
         owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex}"
-        with self._store.lock, self._store.transaction() as conn:
-            row = conn.execute("SELECT owner, host, pid FROM tl_writers WHERE session_id = ?",
-                               (self.session_id,)).fetchone()
-            if row is not None and _alive(row[1], row[2]):
-                raise SessionLockedError(self.session_id, row[2])
-            conn.execute("INSERT OR REPLACE INTO tl_writers VALUES (?, ?, ?, ?, ?)",
-                         (self.session_id, owner, _HOST, os.getpid(), now()))
-            rows = conn.execute(
-                "SELECT seq, raw FROM tl_records WHERE session_id = ? AND seq > ? ORDER BY seq",
-                (self.session_id, self._seen)).fetchall()
+        # The lock that decides is a flock on a file beside the database: the kernel drops it
+        # when its holder dies, whatever pid a restarted process gets (PID 1 in a container).
+        # The tl_writers row names the holder and fences a writer whose lock was taken over.
+        lfd = self._store.writer_lock(self.session_id)
+        try:
+            with self._store.lock, self._store.transaction() as conn:
+                row = conn.execute("SELECT owner, host, pid FROM tl_writers WHERE "
+                                   "session_id = ?", (self.session_id,)).fetchone()
+                if lfd is None and row is not None and _alive(row[1], row[2]):
+                    raise SessionLockedError(self.session_id, row[2])
+                conn.execute("INSERT OR REPLACE INTO tl_writers VALUES (?, ?, ?, ?, ?)",
+                             (self.session_id, owner, _HOST, os.getpid(), now()))
+                rows = conn.execute(
+                    "SELECT seq, raw FROM tl_records WHERE session_id = ? AND seq > ? "
+                    "ORDER BY seq", (self.session_id, self._seen)).fetchall()
+        except BaseException:
+            if lfd is not None:
+                os.close(lfd)
+            raise
+        self._lock_fd = lfd
         self._owner = owner
         if rows:
             self._seen = rows[-1][0]
@@ -256,6 +270,12 @@ class SqliteLog:
             self._conn.execute("DELETE FROM tl_writers WHERE session_id = ? AND owner = ?",
                                (self.session_id, self._owner))
         self._owner = None
+        lfd, self._lock_fd = self._lock_fd, None
+        if lfd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(lfd, 0)
+            with contextlib.suppress(OSError):
+                os.close(lfd)  # drops the flock
 
     def raw_header(self) -> bytes:
         with self._store.lock:
@@ -307,6 +327,36 @@ class SqliteStore(BaseStore):
             upgrade(self.conn, "sqlite")
         except sqlite3.Error as exc:
             raise StoreError(f"Cannot open SQLite store {path}: {exc}") from None
+
+    def writer_lock(self, session_id: str) -> int | None:
+        """Take the writer flock of a session (``<db>-writers/<id>.lock``); returns its
+        descriptor, or None for an in-memory database (the tl_writers row decides there).
+        SessionLockedError when a live writer holds it."""
+        if self.path == ":memory:":
+            return None
+        folder = Path(f"{self.path}-writers")
+        try:
+            folder.mkdir(exist_ok=True)
+            lfd = os.open(folder / f"{session_id}.lock",
+                          os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0),
+                          0o644)
+        except OSError as exc:
+            raise StoreError(f"Cannot open the writer lock of session '{session_id}' in "
+                             f"{folder} ({exc.strerror}); check its permissions and free disk "
+                             "space, then retry") from None
+        try:
+            fcntl.flock(lfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                pid: int | None = int(os.pread(lfd, 32, 0).split()[0])
+            except (ValueError, IndexError, OSError):
+                pid = None
+            os.close(lfd)
+            raise SessionLockedError(session_id, pid) from None
+        with contextlib.suppress(OSError):
+            os.ftruncate(lfd, 0)
+            os.pwrite(lfd, f"{os.getpid()}\n".encode(), 0)
+        return lfd
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

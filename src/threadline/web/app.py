@@ -8,8 +8,10 @@ Every response about a session's state, and every write, carries the session's `
 (:func:`threadline.web.cache.version`): the page keeps the one its own last write returned, so
 its change poll reloads only for changes made by another process.
 
-Writes are POSTs that must carry the ``X-Threadline`` header and a loopback ``Host``: a page on
-another site can neither post a form here nor reach the server through a rebound DNS name.
+Every request must carry a loopback ``Host`` and, when the browser sends one, the viewer's own
+``Origin`` (:class:`LoopbackGuard`): a page on another site can neither read the API nor reach the
+server through a rebound DNS name. Writes are POSTs that must also carry the ``X-Threadline``
+header (a plain form cannot set it). Request bodies are capped at :data:`MAX_BODY`.
 """
 
 from __future__ import annotations
@@ -71,6 +73,12 @@ def _error_status(exc: Exception) -> int:
     return 500
 
 
+def _bounded(message: str, limit: int = 2000) -> str:
+    """An error message as sent back: never longer than ``limit`` characters, whatever input
+    it quotes."""
+    return message if len(message) <= limit else message[:limit] + "… (truncated)"
+
+
 def _optional(module: str) -> Any:
     """A library module that another part of threadline provides, or None if not installed."""
     try:
@@ -126,7 +134,8 @@ class Viewer:
             try:
                 result = await run_in_threadpool(fn, request, body)
             except (UserError, StoreError) as exc:
-                return json_response({"error": exc.message_for(WEB_HINTS)}, _error_status(exc))
+                return json_response({"error": _bounded(exc.message_for(WEB_HINTS))},
+                                     _error_status(exc))
             return json_response(result)
 
         return handle
@@ -429,7 +438,7 @@ class Viewer:
                     "context_messages": len(s.context().messages), "version": version(s)}
 
 
-def create_app(store: Any) -> Starlette:
+def create_app(store: Any) -> LoopbackGuard:
     """The viewer for ``store`` (a :func:`threadline.open_store` result) as an ASGI app."""
     viewer = Viewer(store)
 
@@ -447,7 +456,104 @@ def create_app(store: Any) -> Starlette:
 
     app = Starlette(routes=viewer.routes(), lifespan=lifespan)
     app.state.viewer = viewer
-    return app
+    return LoopbackGuard(app)
+
+
+MAX_BODY = 4 * 1024 * 1024  # the largest request body the viewer reads (its own are < 100 KB)
+_ECHO = 64  # at most this much of a rejected header is named in an error
+
+
+def _clip(text: str, n: int = _ECHO) -> str:
+    return repr(text[:n] + ("…" if len(text) > n else ""))
+
+
+def _loopback(authority: str) -> tuple[str, str] | None:
+    """``(host, port)`` of a Host header or Origin authority naming a loopback address."""
+    host, sep, port = authority.rpartition(":")
+    if not sep or host.endswith(":") or (host.startswith("[") and not host.endswith("]")):
+        host, port = authority, ""  # no port (or a bare IPv6 address)
+    if port and not port.isdigit():
+        return None
+    return (host, port) if host in LOOPBACK_HOSTS else None
+
+
+class LoopbackGuard:
+    """ASGI middleware in front of the whole viewer (page, static files, API).
+
+    * ``Host`` must name a loopback address, on every request: a page whose DNS name was
+      rebound to 127.0.0.1 sends its own name and is refused (DNS rebinding).
+    * ``Origin``, when sent, must be the viewer itself (same loopback host kind and port): no
+      other page, local or remote, may read the API with the user's browser.
+    * A request body larger than :data:`MAX_BODY` is refused with 413 before it is read whole.
+    * Errors name at most a short prefix of what was sent, never the input itself.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.state = app.state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers", [])}
+        host = _loopback(headers.get("host", ""))
+        if host is None:
+            await _refuse(send, 403, "Refusing a request for host "
+                          f"{_clip(headers.get('host', ''))}: the viewer answers only on "
+                          "127.0.0.1, localhost or [::1]")
+            return
+        origin = headers.get("origin")
+        if origin is not None:
+            scheme, _, authority = origin.partition("://")
+            seen = _loopback(authority) if scheme == "http" else None
+            if seen is None or seen[1] != host[1]:
+                await _refuse(send, 403, f"Refusing a request from origin {_clip(origin)}: "
+                              "only the viewer's own page may call it")
+                return
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+            await _refuse(send, 413, f"The request body is larger than {MAX_BODY} bytes")
+            return
+        if scope["method"] in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        # read the body here, counting, so a chunked body cannot exceed the cap either
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > MAX_BODY:
+                await _refuse(send, 413, f"The request body is larger than {MAX_BODY} bytes")
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Any:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _refuse(send: Any, status: int, message: str) -> None:
+    data = msgspec.json.encode({"error": message})
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(data)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": data})
 
 
 def _embed_in_background(viewer: Viewer, stop: threading.Event) -> None:

@@ -88,7 +88,7 @@ class TreeRows:
     def __init__(self, session: Session, *, folded: set[str], unfolded: set[str],
                  outline: bool = False, bookkeeping: bool = False) -> None:
         self.session = session
-        shape = TreeShape(session.metadata())
+        shape = TreeShape(session.metadata(content_types=False))
         labels = session.labels()
         leaf = session.leaf_id
         sidechain_roots = 0
