@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from threadline.errors import NotFoundError
+from threadline.formats.policy import Adjustment, Dangling, Dumped
 from threadline.importing import FORMATS as IMPORTERS
 from threadline.model.content import Message
 
@@ -60,20 +61,24 @@ def get(name: str) -> ModuleType:
         ) from None
 
 
-def dump_context(name: str, messages: Sequence[Message]) -> Any:
-    """``messages`` in provider format ``name``, checked by that provider's validator.
+def dump_context(name: str, messages: Sequence[Message], *, strict: bool = False,
+                 report: bool = False, dangling: Dangling = "answer") -> Any:
+    """``messages`` in provider format ``name``, adjusted by the send policy
+    (:mod:`threadline.formats.policy`) and checked by that provider's validator.
 
-    Raises :class:`~threadline.errors.UserError` listing every rule the dump would break (for
-    example a tool call whose result is not in the history yet).
+    ``report=True`` returns a :class:`~threadline.formats.policy.Dumped` (payload and the
+    adjustments made). ``strict=True`` refuses a history the policy would adjust: the
+    :class:`~threadline.errors.UserError` lists every adjustment it would need (for example a
+    tool call no result answers).
     """
     if name not in PROVIDER_FORMATS:
         raise NotFoundError(
             f"{name!r} is not a provider format; choose one of {', '.join(PROVIDER_FORMATS)}"
         )
     module = get(name)
-    payload = module.dump(messages)
-    module.validate(payload)
-    return payload
+    dumped: Dumped[Any] = module.dump(messages, strict=strict, report=True, dangling=dangling)
+    module.validate(dumped.payload)
+    return dumped if report else dumped.payload
 
 
 def validate(name: str, payload: Any) -> None:
@@ -95,4 +100,5 @@ def __getattr__(name: str) -> ModuleType:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["IMPORTER_FORMATS", "PROVIDER_FORMATS", "dump_context", "get", "names", "validate"]
+__all__ = ["IMPORTER_FORMATS", "PROVIDER_FORMATS", "Adjustment", "Dumped", "dump_context", "get",
+           "names", "validate"]

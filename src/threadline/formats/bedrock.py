@@ -31,6 +31,7 @@ from threadline.formats._common import (
     unwrap,
     with_details,
 )
+from threadline.formats.policy import Sender
 from threadline.model.content import (
     Block,
     Image,
@@ -187,7 +188,7 @@ def _load_result(b: JSON) -> ToolResultBlock:
 # -- dump -----------------------------------------------------------------------------------
 
 
-def dump(messages: Sequence[Message]) -> JSON:
+def shape(messages: Sequence[Message]) -> JSON:
     """The ``{"system"?, "messages"}`` payload for a context.
 
     Leading system messages go to ``system``; later system messages, tool messages and
@@ -365,3 +366,6 @@ def load_response(body: Any) -> Message:
                           total=int(u.get("totalTokens") or 0))
     message.stop_reason = body.get("stopReason")
     return message
+
+
+dump = Sender(NAME, shape, validate)

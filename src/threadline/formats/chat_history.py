@@ -125,7 +125,7 @@ def dump(messages: Sequence[Message], *, ids: Sequence[str] | None = None,
     the same message ``ids[i]:<k>``; ``timestamps`` likewise give each entry's ``ts``."""
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
-        for k, item in enumerate(openai_responses.dump([m])):
+        for k, item in enumerate(openai_responses.shape([m])):
             eid = None if ids is None else (ids[i] if k == 0 else f"{ids[i]}:{k}")
             out.append(wrap(item, id=eid, ts=None if timestamps is None else timestamps[i]))
     return out

@@ -33,6 +33,7 @@ from threadline.formats._common import (
     unwrap,
     with_details,
 )
+from threadline.formats.policy import Sender
 from threadline.model.content import (
     Block,
     Image,
@@ -239,7 +240,7 @@ def _load_response(part: JSON, calls: _CallIds) -> ToolResultBlock:
 # -- dump -----------------------------------------------------------------------------------
 
 
-def dump(messages: Sequence[Message]) -> JSON:
+def shape(messages: Sequence[Message]) -> JSON:
     """The ``{"systemInstruction"?, "contents"}`` payload for a context.
 
     Leading system messages go to ``systemInstruction``; later system messages, tool messages
@@ -456,3 +457,6 @@ def load_response(body: Any) -> Message:
     message.model = body.get("modelVersion")
     message.stop_reason = cand.get("finishReason")
     return message
+
+
+dump = Sender(NAME, shape, validate)
