@@ -15,6 +15,8 @@ kind                        what was done
 ``answered_dangling_call``  a tool call that no result answers gets a synthetic error result
                             saying it was interrupted (``model.pairing.INTERRUPTED``)
 ``dropped_dangling_call``   the same call left out instead (``dangling="drop"``)
+``dropped_duplicate_call``  a call repeating an earlier identical call (same id) left out
+``renamed_duplicate_call``  a different call reusing an earlier call's id sent as ``<id>_<n>``
 ``moved_tool_result``       results moved in front of the other messages of their turn's answer
 ``orphan_result_as_text``   a tool result with no call right before it sent as user text
 ``reasoning_as_text``       reasoning that the target cannot replay (a Responses reasoning item
@@ -130,6 +132,7 @@ def prepare(messages: Sequence[Message], fmt: str, *, dangling: Dangling = "answ
         if cleaned is not None:
             msgs.append(cleaned)
             where.append(i)
+    msgs, where = _dedupe_calls(msgs, where, fmt, adj)
     msgs, where = _pair(msgs, where, fmt, rules, dangling, adj)
     if rules.user_first:
         _user_first(msgs, where, fmt, adj)
@@ -289,6 +292,58 @@ def _json_string(value: Any) -> bool:
 
 
 # -- tool pairing ---------------------------------------------------------------------------
+
+
+def _dedupe_calls(msgs: list[Message], where: list[int], fmt: str, adj: list[Adjustment]
+                  ) -> tuple[list[Message], list[int]]:
+    """Call ids used once each: a repeated identical call is left out, a different call that
+    reuses an id gets ``<id>_<n>`` (and so does the next result for that id after the first)."""
+    calls: dict[str, tuple[str, Any]] = {}
+    renamed: dict[str, list[str]] = {}
+    answered: set[str] = set()
+    out: list[Message] = []
+    out_where: list[int] = []
+    for m, p in zip(msgs, where, strict=True):
+        blocks: list[Block] = []
+        for b in m.content:
+            if isinstance(b, ToolUseBlock):
+                u = b.tool_use
+                if u.id in calls and calls[u.id] == (u.name, u.input):
+                    adj.append(Adjustment(kind="dropped_duplicate_call", position=p,
+                                          detail=f"tool call {u.id!r} ({u.name}) repeats an "
+                                          "earlier identical call; left out"))
+                    continue
+                if u.id in calls:
+                    n = 2
+                    while f"{u.id}_{n}" in calls:
+                        n += 1
+                    new_id = f"{u.id}_{n}"
+                    renamed.setdefault(u.id, []).append(new_id)
+                    adj.append(Adjustment(kind="renamed_duplicate_call", position=p,
+                                          detail=f"tool call id {u.id!r} is used by an earlier "
+                                          f"call; sent as {new_id!r}"))
+                    u = msgspec.structs.replace(u, id=new_id)
+                    b = msgspec.structs.replace(b, tool_use=u)
+                calls[u.id] = (u.name, u.input)
+            elif isinstance(b, ToolResultBlock):
+                rid = b.tool_result.tool_use_id
+                if rid in answered and renamed.get(rid):
+                    r = msgspec.structs.replace(b.tool_result, tool_use_id=renamed[rid].pop(0))
+                    b = msgspec.structs.replace(b, tool_result=r)
+                answered.add(rid)
+            blocks.append(b)
+        if len(blocks) == len(m.content) and all(x is y for x, y in zip(blocks, m.content,
+                                                                         strict=True)):
+            out.append(m)
+        elif blocks or details(m, fmt):
+            out.append(msgspec.structs.replace(m, content=blocks))
+        else:
+            adj.append(Adjustment(kind="dropped_empty_message", position=p,
+                                  detail=f"{m.role} message holding only repeated calls left "
+                                  "out"))
+            continue
+        out_where.append(p)
+    return out, out_where
 
 
 def _pair(msgs: list[Message], where: list[int], fmt: str, rules: Rules, dangling: Dangling,
