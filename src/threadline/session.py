@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -57,6 +57,9 @@ from threadline.store.base import (
     check_session_id,
     not_found,
 )
+
+if TYPE_CHECKING:
+    from threadline.repair import Repair
 
 
 class TreeNode(msgspec.Struct, kw_only=True):
@@ -527,6 +530,20 @@ class Session:
               dry_run: bool = True) -> PurgePlan:
         """Really delete entries' content from the store (preview unless ``dry_run=False``)."""
         return _history.purge(self._state, entry_ids, all=all, dry_run=dry_run)
+
+    def repair(self, *, apply: bool = False, active_tags: Iterable[str] | None = None) -> Repair:
+        """Answer the context's interrupted tool calls in the log with synthetic results
+        (preview unless ``apply=True``); reversible with :meth:`undo_repair`. See
+        :mod:`threadline.repair`."""
+        from threadline import repair
+
+        return repair.repair(self, apply=apply, active_tags=active_tags)
+
+    def undo_repair(self, op_ids: Iterable[str] | None = None) -> list[str]:
+        """Revert repair ops (default: every active one on this branch); returns their ids."""
+        from threadline import repair
+
+        return repair.undo_repair(self, op_ids)
 
 
 def encode_tree_json(nodes: Sequence[FlatNode]) -> bytes:
