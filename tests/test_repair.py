@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,69 @@ def test_a_session_without_interrupted_calls_has_nothing_to_repair() -> None:
     s.append_message("assistant", "hello")
     assert s.repair(apply=True).calls == []
     assert s.repair(apply=True).applied is False
+
+
+# -- CLI ------------------------------------------------------------------------------------
+
+
+def _cli_session(tmp_path: Path) -> tuple[str, list[str]]:
+    s = tl.open_store(tmp_path).create()
+    s.append_message("user", "look at a")
+    s.append_message("assistant", [tool_use("a", "read", {"p": "a"})])
+    s.append_message("user", "stop, never mind")
+    s.close()
+    return s.id, ["--store", str(tmp_path)]
+
+
+def test_cli_repair_previews_then_applies_then_undoes(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from threadline.cli.main import cli
+
+    sid, store = _cli_session(tmp_path)
+    call = tl.open_store(tmp_path).open(sid).context().view.ids()[1]
+    run = CliRunner()
+    res = run.invoke(cli, [*store, "repair", sid])
+    assert res.exit_code == 0, res.output
+    assert res.output == (f"Would answer 1 interrupted tool call(s):\n  [1] a (read) in {call}\n"
+                          f"Preview only: run `threadline repair {sid} --apply` to write them.\n")
+    res = run.invoke(cli, [*store, "repair", sid, "--apply"])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[-1] == (f"Wrote 1 insert operation(s); undo with `threadline "
+                                           f"repair {sid} --undo`.")
+    res = run.invoke(cli, [*store, "context", sid, "--format", "openai_chat", "--strict"])
+    assert res.exit_code == 0, res.output
+    assert [m["role"] for m in json.loads(res.output)] == ["user", "assistant", "tool", "user"]
+    res = run.invoke(cli, [*store, "repair", sid, "--undo", "--json"])
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.output)["reverted"]) == 1
+    res = run.invoke(cli, [*store, "repair", sid])
+    assert res.output.startswith("Would answer 1 interrupted tool call(s):")
+
+
+def test_cli_context_explains_adjustments_and_strict_refuses(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from threadline.cli.main import cli
+
+    sid, store = _cli_session(tmp_path)
+    run = CliRunner()
+    res = run.invoke(cli, [*store, "context", sid, "--format", "anthropic", "--explain"])
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr == ("adjusted [1] answered_dangling_call: tool call 'a' (read) has no "
+                          "result; answered as interrupted\n1 adjustment(s) for anthropic\n")
+    payload = json.loads(res.stdout)
+    assert payload["messages"][2]["content"][0] == {
+        "type": "tool_result", "tool_use_id": "a", "content": INTERRUPTED, "is_error": True}
+    res = run.invoke(cli, [*store, "context", sid, "--format", "anthropic", "--strict"])
+    assert res.exit_code == 2
+    assert "answered_dangling_call: tool call 'a' (read) has no result" in res.stderr
+    res = run.invoke(cli, [*store, "context", sid, "--format", "anthropic", "--dangling",
+                           "drop", "--explain"])
+    assert [m["role"] for m in json.loads(res.stdout)["messages"]] == ["user"]
+    assert "dropped_dangling_call" in res.stderr
+    res = run.invoke(cli, [*store, "export", sid, "--format", "gemini", "--explain"])
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr.endswith("1 adjustment(s) for gemini\n")
+    res = run.invoke(cli, [*store, "export", sid, "--format", "gemini", "--strict"])
+    assert res.exit_code == 2
