@@ -56,25 +56,31 @@ class Repair(msgspec.Struct, kw_only=True):
     op_ids: list[str] = msgspec.field(default_factory=list)
 
 
-def plan(session: Session, active_tags: Iterable[str] | None = None) -> list[RepairedCall]:
-    """The calls of the current context that no result answers."""
+def plan(session: Session, active_tags: Iterable[str] | None = None, *,
+         keep_pending: bool = False) -> list[RepairedCall]:
+    """The calls of the current context that no result answers; with ``keep_pending``, not
+    those of the context's last message (their tools may be running now)."""
     ctx = session.context(active_tags=active_tags)
     ids = ctx.view.ids()
+    last = len(ids) - 1 if keep_pending else -1
     return [RepairedCall(position=d.position, entry_id=ids[d.position], call_id=d.call_id,
-                         name=d.name) for d in dangling_calls(ctx.messages)]
+                         name=d.name) for d in dangling_calls(ctx.messages)
+            if d.position != last]
 
 
 def repair(session: Session, *, apply: bool = False,
-           active_tags: Iterable[str] | None = None) -> Repair:
+           active_tags: Iterable[str] | None = None, keep_pending: bool = False) -> Repair:
     """Answer every interrupted tool call of the current context with a synthetic result.
 
-    Preview unless ``apply=True``. Returns the calls and, when applied, the op ids (one per
-    assistant message with unanswered calls); :func:`undo_repair` reverts them.
+    Preview unless ``apply=True``. ``keep_pending`` leaves the calls of the context's last
+    message alone (an agent loop whose tools are running). Returns the calls and, when applied,
+    the op ids (one per assistant message with unanswered calls); :func:`undo_repair` reverts
+    them.
     """
     if not isinstance(apply, bool):
         raise UserError(f"repair: apply must be true or false, got {apply!r}")
     tags = list(active_tags or ())
-    calls = plan(session, tags)
+    calls = plan(session, tags, keep_pending=keep_pending)
     if not apply or not calls:
         return Repair(calls=calls, applied=False)
     by_position: dict[int, list[str]] = {}

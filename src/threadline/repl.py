@@ -46,6 +46,7 @@ from threadline.errors import ProviderError, ThreadlineError, UserError
 from threadline.model.content import Message, ToolUse, text, tool_result
 from threadline.providers import provider_kind
 from threadline.providers.base import Provider, ToolSpec
+from threadline.repair import repair
 
 if TYPE_CHECKING:
     from prompt_toolkit.input import Input
@@ -242,6 +243,10 @@ class Chat:
         s = self.session
         # a session locked by another writer fails here, before the model call
         s.state.ensure_writer()
+        fixed = repair(s, apply=True)  # calls a killed or interrupted turn left unanswered
+        if fixed.applied:
+            self.say(f"Answered {len(fixed.calls)} interrupted tool call(s) in the log; "
+                     f"`threadline repair {s.id} --undo` reverts it.", style="yellow")
         pending: list[Message] = [Message(role="user", content=[text(line)])]
         for _ in range(MAX_TOOL_ROUNDS):
             reply = self._ask(list(s.context().messages) + pending)
