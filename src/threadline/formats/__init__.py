@@ -81,6 +81,46 @@ def dump_context(name: str, messages: Sequence[Message], *, strict: bool = False
     return dumped if report else dumped.payload
 
 
+# what an importer's source speaks natively (pi and Claude Code sessions name their model)
+_SOURCE_FORMATS = {"claude_code": "anthropic", "codex": "openai_responses",
+                   "chatgpt_export": "openai_chat", "google_adk": "gemini"}
+
+
+def own_format(messages: Sequence[Message], *, provider: str | None = None,
+               model_id: str | None = None, source: str | None = None) -> str:
+    """The provider format a history most likely came from, to show it first: the provider of
+    the model in use (``provider``/``model_id``, e.g. from ``Context.model``), else the format
+    it was imported from (``source``: an importer's name), else the model or leftovers of its
+    last assistant message, else ``openai_chat``."""
+    found = _by_model(provider or "", model_id or "", source)
+    if found is None and source is not None:
+        found = _SOURCE_FORMATS.get(source) or (source if source in PROVIDER_FORMATS else None)
+    for m in reversed(messages):
+        if found is not None:
+            break
+        if m.role != "assistant":
+            continue
+        found = _by_model("", m.model or "", source)
+        mine = [k for k in (m.provider_details or {}) if k in PROVIDER_FORMATS]
+        found = found or (mine[0] if mine else None)
+    return found or "openai_chat"
+
+
+def _by_model(provider: str, model_id: str, source: str | None) -> str | None:
+    p, mid = provider.lower(), model_id.lower()
+    if "bedrock" in p:
+        return "bedrock"
+    if "anthropic" in p or "claude" in mid:
+        return "anthropic"
+    if any(k in p for k in ("google", "gemini", "vertex")) or "gemini" in mid:
+        return "gemini"
+    if "responses" in p or "codex" in p or "codex" in mid or source == "codex":
+        return "openai_responses" if p or mid else None
+    if "openai" in p or "azure" in p or mid.startswith(("gpt", "o1", "o3", "o4", "chatgpt")):
+        return "openai_chat"
+    return None
+
+
 def validate(name: str, payload: Any) -> None:
     """Check ``payload`` against provider ``name``'s rules (``UserError`` lists every one)."""
     if name not in PROVIDER_FORMATS:
@@ -101,4 +141,4 @@ def __getattr__(name: str) -> ModuleType:
 
 
 __all__ = ["IMPORTER_FORMATS", "PROVIDER_FORMATS", "Adjustment", "Dumped", "dump_context", "get",
-           "names", "validate"]
+           "names", "own_format", "validate"]
