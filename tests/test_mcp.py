@@ -282,7 +282,8 @@ def test_repair_session_previews_applies_and_is_undone_by_reverting(tmp_path: Pa
     assert before.structured_content["adjustments"] == [{
         "kind": "answered_dangling_call", "position": 1,
         "detail": "tool call 'c1' (read) has no result; answered as interrupted"}]
-    row = {"position": 1, "entry_id": call, "call_id": "c1", "name": "read"}
+    row = {"position": 1, "answer_after": 1, "entry_id": call, "call_id": "c1",
+           "name": "read"}
     assert preview.structured_content == {"session_id": sid, "applied": False,
                                           "calls": [row], "operation_ids": []}
     assert done.structured_content["applied"] is True

@@ -85,17 +85,20 @@ def _split_turn_session() -> tl.Session:
     return s
 
 
-def test_repair_answers_a_split_turn_right_after_the_message_that_made_the_call() -> None:
+def test_repair_answers_a_split_turn_right_after_its_last_assistant_message() -> None:
     s = _split_turn_session()
     ids = s.context().view.ids()
     done = s.repair(apply=True)
-    assert done.calls == [RepairedCall(position=1, entry_id=ids[1], call_id="a", name="read")]
+    assert done.calls == [RepairedCall(position=1, answer_after=2, entry_id=ids[1], call_id="a",
+                                       name="read")]
     roles = [(m.role, [r.tool_use_id for r in m.tool_results]) for m in s.context().messages]
-    assert roles == [("user", []), ("assistant", []), ("tool", ["a"]), ("assistant", []),
+    assert roles == [("user", []), ("assistant", []), ("assistant", []), ("tool", ["a"]),
                      ("tool", ["b"]), ("user", [])]
     assert s.operations()[0].kind == "insert"  # type: ignore[attr-defined]
     for fmt in formats.PROVIDER_FORMATS:
-        formats.dump_context(fmt, s.context().messages, strict=True)
+        adjusted = formats.dump_context(fmt, s.context().messages, report=True).adjustments
+        # the split turn itself stays in the log: OpenAI chat still gets it merged
+        assert [a.kind for a in adjusted] == (["merged_turn"] if fmt == "openai_chat" else [])
 
 
 def test_undo_repair_refuses_an_op_that_is_not_a_repair() -> None:

@@ -5,9 +5,10 @@ every provider refuse the context. The send policy answers such calls in each pa
 (``threadline.formats.policy``); :func:`repair` writes the same answers into the session, so every
 later context is valid as it is (``strict=True`` accepts it) and the history shows what happened.
 
-How it is stored: one ``insert`` context operation (DESIGN §6) per assistant message with
-unanswered calls, placed right after that message and holding one ``tool`` message whose results
-say the call was interrupted (:data:`~threadline.model.pairing.INTERRUPTED`, flagged as errors).
+How it is stored: one ``insert`` context operation (DESIGN §6) per assistant turn with
+unanswered calls, placed right after the turn's last assistant message (a turn's parallel calls
+may be split over several, as Claude Code writes them) and holding one ``tool`` message whose
+results say the call was interrupted (``model.pairing.INTERRUPTED``, flagged as errors).
 The synthetic message carries ``provider_details["threadline"] = {"repair": true}`` so it can be
 told apart. Nothing is deleted: :func:`undo_repair` (or ``revert`` of each listed op) switches
 the ops off and the context is exactly what it was before; ``toggle(op_id, True)`` brings one
@@ -27,7 +28,7 @@ import msgspec
 from threadline import operations
 from threadline.errors import UserError
 from threadline.model.entries import ContextOpEntry
-from threadline.model.pairing import dangling_calls, interrupted_results
+from threadline.model.pairing import dangling_calls, interrupted_results, tool_turns
 
 if TYPE_CHECKING:
     from threadline.session import Session
@@ -41,6 +42,8 @@ class RepairedCall(msgspec.Struct, frozen=True, kw_only=True):
 
     position: int
     """Position of the assistant message holding the call, in the view before the repair."""
+    answer_after: int
+    """Position the answer is inserted after: the last assistant message of the call's turn."""
     entry_id: str
     """The view id of that message (an entry id, or a synthetic id)."""
     call_id: str
@@ -59,23 +62,23 @@ class Repair(msgspec.Struct, kw_only=True):
 def plan(session: Session, active_tags: Iterable[str] | None = None, *,
          keep_pending: bool = False) -> list[RepairedCall]:
     """The calls of the current context that no result answers; with ``keep_pending``, not
-    those of the context's last message (their tools may be running now)."""
+    those of a turn that ends the context (their tools may be running now)."""
     ctx = session.context(active_tags=active_tags)
     ids = ctx.view.ids()
+    ends = {p: t.last for t in tool_turns(ctx.messages) for p in range(t.first, t.last + 1)}
     last = len(ids) - 1 if keep_pending else -1
-    return [RepairedCall(position=d.position, entry_id=ids[d.position], call_id=d.call_id,
-                         name=d.name) for d in dangling_calls(ctx.messages)
-            if d.position != last]
+    return [RepairedCall(position=d.position, answer_after=ends[d.position],
+                         entry_id=ids[d.position], call_id=d.call_id, name=d.name)
+            for d in dangling_calls(ctx.messages) if ends[d.position] != last]
 
 
 def repair(session: Session, *, apply: bool = False,
            active_tags: Iterable[str] | None = None, keep_pending: bool = False) -> Repair:
     """Answer every interrupted tool call of the current context with a synthetic result.
 
-    Preview unless ``apply=True``. ``keep_pending`` leaves the calls of the context's last
-    message alone (an agent loop whose tools are running). Returns the calls and, when applied,
-    the op ids (one per assistant message with unanswered calls); :func:`undo_repair` reverts
-    them.
+    Preview unless ``apply=True``. ``keep_pending`` leaves the calls of a turn that ends the
+    context alone (an agent loop whose tools are running). Returns the calls and, when applied,
+    the op ids (one per turn with unanswered calls); :func:`undo_repair` reverts them.
     """
     if not isinstance(apply, bool):
         raise UserError(f"repair: apply must be true or false, got {apply!r}")
@@ -85,7 +88,7 @@ def repair(session: Session, *, apply: bool = False,
         return Repair(calls=calls, applied=False)
     by_position: dict[int, list[str]] = {}
     for c in calls:
-        by_position.setdefault(c.position, []).append(c.call_id)
+        by_position.setdefault(c.answer_after, []).append(c.call_id)
     op_ids = []
     # last position first, so the positions of the earlier ones still hold
     for position in sorted(by_position, reverse=True):
