@@ -199,7 +199,7 @@ def _clean(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
     if not _sendable(m, fmt):
         return m  # the format's shaping leaves it out, as it always did
     if rules.no_empty_message and m.role in ("user", "assistant", "system") \
-            and not details(m, fmt) and all(_blank_text(b, fmt, rules) for b in m.content):
+            and all(_blank_text(b, fmt, rules) for b in m.content) and not details(m, fmt):
         if m.role == "user":
             adj.append(Adjustment(kind="filled_empty_message", position=i,
                                   detail=f"user message with no text sent as {EMPTY_USER_TEXT!r}"))
@@ -225,13 +225,15 @@ def _clean(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
 
 def _clean_block(b: Block, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
                  ) -> Block | None:
-    mine = details(b, fmt)
     if isinstance(b, TextBlock):
         if rules.no_blank_text and _blank_text(b, fmt, rules):
             adj.append(Adjustment(kind="dropped_blank_text", position=i,
                                   detail=f"blank text block {b.text.content!r} left out"))
             return None
         return b
+    if isinstance(b, (ImageBlock, ToolResultBlock)):
+        return b
+    mine = details(b, fmt)
     if isinstance(b, ThinkingBlock):
         t = b.thinking
         if rules.reasoning_needs_id and isinstance(mine.get("reasoning"), dict) \
@@ -276,9 +278,11 @@ def _clean_block(b: Block, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
 def _blank_text(b: Block, fmt: str, rules: Rules) -> bool:
     """A text block with nothing the provider takes: empty, or blank where blank text is
     refused."""
-    if not isinstance(b, TextBlock) or details(b, fmt):
+    if not isinstance(b, TextBlock):
         return False
-    return not b.text.content.strip() if rules.no_blank_text else not b.text.content
+    said = b.text.content
+    blank = not said.strip() if rules.no_blank_text else not said
+    return blank and not details(b, fmt)
 
 
 def _json_string(value: Any) -> bool:
