@@ -18,7 +18,20 @@ from hypothesis import strategies as st
 import threadline as tl
 from threadline import formats
 from threadline.errors import UserError
-from threadline.model.content import Block, Message, TextBlock, text, tool_result, tool_use
+from threadline.model.content import (
+    Block,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    image,
+    image_url,
+    text,
+    thinking,
+    tool_result,
+    tool_use,
+)
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -152,3 +165,65 @@ def test_after_repair_no_provider_answers_an_interrupted_call_and_undo_restores(
             assert "answered_dangling_call" not in kinds
     s.undo_repair(done.op_ids)
     assert list(s.context().messages) == before
+
+
+# -- any message list, whatever role holds whatever block ------------------------------------
+
+ROLES = ["user", "assistant", "tool", "system", "compactionSummary", "branchSummary",
+         "bashExecution", "custom"]
+
+
+@st.composite
+def any_block(draw: st.DrawFn, ids: list[str]) -> Block:
+    kind = draw(st.sampled_from(["text", "blank", "image", "image_url", "thinking", "signed",
+                                 "redacted", "call", "result", "result_image"]))
+    if kind == "text":
+        return text(draw(words))
+    if kind == "blank":
+        return text(draw(st.sampled_from(["", " ", "\n"])))
+    if kind == "image":
+        return image("iVBORw0KGgo=", "image/png")
+    if kind == "image_url":
+        return image_url("https://example.com/a.png")
+    if kind == "thinking":
+        return thinking(draw(st.sampled_from(["", "hmm"])))
+    if kind in ("signed", "redacted"):
+        b = thinking("s" if kind == "signed" else "", signature="sig")
+        b.thinking.redacted = kind == "redacted"
+        return b
+    if kind == "call":
+        ids.append(f"c{len(ids)}")
+        return tool_use(ids[-1], "f", draw(st.sampled_from([{}, {"a": 1}, None, "s", [1]])))
+    target = draw(st.sampled_from(ids)) if ids else "nowhere"
+    if kind == "result":
+        return tool_result(target, draw(st.sampled_from(["", "out"])), is_error=draw(st.booleans()))
+    return tool_result(target, [text("t"), image("iVBORw0KGgo=", "image/png")])
+
+
+@st.composite
+def any_history(draw: st.DrawFn) -> list[Message]:
+    ids: list[str] = []
+    return [Message(role=draw(st.sampled_from(ROLES)),
+                    content=draw(st.lists(any_block(ids), max_size=3)))
+            for _ in range(draw(st.integers(1, 7)))]
+
+
+def _has_content(messages: list[Message]) -> bool:
+    """Something a provider can be sent besides system text (a system prompt alone is not a
+    conversation: every provider refuses it): a non-blank text, a call, a result or an image."""
+    return any(isinstance(b, (ImageBlock, ToolUseBlock, ToolResultBlock))
+               or (isinstance(b, TextBlock) and b.text.content.strip())
+               for m in messages if m.role != "system" for b in m.content)
+
+
+@SETTINGS
+@given(any_history())
+def test_any_message_list_dumps_valid_for_every_provider(messages: list[Message]) -> None:
+    if not _has_content(messages):
+        return
+    for name in formats.PROVIDER_FORMATS:
+        dumped = formats.dump_context(name, messages, report=True)  # validated
+        found = _strings(dumped.payload)
+        assert [t for t in _texts(messages) if json.dumps(t)[1:-1] not in found] == []
+        if not dumped.adjustments:
+            assert formats.get(name).dump(messages, strict=True) == dumped.payload

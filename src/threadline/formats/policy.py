@@ -23,7 +23,14 @@ kind                        what was done
                             without an id) sent as ``<think>`` text
 ``tool_input_wrapped``      tool call input that is not an object sent as ``{"input": value}``
 ``arguments_reencoded``     kept call arguments that are not a JSON string re-encoded
-``dropped_blank_text``      a blank text block left out (Anthropic and Bedrock refuse them)
+``misplaced_block_as_text``  a tool call, tool result or thinking block in a message of a role
+                            that cannot hold it, sent as text
+``image_as_text``           an image in a system message (or an assistant message, for OpenAI
+                            and Anthropic) sent as ``[image: URL]`` text
+``dropped_blank_text``      a blank text block left out (Anthropic and Bedrock refuse them;
+                            Responses refuses empty ones)
+``dropped_redacted_thinking``  redacted thinking left out where the provider has no slot for
+                            it (all but Anthropic and Bedrock)
 ``dropped_empty_thinking``  a thinking block with no text, signature or replay data left out
 ``dropped_empty_message``   an assistant or system message with no content left out
 ``filled_empty_message``    a user message with no text sent as ``(empty message)`` (the turn
@@ -102,17 +109,22 @@ class Rules:
     object_input: bool = False
     json_arguments: bool = False
     reasoning_needs_id: bool = False
+    no_assistant_images: bool = False
+    redacted_thinking: bool = False
+    no_empty_text: bool = False
 
 
 RULES: dict[str, Rules] = {
-    "openai_chat": Rules(merge_split_turns=True, json_arguments=True, no_empty_message=True),
+    "openai_chat": Rules(merge_split_turns=True, json_arguments=True, no_empty_message=True,
+                         no_assistant_images=True),
     "openai_responses": Rules(json_arguments=True, reasoning_needs_id=True,
-                              no_empty_message=True),
+                              no_empty_message=True, no_assistant_images=True,
+                              no_empty_text=True),
     "anthropic": Rules(user_first=True, no_blank_text=True, object_input=True,
-                       no_empty_message=True),
+                       no_empty_message=True, no_assistant_images=True, redacted_thinking=True),
     "gemini": Rules(user_first=True, object_input=True),
     "bedrock": Rules(user_first=True, no_blank_text=True, object_input=True,
-                     no_empty_message=True),
+                     no_empty_message=True, redacted_thinking=True),
 }
 
 
@@ -173,6 +185,10 @@ class Sender(Generic[P]):
     def __call__(self, messages: Sequence[Message], *, strict: bool = ...,
                  report: Literal[True], dangling: Dangling = ...) -> Dumped[P]: ...
 
+    @overload
+    def __call__(self, messages: Sequence[Message], *, strict: bool = ...,
+                 report: bool, dangling: Dangling = ...) -> P | Dumped[P]: ...
+
     def __call__(self, messages: Sequence[Message], *, strict: bool = False,
                  report: bool = False, dangling: Dangling = "answer") -> P | Dumped[P]:
         adjusted, adjustments = prepare(messages, self.fmt, dangling=dangling)
@@ -197,36 +213,102 @@ def _clean(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
            ) -> Message | None:
     """``m`` with the blocks ``fmt`` cannot take adjusted; None when nothing is left."""
     if not _sendable(m, fmt):
+        if m.role == "system":  # an empty system prompt would still open a system slot
+            adj.append(Adjustment(kind="dropped_empty_message", position=i,
+                                  detail="system message with no content left out"))
+            return None
         return m  # the format's shaping leaves it out, as it always did
-    if rules.no_empty_message and m.role in ("user", "assistant", "system") \
-            and all(_blank_text(b, fmt, rules) for b in m.content) and not details(m, fmt):
-        if m.role == "user":
-            adj.append(Adjustment(kind="filled_empty_message", position=i,
-                                  detail=f"user message with no text sent as {EMPTY_USER_TEXT!r}"))
-            return msgspec.structs.replace(m, content=[text(EMPTY_USER_TEXT)])
-        adj.append(Adjustment(kind="dropped_empty_message", position=i,
-                              detail=f"{m.role} message with no text left out"))
-        return None
+    if all(_blank_text(b, fmt, rules) for b in m.content):
+        return _empty(m, i, fmt, rules, adj)
     blocks: list[Block] = []
     changed = False
+    with_results = any(isinstance(b, ToolResultBlock) for b in m.content)
     for b in m.content:
+        if with_results and isinstance(b, TextBlock) and not b.text.content \
+                and not details(b, fmt):
+            # beside results it would become a message of its own, with nothing in it
+            adj.append(Adjustment(kind="dropped_blank_text", position=i,
+                                  detail="empty text block beside tool results left out"))
+            changed = True
+            continue
+        moved = _misplaced(b, m.role, i, rules, adj)
+        if moved is not None:
+            changed = True
+            blocks.extend(moved)
+            continue
         new = _clean_block(b, i, fmt, rules, adj)
         changed = changed or new is not b
         if new is not None:
             blocks.append(new)
-    if not changed:
-        return m
-    if not blocks and not details(m, fmt):
+    if details(m, fmt):
+        return msgspec.structs.replace(m, content=blocks) if changed else m
+    if not blocks:
         adj.append(Adjustment(kind="dropped_empty_message", position=i,
                               detail=f"{m.role} message with nothing left to send left out"))
         return None
-    return msgspec.structs.replace(m, content=blocks)
+    if all(_blank_text(b, fmt, rules) for b in blocks):
+        return _empty(msgspec.structs.replace(m, content=blocks), i, fmt, rules, adj)
+    return msgspec.structs.replace(m, content=blocks) if changed else m
+
+
+def _empty(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
+           ) -> Message | None:
+    """A message holding only blank text: kept where the provider takes it; else a user turn
+    stays with :data:`EMPTY_USER_TEXT`, any other message is left out."""
+    if not rules.no_empty_message or m.role not in ("user", "tool", "assistant", "system") \
+            or details(m, fmt):
+        return m
+    if m.role in ("user", "tool"):
+        adj.append(Adjustment(kind="filled_empty_message", position=i,
+                              detail=f"{m.role} message with no text sent as "
+                              f"{EMPTY_USER_TEXT!r}"))
+        return msgspec.structs.replace(m, role="user", content=[text(EMPTY_USER_TEXT)])
+    adj.append(Adjustment(kind="dropped_empty_message", position=i,
+                          detail=f"{m.role} message with no text left out"))
+    return None
+
+
+def _misplaced(b: Block, role: str, i: int, rules: Rules, adj: list[Adjustment]
+               ) -> list[Block] | None:
+    """A block a message of ``role`` cannot hold, in its nearest text form (None: it may stay).
+    Calls and thinking belong to assistant messages, results to user and tool messages; images
+    to user messages (and, where the provider takes them, assistant ones)."""
+    if isinstance(b, ToolUseBlock) and role != "assistant":
+        u = b.tool_use
+        adj.append(Adjustment(kind="misplaced_block_as_text", position=i,
+                              detail=f"tool call {u.id!r} in a {role} message sent as text"))
+        return [text(f"[tool call {u.name} {u.id}]\n"
+                     f"{json.dumps(u.input, ensure_ascii=False, default=str)}")]
+    if isinstance(b, ToolResultBlock) and role not in ("user", "tool"):
+        adj.append(Adjustment(kind="misplaced_block_as_text", position=i,
+                              detail=f"tool result for {b.tool_result.tool_use_id!r} in a {role} "
+                              "message sent as text"))
+        out: list[Block] = []
+        for part in _result_as_text(b):
+            out.extend(_misplaced(part, role, i, rules, adj) or [part])
+        return out
+    if isinstance(b, ThinkingBlock) and role != "assistant":
+        t = b.thinking
+        keep = bool(t.content) and not t.redacted
+        adj.append(Adjustment(kind="misplaced_block_as_text", position=i,
+                              detail=f"thinking in a {role} message "
+                              + ("sent as <think> text" if keep else "with no text left out")))
+        return [text(f"<think>\n{t.content}\n</think>")] if keep else []
+    no_slot = role == "system" or (role == "assistant" and rules.no_assistant_images)
+    if isinstance(b, ImageBlock) and no_slot:
+        src = b.image.source
+        said = f"[image: {src.data}]" if src.type == "url" else \
+            f"[image: {src.media_type or 'unknown type'}, not sent]"
+        adj.append(Adjustment(kind="image_as_text", position=i,
+                              detail=f"image in a {role} message sent as the text {said!r}"))
+        return [text(said)]
+    return None
 
 
 def _clean_block(b: Block, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
                  ) -> Block | None:
     if isinstance(b, TextBlock):
-        if rules.no_blank_text and _blank_text(b, fmt, rules):
+        if (rules.no_blank_text or rules.no_empty_text) and _blank_text(b, fmt, rules):
             adj.append(Adjustment(kind="dropped_blank_text", position=i,
                                   detail=f"blank text block {b.text.content!r} left out"))
             return None
@@ -249,6 +331,10 @@ def _clean_block(b: Block, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
             if not t.content:
                 return None
             return msgspec.structs.replace(b, provider_details=pd or None)
+        if t.redacted and not rules.redacted_thinking:
+            adj.append(Adjustment(kind="dropped_redacted_thinking", position=i,
+                                  detail="redacted thinking (opaque to this provider) left out"))
+            return None
         if not t.content and t.signature is None and not t.redacted and not mine:
             adj.append(Adjustment(kind="dropped_empty_thinking", position=i,
                                   detail="thinking block with no text left out"))
