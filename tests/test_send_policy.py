@@ -12,7 +12,7 @@ from conftest import REALDATA
 from threadline import formats, importing
 from threadline.errors import UserError
 from threadline.formats import anthropic, chatgpt_export, codex, openai_chat, openai_responses
-from threadline.formats.policy import EMPTY_USER_TEXT, LEADING_USER_TEXT, Adjustment
+from threadline.formats.policy import EMPTY_USER_TEXT, LEADING_USER_TEXT, Adjustment, Dumped
 from threadline.model.content import Message, text, thinking, tool_result, tool_use
 from threadline.model.pairing import INTERRUPTED
 
@@ -227,3 +227,16 @@ def test_non_object_tool_input_and_repeated_call_ids() -> None:
         {"type": "tool_use", "id": "x", "name": "sh", "input": {"input": "ls -la"}}]
     assert [a.kind for a in dumped.adjustments] == ["tool_input_wrapped", "tool_input_wrapped",
                                                    "dropped_duplicate_call"]
+
+
+def test_items_only_their_provider_takes_back_are_reported_when_left_out() -> None:
+    search = {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {}}
+    history = [Message(role="user", content=[text("news?")]),
+               Message(role="assistant", content=[text("Here.")],
+                       provider_details={"anthropic": {"blocks": [[0, search]]}})]
+    assert anthropic.dump(history, report=True).adjustments == []
+    assert openai_chat.dump(history, report=True) == Dumped(
+        [{"role": "user", "content": "news?"}, {"role": "assistant", "content": "Here."}],
+        [Adjustment(kind="dropped_provider_items", position=1,
+                    detail="1 anthropic item(s) with no openai_chat form left out "
+                    "(server_tool_use)")])

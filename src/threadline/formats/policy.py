@@ -29,6 +29,8 @@ kind                        what was done
                             and Anthropic) sent as ``[image: URL]`` text
 ``dropped_blank_text``      a blank text block left out (Anthropic and Bedrock refuse them;
                             Responses refuses empty ones)
+``dropped_provider_items``  items another provider sent that only it takes back (built-in tool
+                            calls, server-side compaction…) left out, as the shaping always did
 ``dropped_redacted_thinking``  redacted thinking left out where the provider has no slot for
                             it (all but Anthropic and Bedrock)
 ``dropped_empty_thinking``  a thinking block with no text, signature or replay data left out
@@ -212,6 +214,7 @@ def _sendable(m: Message, fmt: str) -> bool:
 def _clean(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
            ) -> Message | None:
     """``m`` with the blocks ``fmt`` cannot take adjusted; None when nothing is left."""
+    _note_foreign(m, i, fmt, adj)
     if not _sendable(m, fmt):
         if m.role == "system":  # an empty system prompt would still open a system slot
             adj.append(Adjustment(kind="dropped_empty_message", position=i,
@@ -249,6 +252,31 @@ def _clean(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
     if all(_blank_text(b, fmt, rules) for b in blocks):
         return _empty(msgspec.structs.replace(m, content=blocks), i, fmt, rules, adj)
     return msgspec.structs.replace(m, content=blocks) if changed else m
+
+
+# where each format keeps, on a message, the provider items threadline has no block for
+_FOREIGN_KEYS = {"anthropic": "blocks", "bedrock": "blocks", "gemini": "parts",
+                 "openai_chat": "parts", "openai_responses": "items"}
+
+
+def _note_foreign(m: Message, i: int, fmt: str, adj: list[Adjustment]) -> None:
+    """Report the items another provider sent that only that provider can be sent back (a
+    built-in tool call, a server-side compaction…): ``fmt``'s shaping leaves them out."""
+    for other, key in _FOREIGN_KEYS.items():
+        kept = details(m, other).get(key) if other != fmt else None
+        if not isinstance(kept, list) or not kept:
+            continue
+        kinds = [_item_kind(x[1]) for x in kept if isinstance(x, list) and len(x) == 2]
+        adj.append(Adjustment(kind="dropped_provider_items", position=i,
+                              detail=f"{len(kept)} {other} item(s) with no {fmt} form left out "
+                              f"({', '.join(sorted(set(kinds)))})"))
+
+
+def _item_kind(raw: Any) -> str:
+    if isinstance(raw, dict):
+        kind = raw.get("type")
+        return str(kind) if kind else next(iter(raw), "?")
+    return type(raw).__name__
 
 
 def _empty(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
