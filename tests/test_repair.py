@@ -94,7 +94,7 @@ def test_repair_answers_a_split_turn_right_after_its_last_assistant_message() ->
     roles = [(m.role, [r.tool_use_id for r in m.tool_results]) for m in s.context().messages]
     assert roles == [("user", []), ("assistant", []), ("assistant", []), ("tool", ["a"]),
                      ("tool", ["b"]), ("user", [])]
-    assert s.operations()[0].kind == "insert"  # type: ignore[attr-defined]
+    assert s.operations()[0].kind == "insert"
     for fmt in formats.PROVIDER_FORMATS:
         adjusted = formats.dump_context(fmt, s.context().messages, report=True).adjustments
         # the split turn itself stays in the log: OpenAI chat still gets it merged
@@ -103,7 +103,7 @@ def test_repair_answers_a_split_turn_right_after_its_last_assistant_message() ->
 
 def test_undo_repair_refuses_an_op_that_is_not_a_repair() -> None:
     s = _split_turn_session()
-    op = s.insert(0, [Message(role="user", content=[text("note")])])  # type: ignore[attr-defined]
+    op = s.insert(0, [Message(role="user", content=[text("note")])])
     with pytest.raises(UserError, match=f"Operation '{op}' is not a repair"):
         s.undo_repair([op])
 

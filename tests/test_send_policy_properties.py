@@ -101,11 +101,11 @@ def build(steps: list[tuple[str, Any]]) -> tl.Session:
             end = min(n - 1, start + width)
             try:
                 if op == "snip":
-                    s.snip(start, end)  # type: ignore[attr-defined]
+                    s.snip(start, end)
                 elif op == "digest":
-                    s.digest(start, end, "digest of a range")  # type: ignore[attr-defined]
+                    s.digest(start, end, "digest of a range")
                 else:
-                    s.insert(start, [Message(role="user", content=[text("inserted")])])  # type: ignore[attr-defined]
+                    s.insert(start, [Message(role="user", content=[text("inserted")])])
             except UserError:
                 pass  # the op would have split a tool pair: refused, as it should be
     return s

@@ -41,7 +41,7 @@ from threadline.compaction import (
 )
 from threadline.errors import UserError
 from threadline.model.content import Message
-from threadline.repair import Repair, repair
+from threadline.repair import Repair
 from threadline.session import Session
 from threadline.tokens import ContextTokens
 
@@ -107,7 +107,7 @@ class AgentSession:
     def repair_interrupted(self) -> Repair | None:
         """Answer the tool calls of earlier turns that no result answers, in the log (not
         those of the last message); the repair, or None when there was nothing to do."""
-        result = repair(self.session, apply=True, keep_pending=True)
+        result = self.session.repair(apply=True, keep_pending=True)
         if not result.applied:
             return None
         self.repairs.append(result)

@@ -31,7 +31,7 @@ from threadline.model.entries import ContextOpEntry
 from threadline.model.pairing import dangling_calls, interrupted_results, tool_turns
 
 if TYPE_CHECKING:
-    from threadline.session import Session
+    from threadline.state import SessionState
 
 MARK = "threadline"
 """The ``provider_details`` key of a repair's synthetic message (no format reads it)."""
@@ -59,7 +59,7 @@ class Repair(msgspec.Struct, kw_only=True):
     op_ids: list[str] = msgspec.field(default_factory=list)
 
 
-def plan(session: Session, active_tags: Iterable[str] | None = None, *,
+def plan(session: SessionState, active_tags: Iterable[str] | None = None, *,
          keep_pending: bool = False) -> list[RepairedCall]:
     """The calls of the current context that no result answers; with ``keep_pending``, not
     those of a turn that ends the context (their tools may be running now)."""
@@ -72,7 +72,7 @@ def plan(session: Session, active_tags: Iterable[str] | None = None, *,
             for d in dangling_calls(ctx.messages) if ends[d.position] != last]
 
 
-def repair(session: Session, *, apply: bool = False,
+def repair(session: SessionState, *, apply: bool = False,
            active_tags: Iterable[str] | None = None, keep_pending: bool = False) -> Repair:
     """Answer every interrupted tool call of the current context with a synthetic result.
 
@@ -99,16 +99,18 @@ def repair(session: Session, *, apply: bool = False,
     return Repair(calls=calls, applied=True, op_ids=op_ids)
 
 
-def is_repair(session: Session, op_id: str) -> bool:
+def is_repair(session: SessionState, op_id: str) -> bool:
     """Whether op ``op_id`` was written by :func:`repair`."""
-    rec = session.entry(op_id)
+    if session.types.get(op_id) != "context_op":
+        return False
+    rec = session.record(op_id)
     if not isinstance(rec, ContextOpEntry) or rec.context_op.kind != "insert":
         return False
     return any((m.provider_details or {}).get(MARK, {}).get("repair") is True
                for m in rec.context_op.messages or ())
 
 
-def undo_repair(session: Session, op_ids: Iterable[str] | None = None) -> list[str]:
+def undo_repair(session: SessionState, op_ids: Iterable[str] | None = None) -> list[str]:
     """Revert repair ops: ``op_ids`` (each must be a repair's op), or every active repair op
     applied on the current branch. Returns the ids reverted; the context is what it was before
     those repairs."""

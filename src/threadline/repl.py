@@ -46,7 +46,6 @@ from threadline.errors import ProviderError, ThreadlineError, UserError
 from threadline.model.content import Message, ToolUse, text, tool_result
 from threadline.providers import provider_kind
 from threadline.providers.base import Provider, ToolSpec
-from threadline.repair import repair
 
 if TYPE_CHECKING:
     from prompt_toolkit.input import Input
@@ -243,7 +242,7 @@ class Chat:
         s = self.session
         # a session locked by another writer fails here, before the model call
         s.state.ensure_writer()
-        fixed = repair(s, apply=True)  # calls a killed or interrupted turn left unanswered
+        fixed = s.repair(apply=True)  # calls a killed or interrupted turn left unanswered
         if fixed.applied:
             self.say(f"Answered {len(fixed.calls)} interrupted tool call(s) in the log; "
                      f"`threadline repair {s.id} --undo` reverts it.", style="yellow")

@@ -221,7 +221,7 @@ def _clean(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
                                   detail="system message with no content left out"))
             return None
         return m  # the format's shaping leaves it out, as it always did
-    if all(_blank_text(b, fmt, rules) for b in m.content):
+    if m.role in _PLAIN_ROLES and all(_blank_text(b, fmt, rules) for b in m.content):
         return _empty(m, i, fmt, rules, adj)
     blocks: list[Block] = []
     changed = False
@@ -254,6 +254,8 @@ def _clean(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
     return msgspec.structs.replace(m, content=blocks) if changed else m
 
 
+_PLAIN_ROLES = ("user", "tool", "assistant", "system")  # the roles a provider has a slot for
+
 # where each format keeps, on a message, the provider items threadline has no block for
 _FOREIGN_KEYS = {"anthropic": "blocks", "bedrock": "blocks", "gemini": "parts",
                  "openai_chat": "parts", "openai_responses": "items"}
@@ -283,8 +285,7 @@ def _empty(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
            ) -> Message | None:
     """A message holding only blank text: kept where the provider takes it; else a user turn
     stays with :data:`EMPTY_USER_TEXT`, any other message is left out."""
-    if not rules.no_empty_message or m.role not in ("user", "tool", "assistant", "system") \
-            or details(m, fmt):
+    if not rules.no_empty_message or m.role not in _PLAIN_ROLES or details(m, fmt):
         return m
     if m.role in ("user", "tool"):
         adj.append(Adjustment(kind="filled_empty_message", position=i,
