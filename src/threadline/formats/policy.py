@@ -257,16 +257,17 @@ def _clean(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
 _PLAIN_ROLES = ("user", "tool", "assistant", "system")  # the roles a provider has a slot for
 
 # where each format keeps, on a message, the provider items threadline has no block for
-_FOREIGN_KEYS = {"anthropic": "blocks", "bedrock": "blocks", "gemini": "parts",
-                 "openai_chat": "parts", "openai_responses": "items"}
+_FOREIGN_KEYS = {"anthropic": ("blocks",), "bedrock": ("blocks",), "gemini": ("parts",),
+                 "openai_chat": ("parts",), "openai_responses": ("items", "parts_kept")}
 
 
 def _note_foreign(m: Message, i: int, fmt: str, adj: list[Adjustment]) -> None:
     """Report the items another provider sent that only that provider can be sent back (a
     built-in tool call, a server-side compaction…): ``fmt``'s shaping leaves them out."""
-    for other, key in _FOREIGN_KEYS.items():
-        kept = details(m, other).get(key) if other != fmt else None
-        if not isinstance(kept, list) or not kept:
+    for other, keys in _FOREIGN_KEYS.items():
+        mine = details(m, other) if other != fmt else {}
+        kept = [x for key in keys if isinstance(mine.get(key), list) for x in mine[key]]
+        if not kept:
             continue
         kinds = [_item_kind(x[1]) for x in kept if isinstance(x, list) and len(x) == 2]
         adj.append(Adjustment(kind="dropped_provider_items", position=i,
