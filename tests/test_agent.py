@@ -164,3 +164,26 @@ def test_settings_that_could_never_compact_are_refused() -> None:
     with pytest.raises(UserError, match=r"keep_recent_tokens=900 is not below the compaction "
                                         r"threshold \(800 = context_window - reserve_tokens\)"):
         AgentSession(s, context_window=1000, reserve_tokens=200, keep_recent_tokens=900)
+
+
+def test_the_agent_loop_repairs_an_interrupted_turn_before_the_next_model_call() -> None:
+    session = tl.open_store("memory://").create()
+    agent = AgentSession(session, context_window=10_000, reserve_tokens=1000,
+                         keep_recent_tokens=1000)
+    provider = TestProvider([tool_call("read", {"path": "a"}, id="call_a"), "Done."])
+    agent.record(_user("read a"))
+    agent.record(provider.complete(agent.messages()))
+    # the tool is running: the call of the last message is left pending
+    assert agent.repair_interrupted() is None
+    assert agent.messages()[-1].tool_uses[0].id == "call_a"
+    # ... the agent was killed before the result; the user asks again
+    agent.record(_user("are you there?"))
+    payload = agent.context_for_request("anthropic")
+    assert session.repair().calls == []  # written to the log
+    assert payload["messages"][2]["content"][0]["tool_use_id"] == "call_a"
+    formats.dump_context("openai_chat", agent.messages(), strict=True)
+    (done,) = agent.repairs
+    assert [c.call_id for c in done.calls] == ["call_a"]
+    assert session.undo_repair() == done.op_ids
+    assert AgentSession(session, context_window=10_000, reserve_tokens=1000,
+                        keep_recent_tokens=1000, auto_repair=False).messages()[2].role == "user"

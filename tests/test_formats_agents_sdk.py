@@ -30,7 +30,9 @@ def test_every_responses_item_of_a_run_state_round_trips(path: Any) -> None:
     batches = [resp["output"] for resp in state["model_responses"]]
     batches.append([item["raw_item"] for item in state["generated_items"]])
     for items in batches:
-        assert openai_responses.dump(openai_responses.load(items)) == items
+        # output batches end on calls still pending approval: the shaping alone round-trips them
+        # (a request dump would answer them, docs/formats.md "Send policy")
+        assert openai_responses.shape(openai_responses.load(items)) == items
 
 
 def test_a_pending_function_call_loads_as_a_tool_use_with_its_arguments() -> None:

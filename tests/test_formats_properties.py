@@ -198,7 +198,8 @@ def _texts(messages: list[Message], role: str) -> list[str]:
 
 
 @pytest.mark.parametrize("name", formats.PROVIDER_FORMATS)
-def test_a_dump_missing_a_tool_result_is_refused_naming_the_call(name: str) -> None:
+def test_a_history_missing_a_tool_result_is_refused_naming_the_call(name: str) -> None:
+    """The raw shaping of such a history fails the validator, and a strict dump refuses it."""
     module = formats.get(name)
 
     @SETTINGS
@@ -211,7 +212,10 @@ def test_a_dump_missing_a_tool_result_is_refused_naming_the_call(name: str) -> N
         without = [Message(role=m.role, content=[b for b in m.content if not (
             isinstance(b, ToolResultBlock) and b.tool_result.tool_use_id == dropped)])
             for m in history]
+        kept = [m for m in without if m.content]
         with pytest.raises(UserError, match=f"'{dropped}'"):
-            module.validate(module.dump([m for m in without if m.content]))
+            module.validate(module.shape(kept))
+        with pytest.raises(UserError, match=f"answered_dangling_call: tool call '{dropped}'"):
+            module.dump(kept, strict=True)
 
     check()

@@ -441,11 +441,15 @@ def test_bedrock_validator_wants_one_key_blocks_and_non_blank_text() -> None:
     )
 
 
-def test_dump_context_refuses_a_history_that_ends_on_an_unanswered_call() -> None:
+def test_dump_context_answers_a_trailing_call_and_strict_refuses_it() -> None:
     history = [Message(role="user", content=[text("q")]),
                Message(role="assistant", content=[tool_use("c", "f")])]
-    with pytest.raises(UserError, match=r"tool call 'c' has no result"):
-        formats.dump_context("anthropic", history)
+    with pytest.raises(UserError, match=r"\[1\] answered_dangling_call: tool call 'c' \(f\) "
+                       "has no result"):
+        formats.dump_context("anthropic", history, strict=True)
+    payload = formats.dump_context("anthropic", history)
+    assert payload["messages"][-1]["content"][0]["tool_use_id"] == "c"
+    assert payload["messages"][-1]["content"][0]["is_error"] is True
 
 
 # -- registry -------------------------------------------------------------------------------

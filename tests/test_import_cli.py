@@ -74,21 +74,27 @@ def test_export_anthropic_of_an_imported_claude_code_session(tmp_path: Path) -> 
     assert payload == anthropic.dump(list(s.context().messages))
 
 
-def test_export_refuses_an_invalid_payload_unless_told(tmp_path: Path) -> None:
+def test_export_makes_any_history_valid_and_strict_refuses_instead(tmp_path: Path) -> None:
+    # this excerpt starts with the assistant's tool call: Anthropic wants a user turn first
     path = REALDATA / "claude_code" / "jnarowski_agentcmd__tool-result-image.jsonl"
     runner = CliRunner()
     res = runner.invoke(cli, ["--store", str(tmp_path), "import", "--json", "claude_code",
                               str(path)])
     sid = json.loads(res.stdout)["session_id"]
-    out = runner.invoke(cli, ["--store", str(tmp_path), "export", sid, "--format", "anthropic"])
-    assert out.exit_code == 2
-    assert out.stderr.startswith(f"Error: Session '{sid}' does not make a valid anthropic "
-                                 "payload: ")
-    assert out.stderr.endswith("; pass --no-validate to write it anyway\n")
-    forced = runner.invoke(cli, ["--store", str(tmp_path), "export", sid, "--format",
-                                 "anthropic", "--no-validate"])
-    assert forced.exit_code == 0
-    assert json.loads(forced.stdout)["messages"][0]["role"] == "assistant"
+    out = runner.invoke(cli, ["--store", str(tmp_path), "export", sid, "--format", "anthropic",
+                              "--explain"])
+    assert out.exit_code == 0, out.stderr
+    payload = json.loads(out.stdout)
+    anthropic.validate(payload)
+    assert payload["messages"][0] == {"role": "user", "content": [
+        {"type": "text", "text": "(The conversation continues from an earlier assistant turn.)"}]}
+    assert out.stderr.splitlines()[-1] == "1 adjustment(s) for anthropic"
+    assert out.stderr.startswith("adjusted [0] leading_user_turn: ")
+    strict = runner.invoke(cli, ["--store", str(tmp_path), "export", sid, "--format",
+                                 "anthropic", "--strict"])
+    assert strict.exit_code == 2
+    assert strict.stderr.startswith("Error: anthropic: the history needs 1 adjustment(s) before "
+                                    "it can be sent: (1) [0] leading_user_turn: ")
 
 
 def test_one_bad_file_among_several_imports_nothing(tmp_path: Path) -> None:

@@ -104,7 +104,7 @@ def test_threadline_show_prints_the_agent_conversation(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     lines = [ln for ln in out.output.splitlines() if not ln.startswith("[")]
     assert lines == [
-        "Session chat-2: 6 messages, model -, thinking off",
+        "Session chat-2: 6 entries, 6 messages in the file, 6 in context; model -, thinking off",
         "    Weather in Paris?",
         "    → weather({\"city\": \"Paris\"}) [call_1]",
         "    ← result [call_1]: Sunny in Paris",

@@ -27,7 +27,7 @@ TOOLS = {
     "insert_messages", "list_operations", "revert_operation", "toggle_operation", "get_context",
     "expand_operation", "collapse_operation", "score_relevance", "infer_active_tags",
     "list_sessions", "get_history_metadata", "get_history_entry", "get_history_stats",
-    "delete_history_entries", "tag_position", "list_tags", "undo",
+    "delete_history_entries", "tag_position", "list_tags", "undo", "repair_session",
 }
 CATALOG_TOOLS = {"search_history", "manage_tags"}  # added by threadline.catalog when present
 
@@ -220,6 +220,9 @@ def test_every_tool_runs_and_returns_structured_results(
         assert undone.structured_content["view_length"] == 6  # u0..a5: the ops came after u6
         back = await call("undo", session_id=sid, to_tag="before-undo")
         assert back.structured_content["already_there"] is False
+        fixed = await call("repair_session", session_id=sid)  # every call has its result
+        assert fixed.structured_content == {"session_id": sid, "applied": False, "calls": [],
+                                            "operation_ids": []}
 
         preview = await call("delete_history_entries", session_id=sid, entry_ids=[ids[1]])
         done = await call("delete_history_entries", session_id=sid, entry_ids=[ids[1]],
@@ -294,6 +297,41 @@ def test_get_context_gives_a_provider_payload(conv: tuple[Path, str, list[str]],
     assert [m["role"] for m in payload] == ["user", "assistant", "user", "assistant", "tool",
                                            "assistant", "user"]
     assert payload[4]["tool_call_id"] == "c1"
+
+
+def test_repair_session_previews_applies_and_is_undone_by_reverting(tmp_path: Path) -> None:
+    directory = tmp_path / "store"
+    with tl.open_store(directory).create() as s:
+        s.append_message("user", "read a")
+        call = s.append_message("assistant", [tl.tool_use("c1", "read", {"p": "a"})])
+        s.append_message("user", "stop")
+        sid = s.id
+
+    async def go(cs: ClientSession) -> list[Any]:
+        got = [await cs.call_tool("get_context", {"session_id": sid, "format": "bedrock"}),
+               await cs.call_tool("repair_session", {"session_id": sid})]
+        done = await cs.call_tool("repair_session", {"session_id": sid, "apply": True})
+        got += [done, await cs.call_tool("get_context", {"session_id": sid,
+                                                         "format": "bedrock"})]
+        for op in done.structured_content["operation_ids"]:
+            await cs.call_tool("revert_operation", {"operation_id": op, "session_id": sid})
+        got.append(await cs.call_tool("repair_session", {"session_id": sid}))
+        return got
+
+    before, preview, done, after, undone = over_stdio(directory, tmp_path / "err.log", go)
+    assert before.structured_content["adjustments"] == [{
+        "kind": "answered_dangling_call", "position": 1,
+        "detail": "tool call 'c1' (read) has no result; answered as interrupted"}]
+    row = {"position": 1, "answer_after": 1, "entry_id": call, "call_id": "c1",
+           "name": "read"}
+    assert preview.structured_content == {"session_id": sid, "applied": False,
+                                          "calls": [row], "operation_ids": []}
+    assert done.structured_content["applied"] is True
+    assert len(done.structured_content["operation_ids"]) == 1
+    assert after.structured_content["adjustments"] == []
+    assert [m["role"] for m in after.structured_content["payload"]["messages"]] == [
+        "user", "assistant", "user"]
+    assert undone.structured_content["calls"] == [row]
 
 
 def test_delete_needs_a_valid_single_use_token_bound_to_the_plan(

@@ -257,11 +257,38 @@ def test_provider_payload_is_the_formats_dump_of_the_context(store: Any, client:
     s, _ = branched(store)
     body = client.get(f"/api/sessions/{s.id}/payload?format=anthropic").json()
     expected = formats.dump_context("anthropic", list(store.open(s.id).context().messages))
-    assert body == {"format": "anthropic", "payload": expected}
+    assert body == {"format": "anthropic", "own_format": "openai_chat", "payload": expected,
+                    "adjustments": []}
     bad = client.get(f"/api/sessions/{s.id}/payload?format=telex")
     assert (bad.status_code, bad.json()["error"]) == (
         400, "Unknown provider format 'telex'; choose one of: openai_chat, openai_responses, "
              "anthropic, gemini, bedrock")
+
+
+def test_the_payload_opens_on_the_model_in_use_and_lists_the_adjustments(
+        store: Any, client: TestClient) -> None:
+    s = store.create()
+    s.append_model_change("anthropic", "claude-sonnet-4-5")
+    s.append_message("user", "read a")
+    call = s.append_message("assistant", [tl.tool_use("c1", "read", {"p": "a"})])
+    s.append_message("user", "stop")
+    s.close()
+    body = client.get(f"/api/sessions/{s.id}/payload").json()
+    assert (body["format"], body["own_format"]) == ("anthropic", "anthropic")
+    assert body["adjustments"] == [{
+        "kind": "answered_dangling_call", "position": 1, "view_id": call,
+        "detail": "tool call 'c1' (read) has no result; answered as interrupted"}]
+    # the repair action: previewed on a copy, then written; the payload then needs no change
+    p = client.post(f"/api/sessions/{s.id}/preview", headers=WRITE,
+                    json={"action": "repair", "args": {}}).json()
+    assert (p["context_before"], p["context_after"], p["diff"]["added"]) == (3, 4, 1)
+    assert store.open(s.id).repair().calls != []
+    client.post(f"/api/sessions/{s.id}/apply", headers=WRITE, json={"action": "repair",
+                                                                     "args": {}})
+    assert client.get(f"/api/sessions/{s.id}/payload").json()["adjustments"] == []
+    client.post(f"/api/sessions/{s.id}/apply", headers=WRITE, json={"action": "undo_repair",
+                                                                     "args": {}})
+    assert len(client.get(f"/api/sessions/{s.id}/payload").json()["adjustments"]) == 1
 
 
 def test_compaction_preview_writes_nothing_and_confirm_writes_its_summary(

@@ -303,6 +303,35 @@ def test_tool_pairs_render_in_the_entry_details(page: Page, tmp_path: Path) -> N
         shot(page, "10-provider-payload")
 
 
+def test_the_provider_tab_opens_on_the_sessions_format_and_repairs_an_interrupted_call(
+        page: Page, tmp_path: Path) -> None:
+    store = tl.open_store(tmp_path / "cut")
+    s = store.create()
+    s.append_model_change("anthropic", "claude-sonnet-4-5")
+    s.append_message("user", "read a")
+    s.append_message("assistant", [tl.tool_use("c1", "read", {"p": "a"})])
+    s.append_message("user", "stop")
+    s.close()
+    with serve(store) as base:
+        open_session(page, base, s.id)
+        page.get_by_test_id("tab-payload").click()
+        expect(page.get_by_test_id("adjustment-list")).to_contain_text(
+            "answered dangling call [1] tool call 'c1' (read) has no result; answered as "
+            "interrupted")
+        expect(page.get_by_test_id("provider")).to_have_value("anthropic")
+        shown = json.loads(page.get_by_test_id("payload").inner_text())
+        assert shown == formats.dump_context("anthropic", disk(tmp_path / "cut", s.id)
+                                             .context().messages)
+        shot(page, "11-provider-adjustments")
+        page.get_by_test_id("btn-repair").click()
+        confirm_write(page, "Repair interrupted tool calls")
+        assert disk(tmp_path / "cut", s.id).repair().calls == []
+        page.get_by_test_id("tab-payload").click()
+        expect(page.get_by_test_id("adjustments")).to_contain_text(
+            "Sent as it is: the send policy changed nothing.")
+        expect(page.get_by_test_id("btn-repair")).to_have_count(0)
+
+
 def test_sidechains_are_folded_and_open_on_click(page: Page, tmp_path: Path) -> None:
     store = tl.open_store(tmp_path / "cc")
     examples.import_examples(store)

@@ -13,6 +13,13 @@ Every recorded message is appended at once (durable before ``record`` returns). 
 passes ``context_window - reserve_tokens``, the next :meth:`AgentSession.record` or
 :meth:`AgentSession.context_for_request` compacts it, keeping about ``keep_recent_tokens`` of the
 newest messages verbatim. A summarizer that fails or is interrupted leaves the session unchanged.
+
+Before a model call (:meth:`AgentSession.messages`, :meth:`AgentSession.context_for_request`)
+the loop also repairs the log (``auto_repair``, on by default): tool calls of an earlier turn that
+no result answers (the agent was killed, the user interrupted) get a synthetic "interrupted"
+result written as a reversible insert operation (``threadline.repair``), so the history shows
+what happened and every later payload is valid as it is. Calls of the last message are left
+alone (their tools may be running); a payload built then still answers them (the send policy).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from threadline.compaction import (
 )
 from threadline.errors import UserError
 from threadline.model.content import Message
+from threadline.repair import Repair
 from threadline.session import Session
 from threadline.tokens import ContextTokens
 
@@ -51,7 +59,8 @@ class AgentSession:
     def __init__(self, session: Session, *, context_window: int, reserve_tokens: int = 16384,
                  keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS,
                  summarizer: Summarizer | None = None, summary_max_tokens: int | None = None,
-                 auto_compact: bool = True, infer_tags: bool = False) -> None:
+                 auto_compact: bool = True, infer_tags: bool = False,
+                 auto_repair: bool = True) -> None:
         if context_window <= 0 or reserve_tokens < 0 or reserve_tokens >= context_window:
             raise UserError(
                 f"context_window={context_window} and reserve_tokens={reserve_tokens} leave no "
@@ -74,7 +83,9 @@ class AgentSession:
         #: point at (``threadline.relevance.infer_active_tags``), so conditional operations
         #: follow the conversation's objective
         self.infer_tags = infer_tags
+        self.auto_repair = auto_repair
         self.compactions: list[CompactionResult] = []
+        self.repairs: list[Repair] = []
 
     def __repr__(self) -> str:
         return (f"<AgentSession {self.session.id} window={self.context_window} "
@@ -103,8 +114,20 @@ class AgentSession:
         return infer_active_tags(self.session)
 
     def messages(self) -> list[Message]:
-        """The current context's messages (what a provider client takes)."""
+        """The current context's messages (what a provider client takes), after repairing
+        interrupted tool calls of earlier turns when ``auto_repair`` is on."""
+        if self.auto_repair:
+            self.repair_interrupted()
         return list(self.session.context(active_tags=self.active_tags()).messages)
+
+    def repair_interrupted(self) -> Repair | None:
+        """Answer the tool calls of earlier turns that no result answers, in the log (not
+        those of the last message); the repair, or None when there was nothing to do."""
+        result = self.session.repair(apply=True, keep_pending=True)
+        if not result.applied:
+            return None
+        self.repairs.append(result)
+        return result
 
     def tokens(self) -> ContextTokens:
         """Tokens of the current context (reported usage plus estimate)."""

@@ -288,7 +288,10 @@ def _pair_problems(msgs: Sequence[Message], where: Sequence[str], *, open_end: b
     """Tool pairing problems of a stretch of the view, keyed by (kind, tool call id).
 
     ``orphan``: a result with no earlier call; ``separated``: a result whose call is earlier but
-    with a message between them that is not itself a tool result; ``unanswered``: a call without a
+    with a message between them that is not itself a tool result (the assistant messages right
+    after the call's are not: a turn's parallel calls may be written as several consecutive
+    assistant messages, as Claude Code does, and their results follow the last one, the shape
+    ``model.pairing`` and the send policy take as one turn); ``unanswered``: a call without a
     result (a call in the last message of the view is pending, not a problem: ``open_end`` says
     whether the stretch ends the view). ``where`` names each message in refusals.
     """
@@ -310,7 +313,9 @@ def _pair_problems(msgs: Sequence[Message], where: Sequence[str], *, open_end: b
             answered.add(cid)
         for u in m.tool_uses:
             calls[u.id] = i
-        non_results.append(non_results[-1] + (0 if _is_result_message(m) else 1))
+        same_turn = m.role == "assistant" and i > 0 and msgs[i - 1].role == "assistant"
+        separates = not (_is_result_message(m) or same_turn)
+        non_results.append(non_results[-1] + (1 if separates else 0))
     last = len(msgs) - 1 if open_end else -1
     for cid, j in calls.items():
         if cid not in answered and j != last:
@@ -409,6 +414,9 @@ def _create(session: SessionState, op: ContextOp, ids: list[str], span: tuple[in
     lo, hi = span
     while 0 < lo <= hi and resolve(ids[lo]).tool_results:
         lo -= 1  # back to the call whose results start the stretch
+    while 0 < lo <= hi and resolve(ids[lo]).role == "assistant" \
+            and resolve(ids[lo - 1]).role == "assistant":
+        lo -= 1  # and back over the turn's earlier assistant messages (split parallel calls)
     while hi + 1 < n and resolve(ids[hi + 1]).tool_results:
         hi += 1  # on over the results that follow the stretch
     lo = max(lo, 0)

@@ -244,6 +244,10 @@ class Chat:
         s = self.session
         # a session locked by another writer fails here, before the model call
         s.state.ensure_writer()
+        fixed = s.repair(apply=True)  # calls a killed or interrupted turn left unanswered
+        if fixed.applied:
+            self.say(f"Answered {len(fixed.calls)} interrupted tool call(s) in the log; "
+                     f"`threadline repair {s.id} --undo` reverts it.", style="yellow")
         pending: list[Message] = [Message(role="user", content=[text(line)])]
         for _ in range(MAX_TOOL_ROUNDS):
             reply = self._ask(list(s.context().messages) + pending)

@@ -21,6 +21,7 @@ import msgspec
 from threadline import bookmarks as _bookmarks
 from threadline import history as _history
 from threadline import operations as _operations
+from threadline import repair as _repair
 from threadline.bookmarks import TagEvent, TagImport, TagListing, TagStatus, UndoResult
 from threadline.context import Context
 from threadline.errors import StoreError, UserError
@@ -49,6 +50,7 @@ from threadline.model.entries import (
 )
 from threadline.model.limits import check_record, check_value, encode_checked
 from threadline.operations import OperationInfo
+from threadline.repair import Repair
 from threadline.state import AT_LEAF, SessionState
 from threadline.store.base import (
     BaseStore,
@@ -707,6 +709,20 @@ class Session:
               dry_run: bool = True) -> PurgePlan:
         """Really delete entries' content from the store (preview unless ``dry_run=False``)."""
         return _history.purge(self._state, entry_ids, all=all, dry_run=dry_run)
+
+    @serialized
+    def repair(self, *, apply: bool = False, active_tags: Iterable[str] | None = None,
+               keep_pending: bool = False) -> Repair:
+        """Answer the context's interrupted tool calls in the log with synthetic results
+        (preview unless ``apply=True``; ``keep_pending`` leaves a turn that ends the context
+        alone); reversible with :meth:`undo_repair`. See :mod:`threadline.repair`."""
+        return _repair.repair(self._state, apply=apply, active_tags=active_tags,
+                              keep_pending=keep_pending)
+
+    @serialized
+    def undo_repair(self, op_ids: Iterable[str] | None = None) -> list[str]:
+        """Revert repair ops (default: every active one on this branch); returns their ids."""
+        return _repair.undo_repair(self._state, op_ids)
 
 
 def encode_tree_json(nodes: Sequence[FlatNode]) -> bytes:

@@ -11,6 +11,7 @@ import click
 import msgspec
 
 from threadline.cli.main import get_store
+from threadline.cli.sessions import echo_adjustments, send_options
 from threadline.errors import UserError
 from threadline.formats import PROVIDER_FORMATS
 
@@ -96,9 +97,10 @@ def import_(ctx: click.Context, fmt: str, paths: tuple[str, ...], session_id: st
 @click.option("--leaf", default=None, help="Export the context at this entry.")
 @click.option("--no-validate", is_flag=True,
               help="Write the dump even when it breaks the provider's rules.")
+@send_options
 @click.pass_context
 def export(ctx: click.Context, session_id: str, fmt: str, output: str | None, leaf: str | None,
-           no_validate: bool) -> None:
+           no_validate: bool, explain: bool, strict: bool, dangling: str) -> None:
     """Write a session's context (what the model sees) in another format."""
     from threadline.cli.sessions import open_session, resolve_entry
 
@@ -116,7 +118,10 @@ def export(ctx: click.Context, session_id: str, fmt: str, output: str | None, le
         from threadline import formats
 
         module = formats.get(fmt)
-        payload = module.dump(messages)
+        dumped = module.dump(messages, strict=strict, report=True, dangling=dangling)
+        payload = dumped.payload
+        if explain:
+            echo_adjustments(dumped.adjustments, fmt)
         if not no_validate:
             try:
                 module.validate(payload)

@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "formats",  # import, export
     "history",  # metadata, purge
     "ops",  # context operations
+    "repair",  # repair
     "bookmarks",  # tag, tags, undo
     "chat",  # chat REPL
     "compact",  # compact

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -84,8 +85,9 @@ def resolve_entry(s: Session, ref: str) -> str:
                     "give more of the id")
 
 
-__all__ = ["block_text", "console", "echo_json", "entry_summary", "load_report_lines",
-           "message_text", "one_line", "open_session", "register", "resolve_entry", "tree_lines"]
+__all__ = ["block_text", "console", "echo_adjustments", "echo_json", "entry_summary",
+           "load_report_lines", "message_text", "one_line", "open_session", "register",
+           "resolve_entry", "send_options", "tree_lines"]
 
 
 def entry_summary(entry: Any) -> str:
@@ -240,17 +242,45 @@ def tree_lines(s: Session, *, bookkeeping: bool = False) -> list[str]:
     return lines
 
 
+SEND_OPTIONS = (
+    click.option("--explain", is_flag=True,
+                 help="With --format: list on stderr each adjustment the send policy made."),
+    click.option("--strict", is_flag=True,
+                 help="With --format: refuse a history the send policy would adjust."),
+    click.option("--dangling", type=click.Choice(["answer", "drop"]), default="answer",
+                 show_default=True,
+                 help="With --format: answer an interrupted tool call with a synthetic result, "
+                      "or drop the call."),
+)
+
+
+def send_options(fn: Any) -> Any:
+    """The send-policy options of every command that builds a provider payload."""
+    for option in reversed(SEND_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+def echo_adjustments(adjustments: Sequence[Any], fmt: str) -> None:
+    """The send policy's adjustments, one per line on stderr (stdout keeps the payload)."""
+    for a in adjustments:
+        click.echo(f"adjusted {a}", err=True)
+    click.echo(f"{len(adjustments)} adjustment(s) for {fmt}", err=True)
+
+
 @click.command()
 @click.argument("session_id")
 @click.option("--json", "as_json", is_flag=True, help="JSON in the file format's shape.")
 @click.option("--format", "fmt", default=None,
               help="Dump in a provider format (openai_chat, openai_responses, anthropic, "
-                   "gemini, bedrock).")
+                   "gemini, bedrock), adjusted by the send policy.")
 @click.option("--leaf", default=None, help="Build the context at this entry.")
 @click.option("--tags", "active_tags", default="", help="Comma-separated active tags.")
+@send_options
 @click.pass_context
 def context(ctx: click.Context, session_id: str, as_json: bool, fmt: str | None,
-            leaf: str | None, active_tags: str) -> None:
+            leaf: str | None, active_tags: str, explain: bool, strict: bool,
+            dangling: str) -> None:
     """Print the context messages (default and --json: the file format's shape)."""
     s = open_session(ctx, session_id, read_only=True)
     c = s.context(resolve_entry(s, leaf) if leaf else None,
@@ -258,8 +288,14 @@ def context(ctx: click.Context, session_id: str, as_json: bool, fmt: str | None,
     if fmt:
         from threadline import formats
 
-        echo_json(formats.dump_context(fmt, list(c.messages)))
+        dumped = formats.dump_context(fmt, list(c.messages), strict=strict, report=True,
+                                      dangling="drop" if dangling == "drop" else "answer")
+        echo_json(dumped.payload)
+        if explain:
+            echo_adjustments(dumped.adjustments, fmt)
         return
+    if explain or strict:
+        raise UserError("--explain and --strict apply to a provider payload; add --format NAME")
     echo_json({
         "session_id": s.id,
         "leaf_id": c.leaf_id,

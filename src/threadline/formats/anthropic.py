@@ -32,6 +32,7 @@ from threadline.formats._common import (
     unwrap,
     with_details,
 )
+from threadline.formats.policy import Sender
 from threadline.model.content import (
     Block,
     Image,
@@ -179,7 +180,7 @@ def _load_result(b: JSON, where: str) -> ToolResultBlock:
 
 
 @guarded("anthropic dump (a message's provider_details)")
-def dump(messages: Sequence[Message]) -> JSON:
+def shape(messages: Sequence[Message]) -> JSON:
     """The ``{"system"?, "messages"}`` payload for a context.
 
     Leading system messages go to ``system``; a system message later in the conversation, tool
@@ -388,3 +389,6 @@ def load_response(body: Any) -> Message:
     message.stop_reason = body.get("stop_reason")
     message.usage = usage
     return message
+
+
+dump = Sender(NAME, shape, validate)

@@ -32,6 +32,7 @@ from threadline.formats._common import (
     unwrap,
     with_details,
 )
+from threadline.formats.policy import Sender
 from threadline.model.content import (
     Block,
     Image,
@@ -190,7 +191,7 @@ def _load_result(b: JSON) -> ToolResultBlock:
 
 
 @guarded("bedrock dump (a message's provider_details)")
-def dump(messages: Sequence[Message]) -> JSON:
+def shape(messages: Sequence[Message]) -> JSON:
     """The ``{"system"?, "messages"}`` payload for a context.
 
     Leading system messages go to ``system``; later system messages, tool messages and
@@ -369,3 +370,6 @@ def load_response(body: Any) -> Message:
                           total=int(u.get("totalTokens") or 0))
     message.stop_reason = body.get("stopReason")
     return message
+
+
+dump = Sender(NAME, shape, validate)

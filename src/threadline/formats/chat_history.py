@@ -127,7 +127,7 @@ def dump(messages: Sequence[Message], *, ids: Sequence[str] | None = None,
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
         kept = (m.provider_details or {}).get(NAME)
-        items = openai_responses.dump([m])
+        items = openai_responses.shape([m])
         for k, item in enumerate(items):
             eid = None if ids is None else (ids[i] if k == 0 else f"{ids[i]}:{k}")
             entry = wrap(item, id=eid, ts=None if timestamps is None else timestamps[i])

@@ -197,7 +197,10 @@ def _message(msg: dict[str, Any], key: str, parent: str | None, mapping: dict[st
     if ctype == "thoughts":
         for th in content.get("thoughts") or []:
             if isinstance(th, dict):
-                blocks.append(thinking(str(th.get("content", "")), None))
+                # a thought ChatGPT kept only the summary of: the summary is the reasoning there
+                # is (an empty one would leave an empty assistant message behind)
+                said = str(th.get("content") or "") or str(th.get("summary") or "")
+                blocks.append(thinking(said, None))
     else:
         blocks = _parts(content)
     if role not in ("user", "assistant", "system"):
@@ -361,12 +364,19 @@ def _thoughts(m: Message, blocks: list[ThinkingBlock], mine: dict[str, Any]) -> 
     extra = dict(mine.pop("content", {}))
     kept = extra.pop("thoughts", None)
     raw = kept if isinstance(kept, list) else []
-    thoughts = [{**(raw[k] if k < len(raw) and isinstance(raw[k], dict) else {"summary": ""}),
-                 "content": b.thinking.content} for k, b in enumerate(blocks)]
+    thoughts = [_thought(raw[k] if k < len(raw) and isinstance(raw[k], dict) else {"summary": ""},
+                         b) for k, b in enumerate(blocks)]
     msg = {**mine, "author": mine.pop("author", None) or {"role": "assistant"},
            "content": {**extra, "content_type": "thoughts", "thoughts": thoughts}}
     _set_model(msg, m)
     return msg
+
+
+def _thought(raw: dict[str, Any], b: ThinkingBlock) -> dict[str, Any]:
+    said = b.thinking.content
+    if said and not raw.get("content") and raw.get("summary") == said:
+        return dict(raw)  # the summary stood in for content the export did not have
+    return {**raw, "content": said}
 
 
 def _call(m: Message, b: ToolUseBlock, mine: dict[str, Any]) -> dict[str, Any]:

@@ -232,7 +232,7 @@ def _items(m: Message) -> list[dict[str, Any]]:
             r = b.tool_result
             # "output" in the details is the original output (an object, or a list of parts)
             return [{"type": kind, "call_id": r.tool_use_id, "output": r.content, **mine}]
-    return openai_responses.dump([m])
+    return openai_responses.shape([m])
 
 
 def load(data: Source) -> list[Message]:

@@ -34,6 +34,7 @@ from threadline.formats._common import (
     unwrap,
     with_details,
 )
+from threadline.formats.policy import Sender
 from threadline.model.content import (
     Block,
     Image,
@@ -242,7 +243,7 @@ def _load_response(part: JSON, calls: _CallIds) -> ToolResultBlock:
 
 
 @guarded("gemini dump (a message's provider_details)")
-def dump(messages: Sequence[Message]) -> JSON:
+def shape(messages: Sequence[Message]) -> JSON:
     """The ``{"systemInstruction"?, "contents"}`` payload for a context.
 
     Leading system messages go to ``systemInstruction``; later system messages, tool messages
@@ -460,3 +461,6 @@ def load_response(body: Any) -> Message:
     message.model = body.get("modelVersion")
     message.stop_reason = cand.get("finishReason")
     return message
+
+
+dump = Sender(NAME, shape, validate)

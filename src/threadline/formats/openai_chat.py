@@ -34,6 +34,7 @@ from threadline.formats._common import (
     with_details,
     wrap,
 )
+from threadline.formats.policy import Sender
 from threadline.model.content import (
     Block,
     ImageBlock,
@@ -169,7 +170,7 @@ def _load_call(call: JSON, where: str) -> ToolUseBlock:
 
 
 @guarded("openai_chat dump (a message's provider_details)")
-def dump(messages: Sequence[Message]) -> list[JSON]:
+def shape(messages: Sequence[Message]) -> list[JSON]:
     """The Chat Completions ``messages`` list for a context.
 
     Tool results become ``tool`` messages right after the call; images inside a tool result
@@ -439,3 +440,6 @@ def load_response(body: Any) -> Message:
     message.model = body.get("model")
     message.stop_reason = choice.get("finish_reason")
     return message
+
+
+dump = Sender(NAME, shape, validate)

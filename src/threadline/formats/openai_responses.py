@@ -36,6 +36,7 @@ from threadline.formats._common import (
     with_details,
     wrap,
 )
+from threadline.formats.policy import Sender
 from threadline.model.content import (
     Block,
     ImageBlock,
@@ -264,7 +265,7 @@ def _output(item: JSON, where: str) -> Message:
 
 
 @guarded("openai_responses dump (a message's provider_details)")
-def dump(messages: Sequence[Message]) -> list[JSON]:
+def shape(messages: Sequence[Message]) -> list[JSON]:
     """The Responses ``input`` items for a context.
 
     Tool results become ``function_call_output`` items; an assistant message becomes its items
@@ -509,3 +510,6 @@ def load_response(body: Any) -> Message:
     incomplete = body.get("incomplete_details") or {}
     message.stop_reason = incomplete.get("reason") or body.get("status")
     return message
+
+
+dump = Sender(NAME, shape, validate)

@@ -132,7 +132,7 @@ def _to_langchain(m: Message, names: dict[str, str]) -> list[BaseMessage]:
                             name=names.get(b.tool_result.tool_use_id),
                             status="error" if b.tool_result.is_error else "success")
                 for b in results]
-    payload: Any = openai_chat.dump([m])
+    payload: Any = openai_chat.shape([m])
     if isinstance(payload, dict):
         payload = payload.get("messages", [])
     return list(convert_to_messages(payload))

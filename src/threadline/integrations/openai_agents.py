@@ -115,7 +115,7 @@ class ThreadlineSession:
     def _encoded(self, view_id: str, message: Message) -> list[bytes]:
         got = self._items.get(view_id)
         if got is None:
-            got = [_encode(item) for item in openai_responses.dump([message])]
+            got = [_encode(item) for item in openai_responses.shape([message])]
             self._items[view_id] = got
         return got
 

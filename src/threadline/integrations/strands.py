@@ -304,7 +304,7 @@ def _to_strands(m: Message, position: int) -> SessionMessage:
     mine = (m.provider_details or {}).get(NAME)
     if isinstance(mine, dict) and isinstance(mine.get("record"), dict):
         return SessionMessage.from_dict({**mine["record"], "message_id": position})
-    dumped = bedrock.dump([m]).get("messages") or [
+    dumped = bedrock.shape([m]).get("messages") or [
         {"role": "user", "content": [{"text": m.text or ""}]}]
     message = dumped[0]
     if m.role in ("compactionSummary", "branchSummary", "system") and not message.get("content"):

@@ -114,6 +114,12 @@ class ContextMessage(BaseModel):
                                "operation replaces or removes")
 
 
+class AdjustmentRow(BaseModel):
+    kind: str
+    position: int = Field(description="Position of the message the change is about")
+    detail: str
+
+
 class ContextResult(BaseModel):
     notice: str = DATA_NOTICE
     session_id: str
@@ -126,6 +132,29 @@ class ContextResult(BaseModel):
         default=None, description="format=threadline: the view with positions"
     )
     payload: Any = Field(default=None, description="A provider format's request payload")
+    adjustments: list[AdjustmentRow] | None = Field(
+        default=None,
+        description="A provider format: what the send policy changed so the provider accepts "
+        "the payload",
+    )
+
+
+class RepairedCallRow(BaseModel):
+    position: int = Field(description="Position of the assistant message holding the call")
+    answer_after: int = Field(description="Position the synthetic result goes after")
+    entry_id: str
+    call_id: str
+    name: str
+
+
+class RepairResult(BaseModel):
+    session_id: str
+    applied: bool = Field(description="False: a preview, nothing was written")
+    calls: list[RepairedCallRow] = Field(description="Tool calls no result answers")
+    operation_ids: list[str] = Field(
+        description="The insert operations written; revert them (revert_operation) to undo "
+        "the repair"
+    )
 
 
 class ScoreRow(BaseModel):
@@ -606,10 +635,11 @@ def get_context(
     infer_tags: bool = False,
 ) -> ContextResult:
     """What the model sees: format=threadline gives the view with positions, ids and tags;
-    a provider format (openai_chat, anthropic, …) gives that provider's payload. Revise and
-    snip leave markers (kind=marker, text every provider accepts); markers=false leaves them
-    out (a bare payload; positions then no longer match the view). infer_tags=true adds the
-    tags inferred from the latest user turns to active_tags."""
+    a provider format (openai_chat, anthropic, …) gives that provider's payload and the
+    adjustments the send policy made to it. Revise and snip leave markers (kind=marker, text
+    every provider accepts); markers=false leaves them out (a bare payload; positions then no
+    longer match the view). infer_tags=true adds the tags inferred from the latest user turns
+    to active_tags."""
     from threadline import formats
 
     if format != "threadline" and format not in formats.PROVIDER_FORMATS:
@@ -649,7 +679,38 @@ def get_context(
                 )
             )
         return ContextResult(**base, messages=rows)
-    return ContextResult(**base, payload=_builtins(formats.dump_context(format, msgs)))
+    dumped = formats.dump_context(format, msgs, report=True)
+    return ContextResult(
+        **base,
+        payload=_builtins(dumped.payload),
+        adjustments=[
+            AdjustmentRow(kind=a.kind, position=a.position, detail=a.detail)
+            for a in dumped.adjustments
+        ],
+    )
+
+
+def repair_session(
+    ctx: ToolContext,
+    session_id: str,
+    apply: bool = False,
+    active_tags: list[str] | None = None,
+) -> RepairResult:
+    """Answer tool calls that no result answers (an interrupted turn) with a synthetic
+    'interrupted' result in the log, so every provider accepts the context. Previews unless
+    apply=true; reversible (revert_operation on each operation id)."""
+    if apply:
+        with ctx.store.open(session_id) as s:
+            done = s.repair(apply=True, active_tags=active_tags)
+    else:
+        s = ctx.store.open(session_id, read_only=True)
+        done = s.repair(active_tags=active_tags)
+    return RepairResult(
+        session_id=s.id,
+        applied=done.applied,
+        operation_ids=done.op_ids,
+        calls=[RepairedCallRow.model_validate(_builtins(c)) for c in done.calls],
+    )
 
 
 def list_sessions(ctx: ToolContext, limit: int = 50) -> SessionList:
@@ -811,6 +872,7 @@ TOOLS: list[Tool] = [
     Tool(score_relevance, _EDIT),
     Tool(infer_active_tags, _READ),
     Tool(get_context, _READ),
+    Tool(repair_session, _EDIT),
     Tool(list_sessions, _READ),
     Tool(get_history_metadata, _READ),
     Tool(get_history_entry, _READ),

@@ -136,6 +136,8 @@ ACTIONS: dict[str, Callable[[Session, Args], Any]] = {
     "toggle": lambda s, a: s.toggle(
         _str(a, "op_id"), bool(a.get("active"))),
     "revert": lambda s, a: s.revert(_str(a, "op_id")),
+    "repair": lambda s, a: s.repair(apply=True),
+    "undo_repair": lambda s, a: s.undo_repair(),
 }
 
 

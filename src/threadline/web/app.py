@@ -359,18 +359,31 @@ class Viewer:
             return {"operations": actions.to_json(ops), "available": True}
 
     def payload(self, request: Request, body: Any) -> dict[str, Any]:
+        """What the provider receives and what the send policy adjusted to get there; without
+        ``format``, in the session's own provider format (``formats.own_format``)."""
         name = request.query_params.get("format", "")
-        if name not in FORMAT_LABELS:
-            raise UserError(f"Unknown provider format {name!r}; choose one of: "
-                            f"{', '.join(FORMAT_LABELS)}")
         mod = _optional("formats")
         if mod is None or not hasattr(mod, "dump_context"):
             raise UserError("Provider formats are not available in this installation")
+        if name and name not in FORMAT_LABELS:
+            raise UserError(f"Unknown provider format {name!r}; choose one of: "
+                            f"{', '.join(FORMAT_LABELS)}")
         active = sorted(_id_set(request.query_params.get("active_tags")))
         with self.cache.session(request.path_params["sid"]) as s:
             ctx = s.context(active_tags=active)
-            payload = mod.dump_context(name, list(ctx.messages))
-            return {"format": name, "payload": actions.to_json(payload)}
+            messages = list(ctx.messages)
+            meta = (s.header.metadata or {}).get("import")
+            source = meta.get("format") if isinstance(meta, dict) else None
+            own = mod.own_format(messages, provider=ctx.model.provider if ctx.model else None,
+                                 model_id=ctx.model.model_id if ctx.model else None,
+                                 source=source)
+            dumped = mod.dump_context(name or own, messages, report=True)
+            ids = ctx.view.ids()
+            return {"format": name or own, "own_format": own,
+                    "payload": actions.to_json(dumped.payload),
+                    "adjustments": [{**actions.to_json(a), "view_id": ids[a.position]
+                                     if 0 <= a.position < len(ids) else None}
+                                    for a in dumped.adjustments]}
 
     def preview(self, request: Request, body: Any) -> dict[str, Any]:
         action, args = self._action(body)

@@ -799,21 +799,41 @@ class SessionPage {
 
   renderPayload() {
     const sel = h("select", { "data-testid": "provider" }, INFO.formats.map((f) => h("option", { value: f.name }, f.label)));
+    const notes = h("div", { "data-testid": "adjustments", class: "adjustments" });
     const out = h("pre", { "data-testid": "payload" }, "");
+    let chosen = ""; // none yet: the server opens on the session's own provider format
     const load = async () => {
       out.textContent = "…";
       try {
         const mine = ++this.payloadRequest;
-        const p = new URLSearchParams({ format: sel.value, active_tags: this.activeTags });
-        const r = await api(`/api/sessions/${enc(this.id)}/payload?${p}`);
+        const q = { active_tags: this.activeTags };
+        if (chosen) q.format = chosen;
+        const r = await api(`/api/sessions/${enc(this.id)}/payload?${new URLSearchParams(q)}`);
         if (mine !== this.payloadRequest) return; // a later choice is on its way
+        sel.value = r.format;
+        this.renderAdjustments(notes, r);
         const text = JSON.stringify(r.payload, null, 2);
         out.textContent = text.length > 200000 ? `${text.slice(0, 200000)}\n… (${text.length} characters in all)` : text;
       } catch (e) { out.textContent = e.message; }
     };
-    sel.addEventListener("change", load);
-    put(this.tabBody, h("h3", {}, "What the provider receives"), sel, out);
+    sel.addEventListener("change", () => { chosen = sel.value; load(); });
+    put(this.tabBody, h("h3", {}, "What the provider receives"), sel, notes, out);
     load();
+  }
+
+  renderAdjustments(box, r) {
+    const own = INFO.formats.find((f) => f.name === r.own_format);
+    const head = h("p", { class: "muted" }, own ? `This session's own format: ${own.label}. ` : "",
+      r.adjustments.length ? `The send policy made ${r.adjustments.length} adjustment(s) so the provider accepts it:`
+        : "Sent as it is: the send policy changed nothing.");
+    const list = h("ul", { "data-testid": "adjustment-list" }, r.adjustments.map((a) =>
+      h("li", { "data-kind": a.kind, title: a.view_id || "" }, h("b", {}, a.kind.replaceAll("_", " ")), ` [${a.position}] ${a.detail}`)));
+    const items = [head, list];
+    if (this.has("repair") && r.adjustments.some((a) => a.kind === "answered_dangling_call")) {
+      items.push(h("button", { "data-testid": "btn-repair", onclick: () => writeFlow(this, "Repair interrupted tool calls", "repair", []) },
+        "Repair in the log…"));
+    }
+    put(box, ...items);
   }
 
   renderPurge() {
