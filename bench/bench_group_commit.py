@@ -81,10 +81,13 @@ def main() -> None:
     args = ap.parse_args()
     import os
 
-    print(f"load average {os.getloadavg()[0]:.1f}; {args.appends} appends per measurement, "
-          f"median of {args.rounds} alternated rounds")
-    runs: dict[str, list[float]] = {k: [] for k in ("fsync", "batch10", "flush", "tfsync",
-                                                     "tgroup")}
+    print(
+        f"load average {os.getloadavg()[0]:.1f}; {args.appends} appends per measurement, "
+        f"median of {args.rounds} alternated rounds"
+    )
+    runs: dict[str, list[float]] = {
+        k: [] for k in ("fsync", "batch10", "flush", "tfsync", "tgroup")
+    }
     for _ in range(args.rounds):
         runs["flush"].append(single("flush", args.appends, 1))
         runs["fsync"].append(single("fsync", args.appends, 1))
@@ -92,15 +95,23 @@ def main() -> None:
         runs["tfsync"].append(threaded("fsync", args.appends, args.threads))
         runs["tgroup"].append(threaded("group", args.appends, args.threads))
     med = {k: statistics.median(v) for k, v in runs.items()}
-    print(f"one session, fsync per append:        {med['fsync']:9,.0f} appends/s "
-          f"({1e6 / med['fsync']:,.0f} µs each)")
-    print(f"one session, batch() of 10:            {med['batch10']:9,.0f} appends/s "
-          f"({1e6 / med['batch10']:,.0f} µs each)  ratio {med['batch10'] / med['fsync']:.1f}x")
-    print(f"one session, no sync (flush), floor:  {med['flush']:9,.0f} appends/s "
-          f"({1e6 / med['flush']:,.0f} µs each)")
+    print(
+        f"one session, fsync per append:        {med['fsync']:9,.0f} appends/s "
+        f"({1e6 / med['fsync']:,.0f} µs each)"
+    )
+    print(
+        f"one session, batch() of 10:            {med['batch10']:9,.0f} appends/s "
+        f"({1e6 / med['batch10']:,.0f} µs each)  ratio {med['batch10'] / med['fsync']:.1f}x"
+    )
+    print(
+        f"one session, no sync (flush), floor:  {med['flush']:9,.0f} appends/s "
+        f"({1e6 / med['flush']:,.0f} µs each)"
+    )
     print(f"{args.threads} threads x own session, fsync:     {med['tfsync']:9,.0f} appends/s")
-    print(f"{args.threads} threads x own session, group:     {med['tgroup']:9,.0f} appends/s"
-          f"  ratio {med['tgroup'] / med['tfsync']:.2f}x")
+    print(
+        f"{args.threads} threads x own session, group:     {med['tgroup']:9,.0f} appends/s"
+        f"  ratio {med['tgroup'] / med['tfsync']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -51,13 +51,22 @@ def generate(path: Path, n: int) -> None:
             # every 100th entry starts a one-entry side branch off the main path
             under = parent if i % 100 != 99 else f"e{i - 2:07d}"
             ts = f"2026-01-01T00:00:{i % 60:02d}Z"
-            fh.write(encode(MessageEntry(id=eid, parent_id=under, timestamp=ts, message=msg))
-                     + b"\n")
+            fh.write(
+                encode(MessageEntry(id=eid, parent_id=under, timestamp=ts, message=msg)) + b"\n"
+            )
             if i % 100 != 99:
                 parent = eid
-        fh.write(encode(MessageEntry(id="last", parent_id=parent, timestamp="2026-01-02T00:00:00Z",
-                                     message=Message(role="user", content=[text("end")])))
-                 + b"\n")
+        fh.write(
+            encode(
+                MessageEntry(
+                    id="last",
+                    parent_id=parent,
+                    timestamp="2026-01-02T00:00:00Z",
+                    message=Message(role="user", content=[text("end")]),
+                )
+            )
+            + b"\n"
+        )
 
 
 def child(store_dir: str, sid: str) -> None:
@@ -89,8 +98,10 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     args = ap.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f}")
-    print("| entries | open (s) | open µs/entry | RSS after open (MB) | context (ms) | "
-          "context µs/entry | materialize (ms) | append (µs each) |")
+    print(
+        "| entries | open (s) | open µs/entry | RSS after open (MB) | context (ms) | "
+        "context µs/entry | materialize (ms) | append (µs each) |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in args.sizes:
         store = DATA / f"growth-{n}"
@@ -102,13 +113,20 @@ def main() -> None:
         work.mkdir(exist_ok=True)
         dst = work / path.name
         dst.write_bytes(path.read_bytes())  # appends go to a copy
-        res = subprocess.run([sys.executable, __file__, "--child", str(work), path.stem],
-                             check=True, capture_output=True, text=True)
+        res = subprocess.run(
+            [sys.executable, __file__, "--child", str(work), path.stem],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         r = json.loads(res.stdout.strip().splitlines()[-1])
-        print(f"| {n:,} | {r['open_s']:.2f} | {r['open_s'] * 1e6 / n:.2f} | "
-              f"{r['rss_after_open_mb']:.0f} | {r['context_s'] * 1000:.1f} | "
-              f"{r['context_s'] * 1e6 / n:.3f} | {r['materialize_s'] * 1000:.0f} | "
-              f"{r['append_us']:.1f} |", flush=True)
+        print(
+            f"| {n:,} | {r['open_s']:.2f} | {r['open_s'] * 1e6 / n:.2f} | "
+            f"{r['rss_after_open_mb']:.0f} | {r['context_s'] * 1000:.1f} | "
+            f"{r['context_s'] * 1e6 / n:.3f} | {r['materialize_s'] * 1000:.0f} | "
+            f"{r['append_us']:.1f} |",
+            flush=True,
+        )
         dst.unlink()
 
 

@@ -71,19 +71,24 @@ def raw(schema: str, sid: str, seconds: float, start: float, out: mp.Queue) -> N
 
     conn = psycopg.connect(URL, autocommit=True)
     conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-    conn.execute("INSERT INTO tl_sessions (tenant_id, session_id, header, created, modified) "
-                 "VALUES ('raw', %s, '\\x7b7d', '', '') ON CONFLICT DO NOTHING", (sid,))
+    conn.execute(
+        "INSERT INTO tl_sessions (tenant_id, session_id, header, created, modified) "
+        "VALUES ('raw', %s, '\\x7b7d', '', '') ON CONFLICT DO NOTHING",
+        (sid,),
+    )
     seq = [1_000_000 * os.getpid()]
     body = "{}"
 
     def once(i: int) -> None:
         seq[0] += 1
         text = TEXT.format(i=i)
-        conn.execute("INSERT INTO tl_records (tenant_id, session_id, seq, id, parent_id, type, "
-                     "timestamp, role, body, etext, raw) VALUES ('raw', %s, %s, %s, %s, "
-                     "'message', %s, 'user', %s, %s, %s)",
-                     (sid, seq[0], str(uuid.uuid4()), None, now(), text, text,
-                      body.encode()), prepare=True)
+        conn.execute(
+            "INSERT INTO tl_records (tenant_id, session_id, seq, id, parent_id, type, "
+            "timestamp, role, body, etext, raw) VALUES ('raw', %s, %s, %s, %s, "
+            "'message', %s, 'user', %s, %s, %s)",
+            (sid, seq[0], str(uuid.uuid4()), None, now(), text, text, body.encode()),
+            prepare=True,
+        )
 
     once(-1)
     out.put(_loop(start, seconds, once))
@@ -107,8 +112,10 @@ def _loop(start: float, seconds: float, fn: object) -> list[float]:
 def run(target: object, args_of: object, n: int, seconds: float) -> tuple[float, float, float]:
     out: mp.Queue = mp.Queue()  # type: ignore[type-arg]
     start = time.time() + 1.5
-    procs = [mp.Process(target=target, args=(*args_of(k), seconds, start, out))  # type: ignore[operator]
-             for k in range(n)]
+    procs = [
+        mp.Process(target=target, args=(*args_of(k), seconds, start, out))  # type: ignore[operator]
+        for k in range(n)
+    ]
     for p in procs:
         p.start()
     lats = [out.get() for _ in procs]
@@ -133,13 +140,17 @@ def main() -> None:
 
     schema = f"benchw_{os.getpid()}"
     upgrade(URL, schema)
-    print(f"load average {os.getloadavg()[0]:.1f}; {args.seconds:g} s per measurement, "
-          f"best of {args.rounds} alternated rounds")
+    print(
+        f"load average {os.getloadavg()[0]:.1f}; {args.seconds:g} s per measurement, "
+        f"best of {args.rounds} alternated rounds"
+    )
 
     def show(label: str, results: list[tuple[float, float, float]]) -> tuple[float, float, float]:
         best = max(results)
-        print(f"  {label:<44} {best[0]:>8,.0f} appends/s  p50 {best[1]:6.2f} ms  "
-              f"p99 {best[2]:7.2f} ms")
+        print(
+            f"  {label:<44} {best[0]:>8,.0f} appends/s  p50 {best[1]:6.2f} ms  "
+            f"p99 {best[2]:7.2f} ms"
+        )
         return best
 
     try:

@@ -37,8 +37,10 @@ def writer(schema: str, appends: int, start: float, out: mp.Queue) -> None:  # t
     t0 = time.perf_counter()
     for i in range(appends):
         a = time.perf_counter()
-        s.append_message("assistant" if i % 2 else "user", f"message {i} of a benchmark run "
-                         "with a few words of text so that the row is realistic")
+        s.append_message(
+            "assistant" if i % 2 else "user",
+            f"message {i} of a benchmark run with a few words of text so that the row is realistic",
+        )
         lat.append(time.perf_counter() - a)
     out.put((time.perf_counter() - t0, lat))
     s.close()
@@ -53,8 +55,7 @@ def percentile(values: list[float], p: float) -> float:
 def bench_writers(schema: str, writers: int, appends: int) -> None:
     out: mp.Queue = mp.Queue()  # type: ignore[type-arg]
     start = time.time() + 2.0
-    procs = [mp.Process(target=writer, args=(schema, appends, start, out))
-             for _ in range(writers)]
+    procs = [mp.Process(target=writer, args=(schema, appends, start, out)) for _ in range(writers)]
     for p in procs:
         p.start()
     results = [out.get() for _ in procs]
@@ -62,10 +63,12 @@ def bench_writers(schema: str, writers: int, appends: int) -> None:
         p.join()
     wall = max(r[0] for r in results)
     lat = [x for r in results for x in r[1]]
-    print(f"{writers} writers x {appends} appends (fsync): "
-          f"{writers * appends / wall:,.0f} appends/s, "
-          f"p50 {percentile(lat, 50) * 1000:.2f} ms, p99 {percentile(lat, 99) * 1000:.2f} ms, "
-          f"max {max(lat) * 1000:.1f} ms")
+    print(
+        f"{writers} writers x {appends} appends (fsync): "
+        f"{writers * appends / wall:,.0f} appends/s, "
+        f"p50 {percentile(lat, 50) * 1000:.2f} ms, p99 {percentile(lat, 99) * 1000:.2f} ms, "
+        f"max {max(lat) * 1000:.1f} ms"
+    )
 
 
 def bench_listing(name: str, store: object, n: int) -> None:
@@ -78,8 +81,10 @@ def bench_listing(name: str, store: object, n: int) -> None:
         store.catalog.add_tags(sid, ["tenth"])  # type: ignore[attr-defined]
     build = time.perf_counter() - t0
     times = {}
-    for label, fn in (("store.list()", store.list),  # type: ignore[attr-defined]
-                      ("catalog.sessions()", store.catalog.sessions)):  # type: ignore[attr-defined]
+    for label, fn in (
+        ("store.list()", store.list),  # type: ignore[attr-defined]
+        ("catalog.sessions()", store.catalog.sessions),
+    ):  # type: ignore[attr-defined]
         runs = []
         for _ in range(5):
             a = time.perf_counter()
@@ -87,8 +92,11 @@ def bench_listing(name: str, store: object, n: int) -> None:
             runs.append(time.perf_counter() - a)
         assert len(rows) == n, (label, len(rows))
         times[label] = statistics.median(runs)
-    print(f"{name}: {n:,} sessions created in {build:.1f} s; " + ", ".join(
-        f"{k} {v * 1000:.0f} ms" for k, v in times.items()) + " (median of 5)")
+    print(
+        f"{name}: {n:,} sessions created in {build:.1f} s; "
+        + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in times.items())
+        + " (median of 5)"
+    )
 
 
 def _records(i: int) -> list[object]:
@@ -98,12 +106,22 @@ def _records(i: int) -> list[object]:
     recs: list[object] = []
     parent = None
     for j, role in enumerate(("user", "assistant", "user")):
-        rec = MessageEntry(id=new_id(), parent_id=parent, timestamp=now(),
-                           message=Message(role=role, content=[text(f"session {i} msg {j}")]))
+        rec = MessageEntry(
+            id=new_id(),
+            parent_id=parent,
+            timestamp=now(),
+            message=Message(role=role, content=[text(f"session {i} msg {j}")]),
+        )
         recs.append(rec)
         parent = rec.id
-    recs.append(SessionInfoEntry(id=new_id(), parent_id=parent, timestamp=now(),
-                                 session_info=SessionInfo(name=f"session {i}")))
+    recs.append(
+        SessionInfoEntry(
+            id=new_id(),
+            parent_id=parent,
+            timestamp=now(),
+            session_info=SessionInfo(name=f"session {i}"),
+        )
+    )
     return recs
 
 

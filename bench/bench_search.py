@@ -45,7 +45,7 @@ def main() -> None:
     for fmt, pattern in spec["corpus"]:
         for path in sorted(realdata.glob(pattern)):
             base.extend(m for m in formats.get(fmt).load(path.read_bytes()) if m.text.strip())
-    queries = [q["query"] for q in spec["queries"]][:args.queries]
+    queries = [q["query"] for q in spec["queries"]][: args.queries]
 
     with tempfile.TemporaryDirectory() as d:
         store = tl.open_store(f"sqlite:///{d}/search.db", durability="flush")
@@ -58,9 +58,12 @@ def main() -> None:
             for i in range(min(100, args.messages - made)):
                 m = base[(made + i) % len(base)]
                 msg = Message(role=m.role, content=[text(f"{m.text} (copy {copy})")])
-                rec = MessageEntry(id=new_id(), parent_id=parent,
-                                   timestamp=f"2025-01-01T00:00:{(made + i) % 60:02d}.000Z",
-                                   message=msg)
+                rec = MessageEntry(
+                    id=new_id(),
+                    parent_id=parent,
+                    timestamp=f"2025-01-01T00:00:{(made + i) % 60:02d}.000Z",
+                    message=msg,
+                )
                 recs.append(rec)
                 parent = rec.id
             store.create(records=recs)
@@ -77,14 +80,17 @@ def main() -> None:
         rng = np.random.default_rng(42)
         with cat._tx() as conn:  # type: ignore[attr-defined]
             for start in range(0, len(rows), 5000):
-                chunk = rows[start:start + 5000]
+                chunk = rows[start : start + 5000]
                 vecs = rng.standard_normal((len(chunk), model.dim)).astype(np.float32)
                 vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-                conn.executemany("INSERT INTO cat_vectors VALUES (?, ?, ?)",
-                                 [(r[0], model.name, vecs[i].tobytes())
-                                  for i, r in enumerate(chunk)])
-        print(f"{made:,} messages in {copy:,} sessions: created in {created:.1f} s, "
-              f"keyword-indexed (FTS5) in {indexed:.1f} s, {len(rows):,} vectors stored")
+                conn.executemany(
+                    "INSERT INTO cat_vectors VALUES (?, ?, ?)",
+                    [(r[0], model.name, vecs[i].tobytes()) for i, r in enumerate(chunk)],
+                )
+        print(
+            f"{made:,} messages in {copy:,} sessions: created in {created:.1f} s, "
+            f"keyword-indexed (FTS5) in {indexed:.1f} s, {len(rows):,} vectors stored"
+        )
         cat.search("warm up", mode="semantic")  # loads the vector matrix once
         for mode in ("keyword", "semantic", "hybrid"):
             lat = []
@@ -94,9 +100,11 @@ def main() -> None:
                 lat.append(time.perf_counter() - a)
             lat.sort()
             p95 = lat[min(len(lat) - 1, round(0.95 * (len(lat) - 1)))]
-            print(f"{mode:>8}: p50 {statistics.median(lat) * 1000:.1f} ms, "
-                  f"p95 {p95 * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms over {len(queries)} "
-                  "queries")
+            print(
+                f"{mode:>8}: p50 {statistics.median(lat) * 1000:.1f} ms, "
+                f"p95 {p95 * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms over {len(queries)} "
+                "queries"
+            )
         store.close()
 
 

@@ -29,9 +29,20 @@ def main() -> int:
     ap.add_argument("--start", type=int, default=0)
     args = ap.parse_args()
     t0 = time.perf_counter()
-    stats = {"trials": 0, "acked": 0, "torn": 0, "in_flight_landed": 0, "killed_in_create": 0,
-             "external_kills_torn": 0, "external_kills": 0, "self_kills_torn": 0,
-             "self_kills": 0, "in_batch": 0, "batch_landed": 0, "batched_trials": 0}
+    stats = {
+        "trials": 0,
+        "acked": 0,
+        "torn": 0,
+        "in_flight_landed": 0,
+        "killed_in_create": 0,
+        "external_kills_torn": 0,
+        "external_kills": 0,
+        "self_kills_torn": 0,
+        "self_kills": 0,
+        "in_batch": 0,
+        "batch_landed": 0,
+        "batched_trials": 0,
+    }
     for seed in range(args.start, args.start + args.trials):
         with tempfile.TemporaryDirectory(prefix="crash-") as tmp:
             try:

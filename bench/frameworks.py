@@ -41,8 +41,9 @@ def timed(fn: Callable[[], Any]) -> float:
     return (time.perf_counter() - t) * 1e6
 
 
-def alternate(ours: Callable[[], Any], theirs: Callable[[], Any], turns: int
-              ) -> tuple[float, float]:
+def alternate(
+    ours: Callable[[], Any], theirs: Callable[[], Any], turns: int
+) -> tuple[float, float]:
     a, b = [], []
     for _ in range(turns):
         a.append(timed(ours))
@@ -63,6 +64,7 @@ def open_store(url: str) -> tl.Store:
 
 # -- OpenAI Agents ---------------------------------------------------------------------------
 
+
 def openai_agents(root: Path, kind: str, n: int, turns: int) -> list[tuple[str, float, float]]:
     from agents import SQLiteSession
 
@@ -71,8 +73,11 @@ def openai_agents(root: Path, kind: str, n: int, turns: int) -> list[tuple[str, 
     def item(k: int) -> dict[str, Any]:
         if k % 2 == 0:
             return {"role": "user", "content": f"question {k}"}
-        return {"type": "message", "role": "assistant", "content": [
-            {"type": "output_text", "text": f"answer {k}", "annotations": []}]}
+        return {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": f"answer {k}", "annotations": []}],
+        }
 
     history = [item(k) for k in range(n)]
     url = store_url(root, kind, f"oa{n}")
@@ -86,13 +91,18 @@ def openai_agents(root: Path, kind: str, n: int, turns: int) -> list[tuple[str, 
         return lambda: loop.run_until_complete(_two_adds(s, item))
 
     write = alternate(turn(ours), turn(theirs), turns)
-    read = alternate(lambda: loop.run_until_complete(ours.get_items()),
-                     lambda: loop.run_until_complete(theirs.get_items()), max(5, turns // 4))
+    read = alternate(
+        lambda: loop.run_until_complete(ours.get_items()),
+        lambda: loop.run_until_complete(theirs.get_items()),
+        max(5, turns // 4),
+    )
     ours.close()
     theirs.close()
     loop.close()
-    return [("OpenAI Agents: turn writes (2 add_items)", *write),
-            ("OpenAI Agents: get_items() of the whole history", *read)]
+    return [
+        ("OpenAI Agents: turn writes (2 add_items)", *write),
+        ("OpenAI Agents: get_items() of the whole history", *read),
+    ]
 
 
 async def _two_adds(s: Any, item: Callable[[int], dict[str, Any]]) -> None:
@@ -102,6 +112,7 @@ async def _two_adds(s: Any, item: Callable[[int], dict[str, Any]]) -> None:
 
 # -- Google ADK ------------------------------------------------------------------------------
 
+
 def adk(root: Path, kind: str, n: int, turns: int) -> list[tuple[str, float, float]]:
     from google.adk.events import Event
     from google.adk.sessions.sqlite_session_service import SqliteSessionService
@@ -110,9 +121,13 @@ def adk(root: Path, kind: str, n: int, turns: int) -> list[tuple[str, float, flo
     from threadline.integrations.adk import ThreadlineSessionService
 
     def event(k: int) -> Event:
-        return Event(author="user" if k % 2 == 0 else "helper", invocation_id=f"i{k // 2}",
-                     content=types.Content(role="user" if k % 2 == 0 else "model",
-                                           parts=[types.Part(text=f"message {k}")]))
+        return Event(
+            author="user" if k % 2 == 0 else "helper",
+            invocation_id=f"i{k // 2}",
+            content=types.Content(
+                role="user" if k % 2 == 0 else "model", parts=[types.Part(text=f"message {k}")]
+            ),
+        )
 
     loop = asyncio.new_event_loop()
     url = store_url(root, kind, f"adk{n}")
@@ -128,29 +143,37 @@ def adk(root: Path, kind: str, n: int, turns: int) -> list[tuple[str, float, flo
     loop.run_until_complete(prefill(filler))
     loop.run_until_complete(filler.close())
     ours = ThreadlineSessionService(open_store(url))
-    mine = loop.run_until_complete(ours.get_session(app_name="app", user_id="u",
-                                                    session_id="bench"))
+    mine = loop.run_until_complete(
+        ours.get_session(app_name="app", user_id="u", session_id="bench")
+    )
     theirs_session = loop.run_until_complete(prefill(theirs))
 
     async def two(service: Any, s: Any) -> None:
         await service.append_event(s, event(0))
         await service.append_event(s, event(1))
 
-    write = alternate(lambda: loop.run_until_complete(two(ours, mine)),
-                      lambda: loop.run_until_complete(two(theirs, theirs_session)), turns)
+    write = alternate(
+        lambda: loop.run_until_complete(two(ours, mine)),
+        lambda: loop.run_until_complete(two(theirs, theirs_session)),
+        turns,
+    )
 
     def get(service: Any) -> Callable[[], Any]:
-        return lambda: loop.run_until_complete(service.get_session(
-            app_name="app", user_id="u", session_id="bench"))
+        return lambda: loop.run_until_complete(
+            service.get_session(app_name="app", user_id="u", session_id="bench")
+        )
 
     read = alternate(get(ours), get(theirs), max(5, turns // 4))
     loop.run_until_complete(ours.close())
     loop.close()
-    return [("Google ADK: turn writes (2 append_event)", *write),
-            ("Google ADK: get_session() with every event", *read)]
+    return [
+        ("Google ADK: turn writes (2 append_event)", *write),
+        ("Google ADK: get_session() with every event", *read),
+    ]
 
 
 # -- Strands ---------------------------------------------------------------------------------
+
 
 def strands(root: Path, kind: str, n: int, turns: int) -> list[tuple[str, float, float]]:
     from strands.session.file_session_manager import FileSessionManager
@@ -183,6 +206,7 @@ def strands(root: Path, kind: str, n: int, turns: int) -> list[tuple[str, float,
             repo.create_message("bench", "helper", message(k + 1))
             repo.update_agent("bench", agent)
             count[id(repo)] = k + 2
+
         return go
 
     write = alternate(turn(ours), turn(theirs), turns)
@@ -205,9 +229,11 @@ def main() -> None:
             for name in args.only:
                 for label, ours, theirs in globals()[name](Path(tmp), args.store, n, args.turns):
                     rows.append((label, n, ours, theirs))
-                    print(f"{label:58} N={n:>6}  threadline {ours / 1000:8.2f} ms  "
-                          f"framework {theirs / 1000:8.2f} ms  ratio {ours / theirs:5.2f}",
-                          flush=True)
+                    print(
+                        f"{label:58} N={n:>6}  threadline {ours / 1000:8.2f} ms  "
+                        f"framework {theirs / 1000:8.2f} ms  ratio {ours / theirs:5.2f}",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

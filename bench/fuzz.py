@@ -47,8 +47,12 @@ from threadline import formats, importing  # noqa: E402
 from threadline.errors import ThreadlineError  # noqa: E402
 
 IMPORTER_DIRS = {
-    "pi": "pi_session", "claude_code": "claude_code", "chatgpt_export": "chatgpt_export",
-    "codex": "codex_cli", "google_adk": "google_adk", "chat_history": None,
+    "pi": "pi_session",
+    "claude_code": "claude_code",
+    "chatgpt_export": "chatgpt_export",
+    "codex": "codex_cli",
+    "google_adk": "google_adk",
+    "chat_history": None,
 }
 SEED_BYTES = 12_000  # seeds are cut to this many bytes (whole lines) to keep cases fast
 
@@ -57,7 +61,7 @@ def _cut(data: bytes, limit: int = SEED_BYTES) -> bytes:
     if len(data) <= limit:
         return data
     nl = data.rfind(b"\n", 0, limit)
-    return data[:nl + 1] if nl > 0 else data[:limit]
+    return data[: nl + 1] if nl > 0 else data[:limit]
 
 
 # -- seeds ------------------------------------------------------------------------------------
@@ -71,13 +75,20 @@ def importer_seeds() -> dict[str, list[bytes]]:
             for p in sorted((REALDATA / folder).iterdir()):
                 if p.suffix in (".json", ".jsonl"):
                     data = p.read_bytes()
-                    found.append(data if p.suffix == ".json" and len(data) < 200_000
-                                 else _cut(data))
+                    found.append(
+                        data if p.suffix == ".json" and len(data) < 200_000 else _cut(data)
+                    )
         seeds[fmt] = found
     # chat_history (wrapped / legacy) has no real sample: a session dumped by threadline
-    seeds["chat_history"] = [_cut(b'{"messages": ' + json.dumps(
-        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
-    ).encode() + b"}")]
+    seeds["chat_history"] = [
+        _cut(
+            b'{"messages": '
+            + json.dumps(
+                [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+            ).encode()
+            + b"}"
+        )
+    ]
     return {k: v for k, v in seeds.items() if v}
 
 
@@ -130,9 +141,29 @@ def loader_seed() -> bytes:
 
 # -- mutations --------------------------------------------------------------------------------
 
-NASTY: list[Any] = [None, True, 0, -1, 2**63, -(2**64), 1e308, "", "x" * 5000, "\ud800",
-                    "\u2028", "\x00", [], {}, [[[[[]]]]], {"type": None}, 3.5, "../../etc",
-                    {"content": None}, [None], {"": ""}]
+NASTY: list[Any] = [
+    None,
+    True,
+    0,
+    -1,
+    2**63,
+    -(2**64),
+    1e308,
+    "",
+    "x" * 5000,
+    "\ud800",
+    "\u2028",
+    "\x00",
+    [],
+    {},
+    [[[[[]]]]],
+    {"type": None},
+    3.5,
+    "../../etc",
+    {"content": None},
+    [None],
+    {"": ""},
+]
 
 
 def _nasty(rng: random.Random) -> Any:
@@ -173,8 +204,22 @@ def mutate_value(rng: random.Random, value: Any) -> Any:
         s = container[key]
         container[key] = s[: rng.randrange(len(s) + 1)] + rng.choice(("\ud800", "\x00", "é", ""))
     elif op < 0.45 and isinstance(container, dict):
-        container[rng.choice(("type", "role", "id", "content", "parentUuid", "uuid", "message",
-                              "parts", "mapping", "timestamp"))] = _nasty(rng)
+        container[
+            rng.choice(
+                (
+                    "type",
+                    "role",
+                    "id",
+                    "content",
+                    "parentUuid",
+                    "uuid",
+                    "message",
+                    "parts",
+                    "mapping",
+                    "timestamp",
+                )
+            )
+        ] = _nasty(rng)
     else:
         container[key] = _nasty(rng)
     return value
@@ -213,10 +258,23 @@ def mutate_bytes(rng: random.Random, data: bytes) -> bytes:
             if kind < 0.3:
                 blob[pos] = rng.randrange(256)
             elif kind < 0.5:
-                blob[pos:pos] = rng.choice((b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x00", b"[" * 1100,
-                                            b'"', b"\n", b"}", b"1e999", b"-0", b"\\u0000"))
+                blob[pos:pos] = rng.choice(
+                    (
+                        b"\xff",
+                        b"\xc3",
+                        b"\xed\xa0\x80",
+                        b"\x00",
+                        b"[" * 1100,
+                        b'"',
+                        b"\n",
+                        b"}",
+                        b"1e999",
+                        b"-0",
+                        b"\\u0000",
+                    )
+                )
             elif kind < 0.7:
-                del blob[pos:pos + rng.randint(1, 64)]
+                del blob[pos : pos + rng.randint(1, 64)]
             else:
                 blob = blob[:pos]
             lines = bytes(blob).split(b"\n")
@@ -312,12 +370,14 @@ class Tally:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=30_000, help="cases in all (split evenly)")
-    ap.add_argument("--target", choices=("all", "loader", "importers", "formats"),
-                    default="all")
+    ap.add_argument("--target", choices=("all", "loader", "importers", "formats"), default="all")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--hang", type=float, default=5.0, help="seconds that count as a hang")
-    ap.add_argument("--out", default="", help="also write the summary so far to this file "
-                    "every 30 s (and at the end)")
+    ap.add_argument(
+        "--out",
+        default="",
+        help="also write the summary so far to this file every 30 s (and at the end)",
+    )
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     targets: list[tuple[str, Callable[[Any], None], list[Any], bool]] = []
@@ -343,11 +403,15 @@ def main(argv: list[str] | None = None) -> int:
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "rss_at_start_mb": round(peak_start / 1024, 1),
             "targets": {
-                g: {"cases": t.cases, "threadline_errors": t.expected,
-                    "other_exceptions": sum(t.bad.values()), "hangs": t.hangs,
+                g: {
+                    "cases": t.cases,
+                    "threadline_errors": t.expected,
+                    "other_exceptions": sum(t.bad.values()),
+                    "hangs": t.hangs,
                     "slowest_case_s": round(t.slowest, 3),
                     "by_site": dict(t.bad.most_common()),
-                    "examples": t.examples}
+                    "examples": t.examples,
+                }
                 for g, t in tallies.items()
             },
         }

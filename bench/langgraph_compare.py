@@ -64,7 +64,9 @@ def pg_bytes(schema: str) -> int:
         row = conn.execute(
             "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
             "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relkind IN ('r', 'm')", (schema,)).fetchone()
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+            (schema,),
+        ).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -125,13 +127,21 @@ def savers(root: Path, tag: str) -> list[Saver]:
 
     return [
         Saver("ThreadlineSaver (JSONL)", lambda: tl_saver(str(jsonl)), lambda: dir_bytes(jsonl)),
-        Saver("ThreadlineSaver (SQLite)", lambda: tl_saver(f"sqlite:///{tl_db}"),
-              lambda: sum(p.stat().st_size for p in root.glob(f"tl-{tag}.db*"))),
-        Saver("ThreadlineSaver (PostgreSQL)",
-              lambda: tl_saver(URL, tenant="bench", schema=tl_schema),
-              lambda: pg_bytes(tl_schema)),
-        Saver("SqliteSaver", sqlite_saver,
-              lambda: sum(p.stat().st_size for p in root.glob(f"lg-{tag}.db*"))),
+        Saver(
+            "ThreadlineSaver (SQLite)",
+            lambda: tl_saver(f"sqlite:///{tl_db}"),
+            lambda: sum(p.stat().st_size for p in root.glob(f"tl-{tag}.db*")),
+        ),
+        Saver(
+            "ThreadlineSaver (PostgreSQL)",
+            lambda: tl_saver(URL, tenant="bench", schema=tl_schema),
+            lambda: pg_bytes(tl_schema),
+        ),
+        Saver(
+            "SqliteSaver",
+            sqlite_saver,
+            lambda: sum(p.stat().st_size for p in root.glob(f"lg-{tag}.db*")),
+        ),
         Saver("PostgresSaver", postgres_saver, lambda: pg_bytes(lg_schema)),
     ]
 
@@ -145,8 +155,9 @@ def history(n: int, pad: int) -> list[Any]:
     return out
 
 
-def timed_turns(graph: Any, saver: Any, config: dict[str, Any], first: int, turns: int,
-                pad: int) -> tuple[float, float]:
+def timed_turns(
+    graph: Any, saver: Any, config: dict[str, Any], first: int, turns: int, pad: int
+) -> tuple[float, float]:
     """Over ``turns`` turns: the mean ms per turn (the whole graph: LangGraph's own work on
     the message list grows with it for every saver) and the ms the saver itself spends per
     checkpoint (its ``put`` and ``put_writes`` calls, divided by the checkpoints)."""
@@ -193,8 +204,7 @@ def measure(s: Saver, n: int, full: bool, pad: int, turns: int) -> dict[str, Any
                 if turn == 11:
                     early = timed_turns(graph, saver, config, turn, turns, pad)
                     turn += turns
-                state = graph.invoke({"messages": [user(turn, pad)]}, config,
-                                     durability="sync")
+                state = graph.invoke({"messages": [user(turn, pad)]}, config, durability="sync")
                 count = len(state["messages"])
                 turn += 1
         else:
@@ -216,20 +226,34 @@ def measure(s: Saver, n: int, full: bool, pad: int, turns: int) -> dict[str, Any
             tup = fresh.get_tuple(config)
             loads.append((time.perf_counter() - t0) * 1000)
             assert tup is not None and len(tup.checkpoint["channel_values"]["messages"]) == len(
-                messages)
+                messages
+            )
     size = s.size()
-    return {"saver": s.name, "n": len(messages), "mode": "turn by turn" if full else "prefill",
-            "bytes": size, "jsonl": jsonl, "ratio": size / jsonl,
-            "turn_ms": per_turn, "cp_ms": per_cp,
-            "early_cp_ms": early[1] if early else None,
-            "load_ms": statistics.median(loads), "build_s": build_s}
+    return {
+        "saver": s.name,
+        "n": len(messages),
+        "mode": "turn by turn" if full else "prefill",
+        "bytes": size,
+        "jsonl": jsonl,
+        "ratio": size / jsonl,
+        "turn_ms": per_turn,
+        "cp_ms": per_cp,
+        "early_cp_ms": early[1] if early else None,
+        "load_ms": statistics.median(loads),
+        "build_s": build_s,
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
-    ap.add_argument("--full", type=int, nargs="*", default=[1000],
-                    help="sizes reached turn by turn (the others: by one update_state)")
+    ap.add_argument(
+        "--full",
+        type=int,
+        nargs="*",
+        default=[1000],
+        help="sizes reached turn by turn (the others: by one update_state)",
+    )
     ap.add_argument("--pad", type=int, default=4)
     ap.add_argument("--turns", type=int, default=20)
     ap.add_argument("--only", nargs="*", default=None, help="savers whose name contains one")
@@ -243,10 +267,13 @@ def main() -> None:
                         continue
                     row = measure(s, n, n in args.full, args.pad, args.turns)
                     rows.append(row)
-                    print(f"{row['saver']:30} n={row['n']:6} {row['mode']:12} "
-                          f"bytes={row['bytes']:>13,} ({row['ratio']:.2f}x JSONL) "
-                          f"turn={row['turn_ms']:.1f}ms saver/cp={row['cp_ms']:.2f}ms "
-                          f"load={row['load_ms']:.1f}ms build={row['build_s']:.0f}s", flush=True)
+                    print(
+                        f"{row['saver']:30} n={row['n']:6} {row['mode']:12} "
+                        f"bytes={row['bytes']:>13,} ({row['ratio']:.2f}x JSONL) "
+                        f"turn={row['turn_ms']:.1f}ms saver/cp={row['cp_ms']:.2f}ms "
+                        f"load={row['load_ms']:.1f}ms build={row['build_s']:.0f}s",
+                        flush=True,
+                    )
         finally:
             import psycopg
 
@@ -254,14 +281,18 @@ def main() -> None:
                 for schema in SCHEMAS:
                     conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     print()
-    print("| saver | messages | history built | bytes on disk | × messages as JSONL | "
-          f"saver ms per checkpoint | (turns 11-{10 + args.turns}) | graph ms per turn | "
-          "load latest (ms) |")
+    print(
+        "| saver | messages | history built | bytes on disk | × messages as JSONL | "
+        f"saver ms per checkpoint | (turns 11-{10 + args.turns}) | graph ms per turn | "
+        "load latest (ms) |"
+    )
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         early = f"{r['early_cp_ms']:.2f}" if r["early_cp_ms"] is not None else "-"
-        print(f"| {r['saver']} | {r['n']:,} | {r['mode']} | {r['bytes']:,} | {r['ratio']:.2f} | "
-              f"{r['cp_ms']:.2f} | {early} | {r['turn_ms']:.1f} | {r['load_ms']:.1f} |")
+        print(
+            f"| {r['saver']} | {r['n']:,} | {r['mode']} | {r['bytes']:,} | {r['ratio']:.2f} | "
+            f"{r['cp_ms']:.2f} | {early} | {r['turn_ms']:.1f} | {r['load_ms']:.1f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -39,14 +39,29 @@ def prepare(entries: int, seed: int) -> tuple[Path, Path, str]:
         subprocess.run(["npm", "install", "--silent"], cwd=pim, check=True)
     pi_file = DATA / f"pi-{entries}-{seed}.jsonl"
     if not pi_file.exists():
-        subprocess.run(["node", "gen-session.mjs", str(pi_file), str(entries), str(seed)],
-                       cwd=pim, check=True, capture_output=True)
+        subprocess.run(
+            ["node", "gen-session.mjs", str(pi_file), str(entries), str(seed)],
+            cwd=pim,
+            check=True,
+            capture_output=True,
+        )
     store = DATA / f"tl-{entries}-{seed}"
     sid = f"pi-{entries}-{seed}"
     if not (store / f"{sid}.jsonl").exists():
         store.mkdir(parents=True, exist_ok=True)
-        subprocess.run([str(ROOT / ".venv" / "bin" / "threadline"), "--store", str(store),
-                        "import", "pi", str(pi_file), "--session-id", sid], check=True)
+        subprocess.run(
+            [
+                str(ROOT / ".venv" / "bin" / "threadline"),
+                "--store",
+                str(store),
+                "import",
+                "pi",
+                str(pi_file),
+                "--session-id",
+                sid,
+            ],
+            check=True,
+        )
     return pim, pi_file, sid
 
 
@@ -67,8 +82,12 @@ def list_bench(n_sessions: int, entries_each: int) -> dict[str, float]:
         rows = store.list()
         warm = (time.perf_counter() - t) * 1000
         assert len(rows) == n_sessions
-        return {"sessions": n_sessions, "entriesEach": entries_each,
-                "coldMs": round(cold, 1), "warmMs": round(warm, 1)}
+        return {
+            "sessions": n_sessions,
+            "entriesEach": entries_each,
+            "coldMs": round(cold, 1),
+            "warmMs": round(warm, 1),
+        }
 
 
 def main() -> None:

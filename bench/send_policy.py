@@ -17,16 +17,17 @@ from pathlib import Path
 from threadline import formats, importing
 
 REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
-SOURCES = [("claude_code", "claude_code/marot_spotter__ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"),
-           ("pi", "pi_session/badlogic_pi-mono__large-session.jsonl")]
+SOURCES = [
+    ("claude_code", "claude_code/marot_spotter__ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"),
+    ("pi", "pi_session/badlogic_pi-mono__large-session.jsonl"),
+]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    print(f"{'session':<14} {'format':<17} {'msgs':>5} {'shape ms':>9} {'dump ms':>8} "
-          f"{'ratio':>6}")
+    print(f"{'session':<14} {'format':<17} {'msgs':>5} {'shape ms':>9} {'dump ms':>8} {'ratio':>6}")
     for fmt, rel in SOURCES:
         (draft,) = importing.prepare(fmt, REALDATA / rel)
         messages = importing.messages_of(draft)

@@ -40,8 +40,9 @@ def open_store(backend: str, root: Path) -> tuple[Any, str | None]:
 
     schema = f"bench_threads_{uuid.uuid4().hex[:10]}"
     upgrade(PG_URL, schema)
-    return tl.open_store(PG_URL, tenant="bench", schema=schema, durability="flush",
-                         max_size=8), schema
+    return tl.open_store(
+        PG_URL, tenant="bench", schema=schema, durability="flush", max_size=8
+    ), schema
 
 
 def drop_schema(schema: str) -> None:
@@ -116,8 +117,10 @@ def trial(backend: str, threads: int, appends: int) -> dict[str, int]:
             def many_sessions(i: int) -> None:
                 for k in range(10):
                     with store.create() as s:
-                        made[i][s.id] = [s.append_message("user", f"t{i} s{k} m{n}")
-                                         for n in range(max(1, appends // 10))]
+                        made[i][s.id] = [
+                            s.append_message("user", f"t{i} s{k} m{n}")
+                            for n in range(max(1, appends // 10))
+                        ]
 
             out["errors"] += len(run_threads(threads, many_sessions))
             for part in made:
@@ -146,9 +149,18 @@ def main() -> None:
         for _ in range(args.trials):
             for k, v in trial(backend, args.threads, args.appends).items():
                 total[k] += v
-        print(json.dumps({"backend": backend, "trials": args.trials, "threads": args.threads,
-                          **total, "seconds": round(time.monotonic() - started, 1)}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    "backend": backend,
+                    "trials": args.trials,
+                    "threads": args.threads,
+                    **total,
+                    "seconds": round(time.monotonic() - started, 1),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -68,9 +68,13 @@ def main() -> None:
                 if r == 0:
                     s.append_message("user", text())
                 elif r == 1:
-                    s.append_message("assistant", text(), model="claude-sonnet-4-5",
-                                     usage={"input": 1000, "output": 100, "total": 1100},
-                                     stop_reason="stop")
+                    s.append_message(
+                        "assistant",
+                        text(),
+                        model="claude-sonnet-4-5",
+                        usage={"input": 1000, "output": 100, "total": 1100},
+                        stop_reason="stop",
+                    )
                 else:
                     s.append_message("tool", [tool_result(f"t{i}", text())])
             res["append10kMs"] = ms(t)

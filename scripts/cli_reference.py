@@ -13,14 +13,16 @@ from threadline.cli.main import cli
 
 
 def help_text(cmd: click.Command, path: list[str], parent: click.Context | None) -> str:
-    ctx = click.Context(cmd, info_name=path[-1], parent=parent, terminal_width=100,
-                        max_content_width=100)
+    ctx = click.Context(
+        cmd, info_name=path[-1], parent=parent, terminal_width=100, max_content_width=100
+    )
     return cmd.get_help(ctx)
 
 
 def walk(cmd: click.Command, path: list[str], parent: click.Context | None, out: list[str]) -> None:
-    ctx = click.Context(cmd, info_name=path[-1], parent=parent, terminal_width=100,
-                        max_content_width=100)
+    ctx = click.Context(
+        cmd, info_name=path[-1], parent=parent, terminal_width=100, max_content_width=100
+    )
     level = "#" * min(len(path) + 1, 4)
     out.append(f"{level} `{' '.join(path)}`\n")
     out.append("```text\n" + help_text(cmd, path, parent).rstrip() + "\n```\n")
@@ -32,9 +34,11 @@ def walk(cmd: click.Command, path: list[str], parent: click.Context | None, out:
 
 
 def reference() -> str:
-    out = ["# CLI reference\n",
-           "Generated from the commands' `--help` by `scripts/cli_reference.py`; "
-           "`tests/test_cli_reference.py` checks it is current.\n"]
+    out = [
+        "# CLI reference\n",
+        "Generated from the commands' `--help` by `scripts/cli_reference.py`; "
+        "`tests/test_cli_reference.py` checks it is current.\n",
+    ]
     walk(cli, ["threadline"], None, out)
     return "\n".join(out)
 

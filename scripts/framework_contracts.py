@@ -74,8 +74,9 @@ class Stores:
 
             with psycopg.connect(PG_URL, autocommit=True) as conn:
                 for schema in self.schemas:
-                    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
-                        sql.Identifier(schema)))
+                    conn.execute(
+                        sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+                    )
 
 
 class AdkPlugin:
@@ -90,7 +91,8 @@ class AdkPlugin:
         if module is not None and hasattr(module, "get_session_service"):
             stores = self.stores
             module.get_session_service = (  # the suite's backend factory
-                lambda *args, **kwargs: ThreadlineSessionService(stores.new()))
+                lambda *args, **kwargs: ThreadlineSessionService(stores.new())
+            )
 
 
 class StrandsPlugin:
@@ -132,8 +134,22 @@ def main() -> int:
     ini = stores.dir / "pytest.ini"
     ini.write_text("[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n")
     try:
-        return int(pytest.main(["-c", str(ini), "--rootdir", str(root), "-p", "no:cacheprovider",
-                                "-q", str(suite), *rest], plugins=[plugin]))
+        return int(
+            pytest.main(
+                [
+                    "-c",
+                    str(ini),
+                    "--rootdir",
+                    str(root),
+                    "-p",
+                    "no:cacheprovider",
+                    "-q",
+                    str(suite),
+                    *rest,
+                ],
+                plugins=[plugin],
+            )
+        )
     finally:
         stores.cleanup()
 

@@ -29,7 +29,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve()
 SRC = HERE.parents[1] / "src"
-ALPHABET = "abc xyz\u2028\u00e9\u4e2d\U0001f600\"\\\n\t{}"
+ALPHABET = 'abc xyz\u2028\u00e9\u4e2d\U0001f600"\\\n\t{}'
 
 
 def body(seed: int, i: int) -> str:
@@ -146,14 +146,20 @@ def _fail(seed: int, what: str) -> AssertionError:
     return AssertionError(f"crash trial seed={seed}: {what}")
 
 
-def spawn_writer(store_dir: Path, sid: str, seed: int, kill_at_call: int | None = None
-                 ) -> subprocess.Popen[bytes]:
+def spawn_writer(
+    store_dir: Path, sid: str, seed: int, kill_at_call: int | None = None
+) -> subprocess.Popen[bytes]:
     """Start the child writer and wait until it has the session open."""
     env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     # unbuffered: readline() must not swallow lines that communicate() (raw reads) never sees
     extra = [] if kill_at_call is None else [str(kill_at_call)]
-    proc = subprocess.Popen([sys.executable, str(HERE), str(store_dir), sid, str(seed), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, bufsize=0)
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE), str(store_dir), sid, str(seed), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        bufsize=0,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()
     if first != b"ready\n":
@@ -202,8 +208,13 @@ def verify(store: Any, sid: str, seed: int, seed_id: str | None, out: bytes) -> 
             raise _fail(seed, "the created session lost its first message")
         seed_id = header_entries[0] if header_entries else None
     report = s.load_report
-    if report.corrupt_lines or report.duplicate_ids or report.orphans or report.cycles \
-            or report.unknown_leaf:
+    if (
+        report.corrupt_lines
+        or report.duplicate_ids
+        or report.orphans
+        or report.cycles
+        or report.unknown_leaf
+    ):
         raise _fail(seed, f"load report is not clean: {report}")
 
     # replay the acknowledged operations on a model of the session
@@ -234,8 +245,11 @@ def verify(store: Any, sid: str, seed: int, seed_id: str | None, out: bytes) -> 
         rec = s.entry(eid)
         if rec.type != kind or rec.parent_id != parent:
             chain = [(e.id[:8], (e.parent_id or "-")[:8], e.type) for e in s.entries()]
-            raise _fail(seed, f"{eid}: expected {kind} under {parent}, got {rec.type} under "
-                              f"{rec.parent_id}; file: {chain}; child said: {lines}")
+            raise _fail(
+                seed,
+                f"{eid}: expected {kind} under {parent}, got {rec.type} under "
+                f"{rec.parent_id}; file: {chain}; child said: {lines}",
+            )
         got = rec.message.text if kind == "message" else rec.label.target_id
         if got != value:
             raise _fail(seed, f"{eid}: content changed: {got!r} != {value!r}")
@@ -253,10 +267,15 @@ def verify(store: Any, sid: str, seed: int, seed_id: str | None, out: bytes) -> 
             raise _fail(seed, f"{len(extra)} unacknowledged entries for a batch of {k}")
         parent = leaf
         for j, x in enumerate(extra):
-            if x.type != "message" or x.parent_id != parent or \
-                    x.message.text != body(seed, i * 1000 + j):
-                raise _fail(seed, f"in-flight batch entry {x.id} is not message {j} of the "
-                                  f"batch under {parent}")
+            if (
+                x.type != "message"
+                or x.parent_id != parent
+                or x.message.text != body(seed, i * 1000 + j)
+            ):
+                raise _fail(
+                    seed,
+                    f"in-flight batch entry {x.id} is not message {j} of the batch under {parent}",
+                )
             parent = x.id
         allowed_leaves.add(parent)
         result.extra_entry = True
@@ -273,13 +292,14 @@ def verify(store: Any, sid: str, seed: int, seed_id: str | None, out: bytes) -> 
         result.extra_entry = True
     if s.leaf_id not in allowed_leaves:
         chain = [(e.id[:8], (e.parent_id or "-")[:8], e.type) for e in s.entries()]
-        raise _fail(seed, f"leaf {s.leaf_id} not in {allowed_leaves}; file: {chain}; "
-                          f"child said: {lines}")
+        raise _fail(
+            seed, f"leaf {s.leaf_id} not in {allowed_leaves}; file: {chain}; child said: {lines}"
+        )
 
     # appending after the crash: the torn tail moves aside, the new entry survives a reopen
     path = Path(store.url) / f"{sid}.jsonl"
     raw = path.read_bytes()
-    torn = raw[raw.rfind(b"\n") + 1:]
+    torn = raw[raw.rfind(b"\n") + 1 :]
     result.torn_bytes = len(torn)
     if report.torn_bytes != len(torn):
         raise _fail(seed, f"load reported {report.torn_bytes} torn bytes, the file has {len(torn)}")
@@ -307,5 +327,6 @@ def verify(store: Any, sid: str, seed: int, seed_id: str | None, out: bytes) -> 
 
 
 if __name__ == "__main__":
-    child(sys.argv[1], sys.argv[2], int(sys.argv[3]),
-          int(sys.argv[4]) if len(sys.argv) > 4 else None)
+    child(
+        sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None
+    )

@@ -63,8 +63,7 @@ def _drop_pg_schemas() -> Iterator[None]:
 
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         for schema in PG_SCHEMAS:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
-                sql.Identifier(schema)))
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 @pytest.fixture(params=BACKENDS)

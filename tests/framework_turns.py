@@ -26,8 +26,7 @@ def openai_agents(store: Any, session_id: str, prompt: str) -> str:
             history = await session.get_items()
             said = [i["content"] for i in history if i.get("role") == "user"]
             model = ScriptedModel([[assistant_message(f"You said before: {said}")]])
-            result = await Runner.run(Agent(name="helper", model=model), prompt,
-                                      session=session)
+            result = await Runner.run(Agent(name="helper", model=model), prompt, session=session)
             return str(result.final_output)
 
     return asyncio.run(run())
@@ -42,13 +41,23 @@ def adk(store: Any, session_id: str, prompt: str) -> str:
     async def run() -> str:
         service = ThreadlineSessionService(store)
         session = await service.get_session(app_name="app", user_id="u", session_id=session_id)
-        said = [e.content.parts[0].text for e in session.events
-                if e.author == "user" and e.content and e.content.parts[0].text]
-        for author, role, words in [("user", "user", prompt),
-                                    ("helper", "model", f"You said before: {said}")]:
-            await service.append_event(session, Event(
-                author=author, invocation_id="again",
-                content=types.Content(role=role, parts=[types.Part(text=words)])))
+        said = [
+            e.content.parts[0].text
+            for e in session.events
+            if e.author == "user" and e.content and e.content.parts[0].text
+        ]
+        for author, role, words in [
+            ("user", "user", prompt),
+            ("helper", "model", f"You said before: {said}"),
+        ]:
+            await service.append_event(
+                session,
+                Event(
+                    author=author,
+                    invocation_id="again",
+                    content=types.Content(role=role, parts=[types.Part(text=words)]),
+                ),
+            )
         await service.close()
         return f"You said before: {said}"
 
@@ -62,14 +71,20 @@ def strands(store: Any, session_id: str, prompt: str) -> str:
     from threadline.integrations.strands import ThreadlineSessionRepository
 
     repo = ThreadlineSessionRepository(store)
-    said = [m.message["content"][0].get("text") for m in repo.list_messages(session_id, "helper")
-            if m.message["role"] == "user" and "text" in m.message["content"][0]]
+    said = [
+        m.message["content"][0].get("text")
+        for m in repo.list_messages(session_id, "helper")
+        if m.message["role"] == "user" and "text" in m.message["content"][0]
+    ]
     RepositorySessionManager(session_id=session_id, session_repository=repo)
     n = len(repo.list_messages(session_id, "helper"))
     reply = f"You said before: {said}"
     for k, (role, words) in enumerate([("user", prompt), ("assistant", reply)]):
-        repo.create_message(session_id, "helper", SessionMessage.from_message(
-            {"role": role, "content": [{"text": words}]}, n + k))
+        repo.create_message(
+            session_id,
+            "helper",
+            SessionMessage.from_message({"role": role, "content": [{"text": words}]}, n + k),
+        )
     repo.close()
     return reply
 

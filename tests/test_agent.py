@@ -24,12 +24,19 @@ def _user(s: str) -> Message:
 def test_agent_loop_of_500_turns_compacts_and_stays_under_the_window() -> None:
     window = 6000
     session = tl.open_store("memory://").create()
-    agent = AgentSession(session, context_window=window, reserve_tokens=1500,
-                         keep_recent_tokens=1500, summary_max_tokens=600)
+    agent = AgentSession(
+        session,
+        context_window=window,
+        reserve_tokens=1500,
+        keep_recent_tokens=1500,
+        summary_max_tokens=600,
+    )
     script: list[Any] = []
     for i in range(500):
-        script += [tool_call("read", {"path": f"src/mod{i % 37}.py"}, id=f"call_{i}"),
-                   f"Turn {i}: the module looks fine."]
+        script += [
+            tool_call("read", {"path": f"src/mod{i % 37}.py"}, id=f"call_{i}"),
+            f"Turn {i}: the module looks fine.",
+        ]
     provider = TestProvider(script)
     peak = 0
     for i in range(500):
@@ -64,15 +71,17 @@ def test_agent_loop_of_500_turns_compacts_and_stays_under_the_window() -> None:
     folded = [ln for ln in summary.splitlines() if ln.startswith("- … ")]
     first_listed = int(listed[0].split()[1].rstrip(":"))
     assert folded == [f"- … {first_listed} earlier requests"]
-    assert listed + kept_requests == [f"task {i}: check module {i % 37}"
-                                      for i in range(first_listed, 500)]
+    assert listed + kept_requests == [
+        f"task {i}: check module {i % 37}" for i in range(first_listed, 500)
+    ]
     assert "- Tool calls: " in summary and "(read " in summary
 
 
 def test_record_persists_each_message_before_returning(tmp_path: Any) -> None:
     store = tl.open_store(tmp_path / "s")
-    agent = AgentSession(store.create(), context_window=10_000, reserve_tokens=1000,
-                         keep_recent_tokens=2000)
+    agent = AgentSession(
+        store.create(), context_window=10_000, reserve_tokens=1000, keep_recent_tokens=2000
+    )
     mid = agent.record(_user("hello"))
     reopened = store.open(agent.session.id, read_only=True)
     assert reopened.leaf_id == mid
@@ -80,8 +89,12 @@ def test_record_persists_each_message_before_returning(tmp_path: Any) -> None:
 
 
 def test_manual_compact_and_its_refusal_right_after() -> None:
-    agent = AgentSession(tl.open_store("memory://").create(), context_window=100_000,
-                         reserve_tokens=1000, keep_recent_tokens=50)
+    agent = AgentSession(
+        tl.open_store("memory://").create(),
+        context_window=100_000,
+        reserve_tokens=1000,
+        keep_recent_tokens=50,
+    )
     for i in range(6):
         agent.record(_user(f"question {i} " + "q" * 200))
         agent.record(Message(role="assistant", content=[text(f"answer {i}")]))
@@ -94,9 +107,13 @@ def test_manual_compact_and_its_refusal_right_after() -> None:
 def test_a_failing_llm_summarizer_during_auto_compaction_changes_nothing() -> None:
     session = tl.open_store("memory://").create()
     with FakeOpenAIServer([HTTPFailure(500, "down")]) as srv:
-        agent = AgentSession(session, context_window=2000, reserve_tokens=500,
-                             keep_recent_tokens=200,
-                             summarizer=LLMSummarizer(get_provider("m", base_url=srv.base_url)))
+        agent = AgentSession(
+            session,
+            context_window=2000,
+            reserve_tokens=500,
+            keep_recent_tokens=200,
+            summarizer=LLMSummarizer(get_provider("m", base_url=srv.base_url)),
+        )
         recorded = 0
         with pytest.raises(ProviderError, match="HTTP 500: down"):
             for i in range(20):
@@ -114,8 +131,12 @@ def test_a_failing_llm_summarizer_during_auto_compaction_changes_nothing() -> No
 
 
 def test_navigate_with_summary_branches_and_summarizes_the_abandoned_path() -> None:
-    agent = AgentSession(tl.open_store("memory://").create(), context_window=50_000,
-                         reserve_tokens=1000, keep_recent_tokens=2000)
+    agent = AgentSession(
+        tl.open_store("memory://").create(),
+        context_window=50_000,
+        reserve_tokens=1000,
+        keep_recent_tokens=2000,
+    )
     agent.record(_user("start"))
     fork = agent.record(Message(role="assistant", content=[text("ready")]))
     agent.record(_user("try approach A"))
@@ -136,8 +157,12 @@ def test_navigate_with_summary_branches_and_summarizes_the_abandoned_path() -> N
 
 
 def test_navigate_without_summary_only_moves_the_leaf() -> None:
-    agent = AgentSession(tl.open_store("memory://").create(), context_window=50_000,
-                         reserve_tokens=1000, keep_recent_tokens=2000)
+    agent = AgentSession(
+        tl.open_store("memory://").create(),
+        context_window=50_000,
+        reserve_tokens=1000,
+        keep_recent_tokens=2000,
+    )
     first = agent.record(_user("one"))
     agent.record(_user("two"))
     assert agent.navigate(first, summarize=False) is None
@@ -145,9 +170,13 @@ def test_navigate_without_summary_only_moves_the_leaf() -> None:
 
 
 def test_an_aborted_branch_summary_leaves_the_leaf_where_it_was() -> None:
-    agent = AgentSession(tl.open_store("memory://").create(), context_window=50_000,
-                         reserve_tokens=1000, keep_recent_tokens=2000,
-                         summarizer=LLMSummarizer(TestProvider([KeyboardInterrupt()])))
+    agent = AgentSession(
+        tl.open_store("memory://").create(),
+        context_window=50_000,
+        reserve_tokens=1000,
+        keep_recent_tokens=2000,
+        summarizer=LLMSummarizer(TestProvider([KeyboardInterrupt()])),
+    )
     first = agent.record(_user("one"))
     leaf = agent.record(_user("two"))
     n = len(agent.session.entries())
@@ -161,15 +190,19 @@ def test_settings_that_could_never_compact_are_refused() -> None:
     s = tl.open_store("memory://").create()
     with pytest.raises(UserError, match="reserve must be smaller than the window"):
         AgentSession(s, context_window=1000, reserve_tokens=1000)
-    with pytest.raises(UserError, match=r"keep_recent_tokens=900 is not below the compaction "
-                                        r"threshold \(800 = context_window - reserve_tokens\)"):
+    with pytest.raises(
+        UserError,
+        match=r"keep_recent_tokens=900 is not below the compaction "
+        r"threshold \(800 = context_window - reserve_tokens\)",
+    ):
         AgentSession(s, context_window=1000, reserve_tokens=200, keep_recent_tokens=900)
 
 
 def test_the_agent_loop_repairs_an_interrupted_turn_before_the_next_model_call() -> None:
     session = tl.open_store("memory://").create()
-    agent = AgentSession(session, context_window=10_000, reserve_tokens=1000,
-                         keep_recent_tokens=1000)
+    agent = AgentSession(
+        session, context_window=10_000, reserve_tokens=1000, keep_recent_tokens=1000
+    )
     provider = TestProvider([tool_call("read", {"path": "a"}, id="call_a"), "Done."])
     agent.record(_user("read a"))
     agent.record(provider.complete(agent.messages()))
@@ -185,5 +218,15 @@ def test_the_agent_loop_repairs_an_interrupted_turn_before_the_next_model_call()
     (done,) = agent.repairs
     assert [c.call_id for c in done.calls] == ["call_a"]
     assert session.undo_repair() == done.op_ids
-    assert AgentSession(session, context_window=10_000, reserve_tokens=1000,
-                        keep_recent_tokens=1000, auto_repair=False).messages()[2].role == "user"
+    assert (
+        AgentSession(
+            session,
+            context_window=10_000,
+            reserve_tokens=1000,
+            keep_recent_tokens=1000,
+            auto_repair=False,
+        )
+        .messages()[2]
+        .role
+        == "user"
+    )

@@ -53,8 +53,13 @@ def test_tag_at_the_end_follows_its_message_as_the_conversation_grows(store):
     s.tag("here")
     talk(s, "two", "three")
     assert s.tags().get("here") == TagStatus(
-        name="here", position=2, status="valid", entry_id=s.state.bookmarks["here"].target_id,
-        timestamp=s.state.bookmark_times["here"], hash=s.state.bookmarks["here"].hash)
+        name="here",
+        position=2,
+        status="valid",
+        entry_id=s.state.bookmarks["here"].target_id,
+        timestamp=s.state.bookmark_times["here"],
+        hash=s.state.bookmarks["here"].hash,
+    )
 
 
 def test_tag_at_position_zero_binds_no_entry(store):
@@ -80,15 +85,24 @@ def test_anonymous_tags_are_numbered_from_one(store):
     assert [s.tag().name, s.tag(None, 0).name, s.tag().name] == ["tag_1", "tag_2", "tag_3"]
 
 
-@pytest.mark.parametrize(("name", "message"), [
-    ("has space", "Invalid tag name 'has space': use 1-64 letters, digits, '_', '.' or '-'"),
-    ("x" * 65, f"Invalid tag name '{'x' * 65}': use 1-64 letters, digits, '_', '.' or '-'"),
-    ("", "Invalid tag name '': use 1-64 letters, digits, '_', '.' or '-'"),
-    ("__mine", "Tag name '__mine' is reserved (names starting with '__' are threadline's own); "
-               "choose another name"),
-    ("__session_start__", "Tag name '__session_start__' is reserved (names starting with '__' "
-                          "are threadline's own); choose another name"),
-])
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("has space", "Invalid tag name 'has space': use 1-64 letters, digits, '_', '.' or '-'"),
+        ("x" * 65, f"Invalid tag name '{'x' * 65}': use 1-64 letters, digits, '_', '.' or '-'"),
+        ("", "Invalid tag name '': use 1-64 letters, digits, '_', '.' or '-'"),
+        (
+            "__mine",
+            "Tag name '__mine' is reserved (names starting with '__' are threadline's own); "
+            "choose another name",
+        ),
+        (
+            "__session_start__",
+            "Tag name '__session_start__' is reserved (names starting with '__' "
+            "are threadline's own); choose another name",
+        ),
+    ],
+)
 def test_tag_names_follow_the_rules(store, name, message):
     s = store.create()
     talk(s, "one")
@@ -158,7 +172,10 @@ def test_a_tag_on_a_compacted_message_is_invalid_with_a_hash_mismatch(store):
     s, _ids = compacted(store)
     st = s.tags().get("early")
     assert (st.status, st.position, st.reason) == (
-        "invalid", 3, "Message at position 3 has changed (hash mismatch)")
+        "invalid",
+        3,
+        "Message at position 3 has changed (hash mismatch)",
+    )
 
 
 def test_a_compacted_tag_beyond_the_view_is_out_of_range(store):
@@ -176,8 +193,12 @@ def test_a_tag_in_the_kept_range_follows_its_message_after_compaction(store):
 def test_listing_removes_invalid_tags_once_and_says_which(store):
     s, _ids = compacted(store)
     first = s.tags()
-    assert names(first) == [("__session_start__", 0, "valid"), ("early", 3, "invalid"),
-                            ("kept", 3, "valid"), ("six", 6, "invalid")]
+    assert names(first) == [
+        ("__session_start__", 0, "valid"),
+        ("early", 3, "invalid"),
+        ("kept", 3, "valid"),
+        ("six", 6, "invalid"),
+    ]
     assert (first.removed, first.removal_skipped) == (["early", "six"], False)
     second = s.tags()
     assert names(second) == [("__session_start__", 0, "valid"), ("kept", 3, "valid")]
@@ -217,7 +238,10 @@ def test_a_tag_on_an_abandoned_branch_is_other_branch(store):
     s.append_message("user", "another two")
     st = s.tags().get("two")
     assert (st.status, st.position, st.reason) == (
-        "other_branch", 4, f"Entry {ids[3]} is on another branch")
+        "other_branch",
+        4,
+        f"Entry {ids[3]} is on another branch",
+    )
 
 
 # -- undo ----------------------------------------------------------------------------------------
@@ -263,8 +287,13 @@ def test_undo_more_than_there_is_clears_everything(store):
     talk(s, "one", "two", "three")
     s.tag("all_tags")
     r = s.undo(100)
-    assert r == UndoResult(user_messages_removed=3, messages_removed=6,
-                           tags_left_behind=["all_tags"], cleared=True, leaf_id=None)
+    assert r == UndoResult(
+        user_messages_removed=3,
+        messages_removed=6,
+        tags_left_behind=["all_tags"],
+        cleared=True,
+        leaf_id=None,
+    )
     assert len(s.context().messages) == 0
 
 
@@ -296,7 +325,10 @@ def test_undo_reports_the_tags_it_leaves_behind(store):
     r = s.undo(1)
     assert r.tags_left_behind == ["recent_work"]
     assert [(t.name, t.status) for t in s.tags()] == [
-        ("__session_start__", "valid"), ("kept", "valid"), ("recent_work", "other_branch")]
+        ("__session_start__", "valid"),
+        ("kept", "valid"),
+        ("recent_work", "other_branch"),
+    ]
 
 
 def test_undo_into_the_kept_range_of_a_compaction_returns_to_the_history_before_it(store):
@@ -330,8 +362,9 @@ def test_tag_continue_and_undo_to_the_tag(store):
     s.tag("stable")
     talk(s, "Try using OAuth2 instead", "Hmm")
     r = s.undo_to("stable")
-    assert r == UndoResult(user_messages_removed=2, messages_removed=4, tag="stable",
-                           position=2, leaf_id=ids[1])
+    assert r == UndoResult(
+        user_messages_removed=2, messages_removed=4, tag="stable", position=2, leaf_id=ids[1]
+    )
     assert view_ids(s) == ids
 
 
@@ -392,16 +425,18 @@ def test_undo_to_an_invalid_tag_removes_it_and_does_not_move(store):
     assert "early" not in s.state.bookmarks
     with pytest.raises(InvalidTagError) as err:
         s.undo_to("six")
-    assert str(err.value) == ("Tag 'six' is no longer valid (Position 6 out of range (0-5)). "
-                              "Tag removed.")
+    assert str(err.value) == (
+        "Tag 'six' is no longer valid (Position 6 out of range (0-5)). Tag removed."
+    )
 
 
 def test_undo_to_an_unknown_tag_is_not_found(store):
     s = store.create()
     with pytest.raises(tl.NotFoundError) as err:
         s.undo_to("nope")
-    assert str(err.value) == (f"Tag 'nope' not found in session '{s.id}'; "
-                              "list the session's tags to see their names")
+    assert str(err.value) == (
+        f"Tag 'nope' not found in session '{s.id}'; list the session's tags to see their names"
+    )
 
 
 def test_undo_to_session_start_goes_back_to_the_beginning(store):
@@ -419,8 +454,13 @@ def test_clear_resets_the_leaf_keeps_everything_and_restarts_session_start(store
     ids = talk(s, "one", "two")
     s.tag("mark")
     r = s.clear()
-    assert r == UndoResult(user_messages_removed=2, messages_removed=4,
-                           tags_left_behind=["mark"], cleared=True, leaf_id=None)
+    assert r == UndoResult(
+        user_messages_removed=2,
+        messages_removed=4,
+        tags_left_behind=["mark"],
+        cleared=True,
+        leaf_id=None,
+    )
     assert s.entry_ids() == ids
     listing = s.tags()
     assert names(listing) == [("__session_start__", 0, "valid"), ("mark", 4, "other_branch")]
@@ -455,8 +495,13 @@ def test_a_snip_removing_the_tagged_message_invalidates_the_tag(store):
     s = ops_session(store)
     s.snip(2, 3)  # view: q0 a0 <snip marker> q2 a2 q3 a3 (N = 7)
     listing = s.tags()
-    assert names(listing) == [("__session_start__", 0, "valid"), ("at2", 2, "valid"),
-                              ("at4", 4, "invalid"), ("at6", 5, "valid"), ("end", 7, "valid")]
+    assert names(listing) == [
+        ("__session_start__", 0, "valid"),
+        ("at2", 2, "valid"),
+        ("at4", 4, "invalid"),
+        ("at6", 5, "valid"),
+        ("end", 7, "valid"),
+    ]
     assert listing.get("at4").reason == "Message at position 4 has changed (hash mismatch)"
 
 
@@ -476,8 +521,10 @@ def test_a_revise_replacing_the_tagged_message_invalidates_the_tag(store):
     s = ops_session(store)
     s.revise(1, 1, [tl.Message(role="assistant", content=[tl.text("a better answer")])])
     st = s.tags().get("at2")
-    assert (st.status, st.reason) == ("invalid",
-                                      "Message at position 2 has changed (hash mismatch)")
+    assert (st.status, st.reason) == (
+        "invalid",
+        "Message at position 2 has changed (hash mismatch)",
+    )
 
 
 # -- CLI -----------------------------------------------------------------------------------------
@@ -494,32 +541,54 @@ def test_cli_tag_tags_undo_and_clear_print_the_documented_lines(tmp_path):
         talk(s, "w1", "w2", "w3", "w4", "w5")
         sid = s.id
     assert run(tmp_path, "tag", sid, "experiment") == (
-        0, "Tag 'experiment' created at position 10\n")
+        0,
+        "Tag 'experiment' created at position 10\n",
+    )
     assert run(tmp_path, "tag", sid, "baseline", "0") == (
-        0, "Tag 'baseline' created at position 0\n")
+        0,
+        "Tag 'baseline' created at position 0\n",
+    )
     assert run(tmp_path, "tag", sid, "experiment", "4") == (
-        0, "Tag 'experiment' moved to position 4\n")
+        0,
+        "Tag 'experiment' moved to position 4\n",
+    )
     assert run(tmp_path, "tag", sid, "x", "11") == (
-        2, "Error: Invalid position 11 (0-10 allowed)\n")
+        2,
+        "Error: Invalid position 11 (0-10 allowed)\n",
+    )
     s = store.open(sid, read_only=True)
     t_start = clock(s.header.timestamp)
     t_base = clock(s.state.bookmark_times["baseline"])
     t_exp = clock(s.state.bookmark_times["experiment"])
-    assert run(tmp_path, "tags", sid) == (0, (
-        "Current tags:\n"
-        f"  [SPECIAL] __session_start__ → position    0 ({t_start})\n"
-        f"  baseline                    → position    0 ({t_base})\n"
-        f"  experiment                  → position    4 ({t_exp})\n"))
+    assert run(tmp_path, "tags", sid) == (
+        0,
+        (
+            "Current tags:\n"
+            f"  [SPECIAL] __session_start__ → position    0 ({t_start})\n"
+            f"  baseline                    → position    0 ({t_base})\n"
+            f"  experiment                  → position    4 ({t_exp})\n"
+        ),
+    )
     assert run(tmp_path, "undo", sid, "2") == (
-        0, "Removed last 2 user messages (4 total messages)\n")
+        0,
+        "Removed last 2 user messages (4 total messages)\n",
+    )
     assert run(tmp_path, "undo", sid, "--to", "experiment") == (
-        0, "Restored to tag 'experiment' (removed 2 messages)\n")
+        0,
+        "Restored to tag 'experiment' (removed 2 messages)\n",
+    )
     assert run(tmp_path, "undo", sid, "experiment") == (
-        0, "Already at tag 'experiment' (position 4)\n")
+        0,
+        "Already at tag 'experiment' (position 4)\n",
+    )
     assert run(tmp_path, "undo", sid, "100") == (
-        0, "Removed all 2 user messages (4 total messages)\nTags left behind: experiment\n")
+        0,
+        "Removed all 2 user messages (4 total messages)\nTags left behind: experiment\n",
+    )
     assert run(tmp_path, "clear", sid) == (
-        0, "Conversation cleared (removed 0 messages); the old messages stay in the tree\n")
+        0,
+        "Conversation cleared (removed 0 messages); the old messages stay in the tree\n",
+    )
     code, out = run(tmp_path, "undo", sid, "0")
     assert (code, out) == (2, "Error: Undo count must be a whole number of at least 1 (got 0)\n")
 
@@ -531,8 +600,10 @@ def test_cli_tags_reports_and_removes_invalid_tags(tmp_path):
     code, out = run(tmp_path, "tags", s.id)
     assert code == 0
     lines = out.splitlines()
-    assert lines[2] == ("  early                       → position    3 INVALIDATED: Message at "
-                        "position 3 has changed (hash mismatch)")
+    assert lines[2] == (
+        "  early                       → position    3 INVALIDATED: Message at "
+        "position 3 has changed (hash mismatch)"
+    )
     assert lines[-3:] == [
         "  six                         → position    6 INVALIDATED: Position 6 out of range (0-5)",
         "",
@@ -552,7 +623,9 @@ def test_cli_tags_json_is_the_listing(tmp_path):
     data = msgspec.json.decode(out)
     assert code == 0
     assert [(t["name"], t["position"], t["status"]) for t in data["tags"]] == [
-        ("__session_start__", 0, "valid"), ("t", 2, "valid")]
+        ("__session_start__", 0, "valid"),
+        ("t", 2, "valid"),
+    ]
     assert (data["removed"], data["removal_skipped"]) == ([], False)
 
 
@@ -561,13 +634,15 @@ def test_cli_tags_only_reports_invalid_tags_while_another_process_writes(tmp_pat
     s, _ids = compacted(store)  # s keeps the writer lock
     code, out = run(tmp_path, "tags", s.id)
     assert (code, out.splitlines()[-1]) == (
-        0, "Found 2 invalid tag(s): early, six (not removed: another process is writing this "
-           "session)")
+        0,
+        "Found 2 invalid tag(s): early, six (not removed: another process is writing this session)",
+    )
     assert sorted(s.state.bookmarks) == ["early", "kept", "six"]
 
 
 def test_untag_removes_a_tag_durably_and_refuses_the_reserved_and_unknown_ones(
-        store: tl.Store) -> None:
+    store: tl.Store,
+) -> None:
     s = store.create()
     s.append_message("user", "hello")
     s.tag("keep")
@@ -590,5 +665,8 @@ def test_cli_untag_removes_the_tag_and_refuses_an_unknown_one(tmp_path: Path) ->
         sid = s.id
     assert run(tmp_path, "untag", sid, "old") == (0, "Tag 'old' removed\n")
     code, out = run(tmp_path, "untag", sid, "old")
-    assert (code, out) == (2, f"Error: Tag 'old' not found in session '{sid}'; run "
-                              f"'threadline tags {sid}' to list the tags\n")
+    assert (code, out) == (
+        2,
+        f"Error: Tag 'old' not found in session '{sid}'; run "
+        f"'threadline tags {sid}' to list the tags\n",
+    )

@@ -9,8 +9,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_cli_reference_matches_the_commands_help() -> None:
-    spec = importlib.util.spec_from_file_location("cli_reference",
-                                                  ROOT / "scripts" / "cli_reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "cli_reference", ROOT / "scripts" / "cli_reference.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

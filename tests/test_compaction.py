@@ -43,13 +43,16 @@ def _hundred(_entry: Any) -> int:
     return 100
 
 
-@pytest.mark.parametrize(("keep", "expected"), [
-    (1, CutPoint(first_kept_index=6, turn_start_index=3, is_split_turn=True)),
-    (150, CutPoint(first_kept_index=6, turn_start_index=3, is_split_turn=True)),
-    (250, CutPoint(first_kept_index=6, turn_start_index=3, is_split_turn=True)),
-    (350, CutPoint(first_kept_index=3, turn_start_index=-1, is_split_turn=False)),
-    (10_000, CutPoint(first_kept_index=0, turn_start_index=-1, is_split_turn=False)),
-])
+@pytest.mark.parametrize(
+    ("keep", "expected"),
+    [
+        (1, CutPoint(first_kept_index=6, turn_start_index=3, is_split_turn=True)),
+        (150, CutPoint(first_kept_index=6, turn_start_index=3, is_split_turn=True)),
+        (250, CutPoint(first_kept_index=6, turn_start_index=3, is_split_turn=True)),
+        (350, CutPoint(first_kept_index=3, turn_start_index=-1, is_split_turn=False)),
+        (10_000, CutPoint(first_kept_index=0, turn_start_index=-1, is_split_turn=False)),
+    ],
+)
 def test_cut_point_table(keep: int, expected: CutPoint) -> None:
     entries = _table_session().path()
     assert find_cut_point(entries, keep, _hundred) == expected
@@ -76,17 +79,21 @@ def test_cut_moves_onto_non_message_entries_just_before_it() -> None:
 
 
 def test_context_tokens_use_the_last_reported_usage_plus_an_estimate_after_it() -> None:
-    msgs = [Message(role="user", content=[text("x" * 400)]),
-            Message(role="assistant", content=[text("ok")], usage=Usage(input=900, output=100)),
-            Message(role="user", content=[text("y" * 40)])]
+    msgs = [
+        Message(role="user", content=[text("x" * 400)]),
+        Message(role="assistant", content=[text("ok")], usage=Usage(input=900, output=100)),
+        Message(role="user", content=[text("y" * 40)]),
+    ]
     got = context_tokens(msgs)
     assert (got.usage_tokens, got.estimated_tokens, got.usage_index) == (1000, 14, 1)
     assert got.tokens == 1014
 
 
 def test_usage_from_before_a_compaction_summary_is_not_trusted() -> None:
-    msgs = [Message(role="compactionSummary", content=[text("s" * 40)]),
-            Message(role="user", content=[text("u" * 40)])]
+    msgs = [
+        Message(role="compactionSummary", content=[text("s" * 40)]),
+        Message(role="user", content=[text("u" * 40)]),
+    ]
     assert context_tokens(msgs).usage_index == -1
     assert context_tokens(msgs).tokens == 28
 
@@ -102,12 +109,18 @@ def test_should_compact_when_the_context_passes_window_minus_reserve() -> None:
 
 
 def test_file_ops_from_tool_calls_merge_with_previous_lists() -> None:
-    msgs = [Message(role="assistant", content=[
-        tool_use("1", "read", {"path": "a.py"}),
-        tool_use("2", "edit", {"path": "b.py", "oldText": "x", "newText": "y"}),
-        tool_use("3", "Read", {"file_path": "c.py"}),
-        tool_use("4", "apply_patch", {"input": "*** Begin Patch\n*** Update File: d.py\n"}),
-        tool_use("5", "bash", {"command": "cat e.py"})])]
+    msgs = [
+        Message(
+            role="assistant",
+            content=[
+                tool_use("1", "read", {"path": "a.py"}),
+                tool_use("2", "edit", {"path": "b.py", "oldText": "x", "newText": "y"}),
+                tool_use("3", "Read", {"file_path": "c.py"}),
+                tool_use("4", "apply_patch", {"input": "*** Begin Patch\n*** Update File: d.py\n"}),
+                tool_use("5", "bash", {"command": "cat e.py"}),
+            ],
+        )
+    ]
     got = file_ops(msgs, FileOps(read=["b.py", "old.py"], modified=["z.py"]))
     assert got == FileOps(read=["a.py", "c.py", "old.py"], modified=["b.py", "d.py", "z.py"])
 
@@ -115,8 +128,9 @@ def test_file_ops_from_tool_calls_merge_with_previous_lists() -> None:
 def _turns(s: tl.Session, n: int, start: int = 0) -> None:
     for i in range(start, start + n):
         s.append_message("user", f"request {i}\nwith details")
-        s.append_message("assistant", [text(f"working on {i}"),
-                                       tool_use(f"t{i}", "read", {"path": f"f{i}.py"})])
+        s.append_message(
+            "assistant", [text(f"working on {i}"), tool_use(f"t{i}", "read", {"path": f"f{i}.py"})]
+        )
         s.append_message("tool", [tool_result(f"t{i}", "x" * 200)])
         s.append_message("assistant", f"finished {i}")
 
@@ -131,7 +145,7 @@ def test_compaction_replaces_history_with_a_summary_and_keeps_the_tail() -> None
     assert ctx.messages[0].text == result.summary
     kept = result.plan.kept_ids
     assert [v for v in ctx.view.ids()[1:]] == [k for k in kept if s.state.types[k] == "message"]
-    assert [m.text for m in ctx.messages[1:]] == before[-len(ctx.messages) + 1:]
+    assert [m.text for m in ctx.messages[1:]] == before[-len(ctx.messages) + 1 :]
     entry = s.entry(result.entry_id)
     assert entry.payload.details["read_files"] == result.plan.files.read
     assert entry.payload.tokens_before == result.plan.tokens_before
@@ -147,8 +161,9 @@ def test_chained_compactions_never_lose_a_message() -> None:
     second = compact(s, keep_recent_tokens=200)
     covered |= set(second.plan.summarize_ids) | set(second.plan.turn_prefix_ids)
     # the second compaction starts from what the first kept
-    assert first.plan.kept_ids[0] in (second.plan.summarize_ids + second.plan.turn_prefix_ids
-                                      + second.plan.kept_ids)
+    assert first.plan.kept_ids[0] in (
+        second.plan.summarize_ids + second.plan.turn_prefix_ids + second.plan.kept_ids
+    )
     in_context = set(s.context().view.ids())
     message_ids = [e for e in s.path_ids() if s.state.types[e] == "message"]
     missing = [e for e in message_ids if e not in covered and e not in in_context]
@@ -182,8 +197,11 @@ def test_compacting_right_after_a_compaction_is_refused() -> None:
 def test_nothing_to_compact_when_everything_fits_in_the_keep_window() -> None:
     s = tl.open_store("memory://").create()
     _turns(s, 2)
-    with pytest.raises(UserError, match=r"nothing to compact: its \d+ tokens since the last "
-                                        r"compaction fit in keep_recent_tokens=100000"):
+    with pytest.raises(
+        UserError,
+        match=r"nothing to compact: its \d+ tokens since the last "
+        r"compaction fit in keep_recent_tokens=100000",
+    ):
         prepare_compaction(s, keep_recent_tokens=100_000)
 
 
@@ -262,24 +280,31 @@ def test_cut_points_are_always_safe(turns: list[Any], keep: int) -> None:
     c = cut.first_kept_index
     # a safe cut point, or (a split turn whose tool exchanges alone exceed the budget) the
     # assistant message that opens a tool exchange
-    assert c == 0 or is_cut_point(entries[c]) or (
-        cut.is_split_turn and entries[c].message.role == "assistant"
-        and entries[c].message.tool_uses)
+    assert (
+        c == 0
+        or is_cut_point(entries[c])
+        or (
+            cut.is_split_turn
+            and entries[c].message.role == "assistant"
+            and entries[c].message.tool_uses
+        )
+    )
     kept_calls = {u.id for e in entries[c:] for u in e.message.tool_uses}
     kept_results = {r.tool_use_id for e in entries[c:] for r in e.message.tool_results}
     assert kept_results <= kept_calls  # no kept tool result lost its call
     if cut.is_split_turn:
         assert entries[cut.turn_start_index].message.is_user_input
         assert not entries[c].message.is_user_input
-        assert all(not e.message.is_user_input for e in entries[cut.turn_start_index + 1:c])
+        assert all(not e.message.is_user_input for e in entries[cut.turn_start_index + 1 : c])
     else:
         assert cut.turn_start_index == -1
         assert c == 0 or entries[c].message.is_user_input
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.lists(TURN, min_size=1, max_size=5), min_size=2, max_size=4),
-       st.integers(50, 800))
+@given(
+    st.lists(st.lists(TURN, min_size=1, max_size=5), min_size=2, max_size=4), st.integers(50, 800)
+)
 def test_chained_compactions_cover_every_message(batches: list[Any], keep: int) -> None:
     s = tl.open_store("memory://").create()
     covered: set[str] = set()

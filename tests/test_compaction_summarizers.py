@@ -29,15 +29,18 @@ from threadline.model.content import Block, Message, text, thinking, tool_result
 from threadline.providers import get_provider
 from threadline.testing import FakeAnthropicServer, FakeOpenAIServer, Hang, HTTPFailure
 
-LLM_SUMMARY = ("## Goal\n- fix the parser\n\n## Progress\n- read f0.py\n\n## Key decisions\n- none"
-               "\n\n## Next steps\n- run tests\n\n## Files\n- Read: f0.py")
+LLM_SUMMARY = (
+    "## Goal\n- fix the parser\n\n## Progress\n- read f0.py\n\n## Key decisions\n- none"
+    "\n\n## Next steps\n- run tests\n\n## Files\n- Read: f0.py"
+)
 
 
 def _fill(s: tl.Session, n: int) -> None:
     for i in range(n):
         s.append_message("user", f"request {i}")
-        s.append_message("assistant", [text(f"on it {i}"),
-                                       tool_use(f"t{i}", "read", {"path": f"f{i}.py"})])
+        s.append_message(
+            "assistant", [text(f"on it {i}"), tool_use(f"t{i}", "read", {"path": f"f{i}.py"})]
+        )
         s.append_message("tool", [tool_result(f"t{i}", "y" * 300)])
         s.append_message("assistant", f"finished {i}")
 
@@ -66,8 +69,7 @@ def test_llm_summarizer_over_the_anthropic_api() -> None:
     s = tl.open_store("memory://").create()
     _fill(s, 4)
     with FakeAnthropicServer([LLM_SUMMARY]) as srv:
-        summarizer = LLMSummarizer(get_provider("claude-haiku", base_url=srv.base_url,
-                                                api_key="k"))
+        summarizer = LLMSummarizer(get_provider("claude-haiku", base_url=srv.base_url, api_key="k"))
         result = compact(s, summarizer, keep_recent_tokens=100)
         body = srv.requests[0].body
     assert result.summary == LLM_SUMMARY
@@ -76,8 +78,7 @@ def test_llm_summarizer_over_the_anthropic_api() -> None:
 
 
 @pytest.mark.parametrize("failure", [HTTPFailure(500, "overloaded"), Hang(10)])
-def test_a_failing_summarizer_leaves_the_session_unchanged(jsonl_store: Any,
-                                                           failure: Any) -> None:
+def test_a_failing_summarizer_leaves_the_session_unchanged(jsonl_store: Any, failure: Any) -> None:
     s = jsonl_store.create()
     _fill(s, 6)
     before_entries = len(s.entries())
@@ -113,8 +114,9 @@ def test_llm_branch_summary_leaves_tool_results_out() -> None:
     assert plan.common_ancestor_id == fork
     assert [m.role for m in plan.messages] == ["user", "assistant", "assistant"] * 2
     with FakeOpenAIServer(["## Goal\n- tried reading"]) as srv:
-        summary, details = summarize_branch(LLMSummarizer(get_provider(
-            "m", base_url=srv.base_url)), plan)
+        summary, details = summarize_branch(
+            LLMSummarizer(get_provider("m", base_url=srv.base_url)), plan
+        )
         prompt = srv.requests[0].body["messages"][1]["content"]
     assert summary == "## Goal\n- tried reading"
     assert details["read_files"] == ["f0.py", "f1.py"]
@@ -180,8 +182,9 @@ def test_extractive_summary_of_a_real_pi_session_section_by_section() -> None:
     files1 = FileOps(read=["docs/theme.md"], modified=[])
     summarizer = ExtractiveSummarizer()
     s1 = summarizer.summarize(first, files=files1)
-    s2 = summarizer.summarize(second, previous_summary=s1,
-                              files=FileOps(read=["a.ts"], modified=["b.ts"]))
+    s2 = summarizer.summarize(
+        second, previous_summary=s1, files=FileOps(read=["a.ts"], modified=["b.ts"])
+    )
 
     def user_lines(raw: list[dict[str, Any]]) -> list[str]:
         out = []
@@ -189,8 +192,11 @@ def test_extractive_summary_of_a_real_pi_session_section_by_section() -> None:
             if m["role"] != "user":
                 continue
             c = m["content"]
-            body = c if isinstance(c, str) else "\n".join(
-                p.get("text", "") for p in c if p.get("type") == "text")
+            body = (
+                c
+                if isinstance(c, str)
+                else "\n".join(p.get("text", "") for p in c if p.get("type") == "text")
+            )
             out.append(first_line(body) or "[image]")
         return out
 
@@ -200,29 +206,42 @@ def test_extractive_summary_of_a_real_pi_session_section_by_section() -> None:
     assert _section(s1, "Goal") == [f"- {r}" for r in user_lines(raws[:half])]
     assert _section(s2, "Goal") == [f"- {r}" for r in requests]
     assert _section(s2, "Goal")[:2] == [
-        "- /mode", "- read packages/coding-agent/docs/theme.md in full, then "
-                                       "theme.ts, and then oauth-selector or any of the other "
-                                       "selectors. we still need to port over user-message-sele"
-                                       "ctor.ts based on the patterns you f…"]
+        "- /mode",
+        "- read packages/coding-agent/docs/theme.md in full, then "
+        "theme.ts, and then oauth-selector or any of the other "
+        "selectors. we still need to port over user-message-sele"
+        "ctor.ts based on the patterns you f…",
+    ]
     assert len(_section(s2, "Goal")[1]) == len("- ") + 200
     # Progress: replies and tool calls by tool, summed over both halves
-    tools = Counter(p["name"] for m in raws if m["role"] == "assistant"
-                    for p in m["content"] if p["type"] == "toolCall")
+    tools = Counter(
+        p["name"]
+        for m in raws
+        if m["role"] == "assistant"
+        for p in m["content"]
+        if p["type"] == "toolCall"
+    )
     errors = sum(1 for m in raws if m["role"] == "toolResult" and m.get("isError"))
     assert _section(s2, "Progress") == [
         "- Assistant replies: 453",
         f"- Tool calls: {sum(tools.values())} ("
-        + ", ".join(f"{t} {c}" for t, c in sorted(tools.items())) + ")",
-        f"- Tool errors: {errors}"]
+        + ", ".join(f"{t} {c}" for t, c in sorted(tools.items()))
+        + ")",
+        f"- Tool errors: {errors}",
+    ]
     # Key decisions: first lines of the last three assistant texts of the second half
-    texts = [first_line("\n".join(p["text"] for p in m["content"] if p["type"] == "text"))
-             for m in raws[half:] if m["role"] == "assistant"]
+    texts = [
+        first_line("\n".join(p["text"] for p in m["content"] if p["type"] == "text"))
+        for m in raws[half:]
+        if m["role"] == "assistant"
+    ]
     texts = [t for t in texts if t]
     assert _section(s2, "Key decisions") == [f"- {t}" for t in texts[-3:]]
     assert _section(s2, "Next steps") == [f"- Continue from the latest request: {requests[-1]}"]
     assert _section(s2, "Files") == ["- Read: a.ts", "- Modified: b.ts"]
-    assert s2 == summarizer.summarize(second, previous_summary=s1,
-                                      files=FileOps(read=["a.ts"], modified=["b.ts"]))
+    assert s2 == summarizer.summarize(
+        second, previous_summary=s1, files=FileOps(read=["a.ts"], modified=["b.ts"])
+    )
 
 
 def test_compaction_of_a_real_pi_session_keeps_the_tail_and_tracks_files() -> None:
@@ -244,8 +263,10 @@ def test_compaction_of_a_real_pi_session_keeps_the_tail_and_tracks_files() -> No
 def test_a_foreign_previous_summary_is_kept_under_earlier_summary_and_carried_forward() -> None:
     from threadline.formats import pi
 
-    s = pi.import_session(tl.open_store("memory://"),
-                          REALDATA / "pi_session" / "badlogic_pi-mono__before-compaction.jsonl")
+    s = pi.import_session(
+        tl.open_store("memory://"),
+        REALDATA / "pi_session" / "badlogic_pi-mono__before-compaction.jsonl",
+    )
     pi_summary = s.entry("L629").payload.summary  # pi's own (LLM-written) compaction summary
     first = compact(s, keep_recent_tokens=20_000)
     assert first.plan.previous_compaction_id == "L629"
@@ -266,10 +287,15 @@ def test_a_foreign_previous_summary_is_kept_under_earlier_summary_and_carried_fo
         return out
 
     def requests(msgs: list[Message]) -> list[str]:
-        return [f"- {first_line(m.text)}" for m in msgs
-                if m.is_user_input or m.role in ("bashExecution", "custom")]
+        return [
+            f"- {first_line(m.text)}"
+            for m in msgs
+            if m.is_user_input or m.role in ("bashExecution", "custom")
+        ]
 
     # every request of the first summary, then the newly summarized ones, then the split turn's
-    assert goal_lines(second.summary) == (goal_lines(first.summary)
-                                          + requests(second.plan.messages_to_summarize)
-                                          + requests(second.plan.turn_prefix))
+    assert goal_lines(second.summary) == (
+        goal_lines(first.summary)
+        + requests(second.plan.messages_to_summarize)
+        + requests(second.plan.turn_prefix)
+    )

@@ -48,9 +48,13 @@ class Holder:
 
     def __init__(self, store: tl.Store, sid: str) -> None:
         env = {**os.environ, "PYTHONPATH": str(SRC)}
-        self.proc = subprocess.Popen([sys.executable, "-c", HOLDER, store.url, sid],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, store.url, sid],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
         assert self.read() == "ready"
 
     @property
@@ -82,7 +86,8 @@ def session_file(store: tl.Store, sid: str) -> Path:
 
 
 def test_a_second_process_gets_session_locked_error_naming_the_holder(
-        jsonl_store: tl.Store) -> None:
+    jsonl_store: tl.Store,
+) -> None:
     with jsonl_store.create() as s0:
         first = s0.append_message("user", "first")
     mine = jsonl_store.open(s0.id)  # loaded now, before the other process writes
@@ -94,8 +99,10 @@ def test_a_second_process_gets_session_locked_error_naming_the_holder(
         with pytest.raises(SessionLockedError) as info:
             mine.append_message("user", "mine")
         assert info.value.pid == other.pid
-        assert str(info.value) == (f"Session '{s0.id}' is locked by pid {other.pid}; close the "
-                                   "other writer or open read-only")
+        assert str(info.value) == (
+            f"Session '{s0.id}' is locked by pid {other.pid}; close the "
+            "other writer or open read-only"
+        )
         assert session_file(jsonl_store, s0.id).read_bytes() == before
         ok, theirs2 = other.ask("append again").split()
         assert other.ask("close") == "closed"
@@ -109,8 +116,7 @@ def test_a_second_process_gets_session_locked_error_naming_the_holder(
     assert jsonl_store.open(s0.id).path_ids() == [first, theirs, theirs2, new]
 
 
-def test_of_two_processes_racing_for_the_lock_exactly_one_wins(
-        jsonl_store: tl.Store) -> None:
+def test_of_two_processes_racing_for_the_lock_exactly_one_wins(jsonl_store: tl.Store) -> None:
     with jsonl_store.create() as s0:
         chain = [s0.append_message("user", "start")]
     a, b = Holder(jsonl_store, s0.id), Holder(jsonl_store, s0.id)
@@ -134,8 +140,7 @@ def test_of_two_processes_racing_for_the_lock_exactly_one_wins(
     assert s.load_report.clean
 
 
-def test_the_lock_is_free_again_once_the_holder_is_killed(
-        jsonl_store: tl.Store) -> None:
+def test_the_lock_is_free_again_once_the_holder_is_killed(jsonl_store: tl.Store) -> None:
     with jsonl_store.create() as s0:
         s0.append_message("user", "start")
     other = Holder(jsonl_store, s0.id)
@@ -149,7 +154,8 @@ def test_the_lock_is_free_again_once_the_holder_is_killed(
 
 
 def test_the_lock_survives_closing_other_descriptors_of_the_same_files(
-        jsonl_store: tl.Store) -> None:
+    jsonl_store: tl.Store,
+) -> None:
     # lockf/fcntl record locks vanish when the process closes ANY descriptor of the file;
     # flock belongs to the open file description and must survive all of this
     writer = jsonl_store.create()
@@ -168,12 +174,19 @@ def test_the_lock_survives_closing_other_descriptors_of_the_same_files(
     del second
     # another process still finds the lock held, by us
     probe = subprocess.run(
-        [sys.executable, "-c",
-         "import fcntl, os, sys\n"
-         "fd = os.open(sys.argv[1], os.O_RDWR)\n"
-         "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    print('free')\n"
-         "except BlockingIOError:\n    print('held')\n",
-         str(lock_path)], capture_output=True, text=True, check=True)
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+            "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    print('free')\n"
+            "except BlockingIOError:\n    print('held')\n",
+            str(lock_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert probe.stdout == "held\n"
     other = Holder(jsonl_store, writer.id)
     try:
@@ -186,8 +199,7 @@ def test_the_lock_survives_closing_other_descriptors_of_the_same_files(
     assert not lock_path.exists()  # released by close(), and no lock file stays behind
 
 
-def test_a_reader_during_writes_never_sees_a_corrupt_entry(
-        jsonl_store: tl.Store) -> None:
+def test_a_reader_during_writes_never_sees_a_corrupt_entry(jsonl_store: tl.Store) -> None:
     seed = 0  # an even seed: the writer runs until it is killed
     sid = "busy"
     with jsonl_store.create(session_id=sid) as s0:
@@ -202,7 +214,11 @@ def test_a_reader_during_writes_never_sees_a_corrupt_entry(
             r = jsonl_store.open(sid, read_only=True)
             rep = r.load_report
             assert (rep.corrupt_lines, rep.duplicate_ids, rep.orphans, rep.cycles) == (
-                [], [], [], [])
+                [],
+                [],
+                [],
+                [],
+            )
             torn_reads += rep.torn_bytes > 0
             entries = r.entries()
             counts.append(len(entries))
@@ -224,7 +240,8 @@ def test_a_reader_during_writes_never_sees_a_corrupt_entry(
 
 
 def test_a_writer_refuses_to_append_after_another_writer_rewrote_the_file(
-        jsonl_store: tl.Store) -> None:
+    jsonl_store: tl.Store,
+) -> None:
     # byte offsets taken at load point into the old file after a rewrite (purge): reading on
     # from them would miss entries and hand out a stale parent
     with jsonl_store.create() as s0:
@@ -235,8 +252,11 @@ def test_a_writer_refuses_to_append_after_another_writer_rewrote_the_file(
         more = b.append_message("user", "more")
         b.purge([secret], dry_run=False)
     before = session_file(jsonl_store, s0.id).read_bytes()
-    with pytest.raises(tl.StoreError, match=f"Session '{s0.id}' was rewritten by another "
-                                            "writer since it was opened; open it again"):
+    with pytest.raises(
+        tl.StoreError,
+        match=f"Session '{s0.id}' was rewritten by another "
+        "writer since it was opened; open it again",
+    ):
         a.append_message("user", "from a")
     assert session_file(jsonl_store, s0.id).read_bytes() == before
     again = jsonl_store.open(s0.id)  # the advice works: a fresh session writes under `more`

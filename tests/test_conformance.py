@@ -33,8 +33,12 @@ T = "2024-01-01T00:00:{:02d}.000Z"
 
 
 def msg(eid: str, parent: str | None, body: str, ts: int = 0, role: str = "user") -> MessageEntry:
-    return MessageEntry(id=eid, parent_id=parent, timestamp=T.format(ts),
-                        message=Message(role=role, content=[text(body)]))
+    return MessageEntry(
+        id=eid,
+        parent_id=parent,
+        timestamp=T.format(ts),
+        message=Message(role=role, content=[text(body)]),
+    )
 
 
 def seen(ctx: tl.Context) -> list[tuple[str, str]]:
@@ -48,8 +52,7 @@ def view_ids(ctx: tl.Context) -> list[str]:
 
 def conversation(s: tl.Session, *turns: str) -> list[str]:
     """Append alternating user/assistant messages; returns their ids."""
-    return [s.append_message("user" if i % 2 == 0 else "assistant", t)
-            for i, t in enumerate(turns)]
+    return [s.append_message("user" if i % 2 == 0 else "assistant", t) for i, t in enumerate(turns)]
 
 
 # -- appends, parent chain, leaf ---------------------------------------------------------------
@@ -67,8 +70,7 @@ def test_a_new_session_is_empty_with_no_leaf(store: tl.Store) -> None:
     assert s.load_report.clean
 
 
-def test_every_append_returns_the_new_id_and_moves_the_leaf_to_it(
-        store: tl.Store) -> None:
+def test_every_append_returns_the_new_id_and_moves_the_leaf_to_it(store: tl.Store) -> None:
     s = store.create()
     ids = [
         s.append_message("user", "hi"),
@@ -85,8 +87,15 @@ def test_every_append_returns_the_new_id_and_moves_the_leaf_to_it(
     assert s.leaf_id == ids[-1]
     assert [e.id for e in s.entries()] == ids
     assert [e.type for e in s.entries()] == [
-        "message", "model_change", "thinking_level", "session_info", "custom", "label",
-        "compaction", "branch_summary"]
+        "message",
+        "model_change",
+        "thinking_level",
+        "session_info",
+        "custom",
+        "label",
+        "compaction",
+        "branch_summary",
+    ]
     # each entry is the child of the leaf before it
     assert [e.parent_id for e in s.entries()] == [None, *ids[:-1]]
     assert s.path_ids() == ids
@@ -95,35 +104,51 @@ def test_every_append_returns_the_new_id_and_moves_the_leaf_to_it(
 
 def test_appended_payloads_read_back_exactly(store: tl.Store) -> None:
     s = store.create()
-    mid = s.append_message("assistant", [text("a"), tool_use("t1", "ls", {"dir": "/"})],
-                           model="m1", usage={"input": 3, "output": 4}, stop_reason="tool_use",
-                           provider_details={"x": 1})
+    mid = s.append_message(
+        "assistant",
+        [text("a"), tool_use("t1", "ls", {"dir": "/"})],
+        model="m1",
+        usage={"input": 3, "output": 4},
+        stop_reason="tool_use",
+        provider_details={"x": 1},
+    )
     cid = s.append_custom("note", {"k": [1, 2.5, None, "s"]})
     comp = s.append_compaction("the summary", mid, 4242)
     assert msgspec.to_builtins(s.entry(mid).payload) == {
         "role": "assistant",
-        "content": [{"type": "text", "text": {"content": "a"}},
-                    {"type": "tool_use", "tool_use": {"id": "t1", "name": "ls",
-                                                      "input": {"dir": "/"}}}],
-        "model": "m1", "usage": {"input": 3, "output": 4}, "stop_reason": "tool_use",
+        "content": [
+            {"type": "text", "text": {"content": "a"}},
+            {"type": "tool_use", "tool_use": {"id": "t1", "name": "ls", "input": {"dir": "/"}}},
+        ],
+        "model": "m1",
+        "usage": {"input": 3, "output": 4},
+        "stop_reason": "tool_use",
         "provider_details": {"x": 1},
     }
-    assert msgspec.to_builtins(s.entry(cid).payload) == {"custom_type": "note",
-                                                        "data": {"k": [1, 2.5, None, "s"]}}
+    assert msgspec.to_builtins(s.entry(cid).payload) == {
+        "custom_type": "note",
+        "data": {"k": [1, 2.5, None, "s"]},
+    }
     assert msgspec.to_builtins(s.entry(comp).payload) == {
-        "summary": "the summary", "first_kept_entry_id": mid, "tokens_before": 4242}
+        "summary": "the summary",
+        "first_kept_entry_id": mid,
+        "tokens_before": 4242,
+    }
 
 
 def test_content_as_string_blocks_or_file_shaped_dicts_gives_the_same_message(
-        store: tl.Store) -> None:
+    store: tl.Store,
+) -> None:
     s = store.create()
     a = s.append_message("user", "hello")
     b = s.append_message("user", [text("hello")])
     c = s.append_message("user", [{"type": "text", "text": {"content": "hello"}}])
     d = s.append_message(Message(role="user", content=[text("hello")]))
     payloads = [msgspec.to_builtins(s.entry(x).payload) for x in (a, b, c, d)]
-    assert payloads == [{"role": "user",
-                         "content": [{"type": "text", "text": {"content": "hello"}}]}] * 4
+    assert (
+        payloads
+        == [{"role": "user", "content": [{"type": "text", "text": {"content": "hello"}}]}] * 4
+    )
 
 
 def test_an_unknown_role_is_refused_and_nothing_is_written(store: tl.Store) -> None:
@@ -156,8 +181,7 @@ def test_entry_children_and_path_return_the_exact_records(store: tl.Store) -> No
 # -- navigation and branches --------------------------------------------------------------------
 
 
-def test_branch_moves_the_leaf_and_the_next_append_starts_a_sibling(
-        store: tl.Store) -> None:
+def test_branch_moves_the_leaf_and_the_next_append_starts_a_sibling(store: tl.Store) -> None:
     s = store.create()
     u1, a1, u2, a2 = conversation(s, "u1", "a1", "u2", "a2")
     s.branch(a1)
@@ -184,8 +208,7 @@ def test_reset_leaf_makes_the_next_append_a_new_root(store: tl.Store) -> None:
     assert [n.entry.id for n in s.tree()] == [u1, r2]
 
 
-def test_branch_to_an_unknown_entry_is_refused_and_the_leaf_stays(
-        store: tl.Store) -> None:
+def test_branch_to_an_unknown_entry_is_refused_and_the_leaf_stays(store: tl.Store) -> None:
     s = store.create()
     (u1,) = conversation(s, "x")
     with pytest.raises(NotFoundError, match="Entry 'missing' not found in session"):
@@ -216,12 +239,13 @@ def test_sibling_branches_show_in_the_tree_with_their_labels(store: tl.Store) ->
     ]
 
 
-def test_a_path_100000_entries_deep_works_and_branches_anywhere(
-        store: tl.Store) -> None:
+def test_a_path_100000_entries_deep_works_and_branches_anywhere(store: tl.Store) -> None:
     n = 100_000
     records = [msg("e0", None, "m0")]
-    records += [msg(f"e{i}", f"e{i - 1}", f"m{i}", role="user" if i % 2 == 0 else "assistant")
-                for i in range(1, n)]
+    records += [
+        msg(f"e{i}", f"e{i - 1}", f"m{i}", role="user" if i % 2 == 0 else "assistant")
+        for i in range(1, n)
+    ]
     s = store.create(records=records)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(300)  # a recursive walk of the tree would fail here
@@ -253,27 +277,34 @@ def test_a_path_100000_entries_deep_works_and_branches_anywhere(
 
 
 def test_children_are_ordered_by_timestamp_then_file_order(store: tl.Store) -> None:
-    s = store.create(records=[
-        msg("root", None, "r", ts=0),
-        msg("c-late", "root", "late", ts=9),
-        msg("c-early-1", "root", "e1", ts=3),
-        msg("c-early-2", "root", "e2", ts=3),
-        msg("c-mid", "root", "mid", ts=5),
-    ])
+    s = store.create(
+        records=[
+            msg("root", None, "r", ts=0),
+            msg("c-late", "root", "late", ts=9),
+            msg("c-early-1", "root", "e1", ts=3),
+            msg("c-early-2", "root", "e2", ts=3),
+            msg("c-mid", "root", "mid", ts=5),
+        ]
+    )
     assert [c.id for c in s.children("root")] == ["c-early-1", "c-early-2", "c-mid", "c-late"]
     assert [c.entry.id for c in s.tree()[0].children] == [
-        "c-early-1", "c-early-2", "c-mid", "c-late"]
+        "c-early-1",
+        "c-early-2",
+        "c-mid",
+        "c-late",
+    ]
     # the leaf is the last entry in the file, not the newest timestamp
     assert s.leaf_id == "c-mid"
 
 
-def test_entries_with_an_unknown_parent_become_roots_and_are_reported(
-        store: tl.Store) -> None:
-    s = store.create(records=[
-        msg("a", None, "a"),
-        msg("o", "gone", "orphan", ts=1),
-        msg("p", "o", "child of orphan", ts=2),
-    ])
+def test_entries_with_an_unknown_parent_become_roots_and_are_reported(store: tl.Store) -> None:
+    s = store.create(
+        records=[
+            msg("a", None, "a"),
+            msg("o", "gone", "orphan", ts=1),
+            msg("p", "o", "child of orphan", ts=2),
+        ]
+    )
     assert s.load_report.orphans == ["o"]
     assert [n.entry.id for n in s.tree()] == ["a", "o"]
     assert s.path_ids() == ["o", "p"]
@@ -281,17 +312,23 @@ def test_entries_with_an_unknown_parent_become_roots_and_are_reported(
 
 
 def test_parent_cycles_are_broken_and_reported_never_looped(store: tl.Store) -> None:
-    s = store.create(records=[
-        msg("a", "b", "a", ts=0),
-        msg("b", "a", "b", ts=1),
-        msg("c", "b", "c", ts=2),
-        msg("self", "self", "s", ts=3),
-    ])
+    s = store.create(
+        records=[
+            msg("a", "b", "a", ts=0),
+            msg("b", "a", "b", ts=1),
+            msg("c", "b", "c", ts=2),
+            msg("self", "self", "s", ts=3),
+        ]
+    )
     assert s.load_report.cycles == ["a", "self"]
     assert s.path_ids() == ["self"]
     assert s.path_ids("c") == ["a", "b", "c"]
     assert [(f.entry.id, f.depth) for f in s.tree(flat=True)] == [
-        ("a", 0), ("b", 1), ("c", 2), ("self", 0)]
+        ("a", 0),
+        ("b", 1),
+        ("c", 2),
+        ("self", 0),
+    ]
 
 
 # -- labels ----------------------------------------------------------------------------------
@@ -321,8 +358,7 @@ def test_an_empty_or_none_label_clears_it(store: tl.Store, cleared: str | None) 
     assert s.tree()[0].label is None
 
 
-def test_a_label_on_an_unknown_target_is_refused_and_nothing_is_written(
-        store: tl.Store) -> None:
+def test_a_label_on_an_unknown_target_is_refused_and_nothing_is_written(store: tl.Store) -> None:
     s = store.create()
     (u1,) = conversation(s, "u1")
     with pytest.raises(NotFoundError, match="Entry 'ghost' not found"):
@@ -345,8 +381,7 @@ def test_labels_are_session_global_across_branches(store: tl.Store) -> None:
 # -- branch_with_summary, create_branched_session, fork -----------------------------------------
 
 
-def test_branch_with_summary_appends_the_summary_under_the_target(
-        store: tl.Store) -> None:
+def test_branch_with_summary_appends_the_summary_under_the_target(store: tl.Store) -> None:
     s = store.create()
     u1, a1, _u2, a2 = conversation(s, "u1", "a1", "u2", "a2")
     bs = s.branch_with_summary(a1, "tried u2, it failed")
@@ -356,8 +391,11 @@ def test_branch_with_summary_appends_the_summary_under_the_target(
     assert rec.branch_summary == BranchSummary(summary="tried u2, it failed", from_id=a2)
     assert s.leaf_id == bs
     ctx = s.context()
-    assert seen(ctx) == [("user", "u1"), ("assistant", "a1"),
-                         ("branchSummary", "tried u2, it failed")]
+    assert seen(ctx) == [
+        ("user", "u1"),
+        ("assistant", "a1"),
+        ("branchSummary", "tried u2, it failed"),
+    ]
     assert view_ids(ctx) == [u1, a1, bs]
     assert ctx.view[2].kind == "branch_summary"
 
@@ -380,8 +418,7 @@ def test_branch_with_summary_to_an_unknown_entry_is_refused(store: tl.Store) -> 
     assert len(s.entries()) == 1
 
 
-def test_create_branched_session_keeps_the_path_and_only_labels_on_it(
-        store: tl.Store) -> None:
+def test_create_branched_session_keeps_the_path_and_only_labels_on_it(store: tl.Store) -> None:
     s = store.create()
     u1, a1, u2, a2 = conversation(s, "u1", "a1", "u2", "a2")
     s.set_label(u1, "on path")
@@ -401,14 +438,17 @@ def test_create_branched_session_keeps_the_path_and_only_labels_on_it(
     new.close()
     again = store.open(new.id)
     assert again.labels() == {u1: "on path", a1: "on path, set from the other branch"}
-    assert seen(again.context()) == [("user", "u1"), ("assistant", "a1"), ("user", "u2"),
-                                     ("assistant", "a2")]
+    assert seen(again.context()) == [
+        ("user", "u1"),
+        ("assistant", "a1"),
+        ("user", "u2"),
+        ("assistant", "a2"),
+    ]
     # the source is untouched
     assert s.get_label(u2b) == "off path"
 
 
-def test_fork_copies_every_entry_and_the_leaf_into_a_new_session(
-        store: tl.Store) -> None:
+def test_fork_copies_every_entry_and_the_leaf_into_a_new_session(store: tl.Store) -> None:
     s = store.create()
     u1, a1, _u2 = conversation(s, "u1", "a1", "u2")
     s.set_label(u1, "lab")
@@ -419,7 +459,8 @@ def test_fork_copies_every_entry_and_the_leaf_into_a_new_session(
     assert f.header.parent_session == s.id
     src = store.open(s.id)
     assert [msgspec.to_builtins(e) for e in f.entries()] == [
-        msgspec.to_builtins(e) for e in src.entries()]
+        msgspec.to_builtins(e) for e in src.entries()
+    ]
     assert f.leaf_id == a1
     assert f.labels() == {u1: "lab"}
     f.append_message("user", "only in the fork")
@@ -443,12 +484,24 @@ def test_list_reports_each_session_newest_first(store: tl.Store) -> None:
     b = store.create()
     b_last = b.append_message("user", "hello b")
     assert store.list() == [
-        tl.SessionSummary(id=b.id, name=None, created=b.header.timestamp,
-                          modified=b.entry(b_last).timestamp, message_count=1,
-                          first_message="hello b", path=store.location(b.id)),
-        tl.SessionSummary(id=a.id, name="alpha", created=a.header.timestamp,
-                          modified=a.entries()[-1].timestamp, message_count=4,
-                          first_message="first question", path=store.location(a.id)),
+        tl.SessionSummary(
+            id=b.id,
+            name=None,
+            created=b.header.timestamp,
+            modified=b.entry(b_last).timestamp,
+            message_count=1,
+            first_message="hello b",
+            path=store.location(b.id),
+        ),
+        tl.SessionSummary(
+            id=a.id,
+            name="alpha",
+            created=a.header.timestamp,
+            modified=a.entries()[-1].timestamp,
+            message_count=4,
+            first_message="first question",
+            path=store.location(a.id),
+        ),
     ]
 
 
@@ -456,8 +509,7 @@ def test_list_of_an_empty_store_is_empty(store: tl.Store) -> None:
     assert store.list() == []
 
 
-def test_continue_recent_opens_the_most_recently_modified_session(
-        store: tl.Store) -> None:
+def test_continue_recent_opens_the_most_recently_modified_session(store: tl.Store) -> None:
     a = store.create()
     a.append_message("user", "a")
     time.sleep(0.003)
@@ -482,8 +534,9 @@ def test_continue_recent_on_an_empty_store_creates_a_session(store: tl.Store) ->
 
 
 def test_open_of_an_unknown_session_is_refused(store: tl.Store) -> None:
-    with pytest.raises(NotFoundError,
-                       match=r"^Session 'nope' not found; list the sessions to see their ids$"):
+    with pytest.raises(
+        NotFoundError, match=r"^Session 'nope' not found; list the sessions to see their ids$"
+    ):
         store.open("nope")
 
 
@@ -538,15 +591,18 @@ def test_a_read_only_session_refuses_writes(store: tl.Store) -> None:
 
 
 def test_a_second_session_object_cannot_write_while_the_first_holds_the_lock(
-        store: tl.Store) -> None:
+    store: tl.Store,
+) -> None:
     s1 = store.create()
     u1 = s1.append_message("user", "from s1")
     s2 = store.open(s1.id)
     with pytest.raises(SessionLockedError) as info:
         s2.append_message("user", "from s2")
     assert info.value.pid == os.getpid()
-    assert str(info.value) == (f"Session '{s1.id}' is locked by pid {os.getpid()}; close the "
-                               "other writer or open read-only")
+    assert str(info.value) == (
+        f"Session '{s1.id}' is locked by pid {os.getpid()}; close the "
+        "other writer or open read-only"
+    )
     a1 = s1.append_message("assistant", "s1 again")
     s1.close()
     # s2 loaded before a1 was written; taking the lock it catches up, so its parent is a1
@@ -589,15 +645,18 @@ def test_one_compaction_shows_its_summary_then_the_kept_entries(store: tl.Store)
     c = s.append_compaction("summary of u1 a1", u2, 1000)
     u3 = s.append_message("user", "u3")
     ctx = s.context()
-    assert seen(ctx) == [("compactionSummary", "summary of u1 a1"), ("user", "u2"),
-                         ("assistant", "a2"), ("user", "u3")]
+    assert seen(ctx) == [
+        ("compactionSummary", "summary of u1 a1"),
+        ("user", "u2"),
+        ("assistant", "a2"),
+        ("user", "u3"),
+    ]
     assert view_ids(ctx) == [c, u2, a2, u3]
     assert ctx.view[0].kind == "compaction"
     assert ctx.messages[0].content == [text("summary of u1 a1")]
 
 
-def test_two_compactions_the_latest_wins_and_the_older_one_is_skipped(
-        store: tl.Store) -> None:
+def test_two_compactions_the_latest_wins_and_the_older_one_is_skipped(store: tl.Store) -> None:
     s = store.create()
     _u1, _a1, u2, a2 = conversation(s, "u1", "a1", "u2", "a2")
     s.append_compaction("first", u2)
@@ -605,13 +664,19 @@ def test_two_compactions_the_latest_wins_and_the_older_one_is_skipped(
     c2 = s.append_compaction("second", a2)
     u4 = s.append_message("user", "u4")
     ctx = s.context()
-    assert seen(ctx) == [("compactionSummary", "second"), ("assistant", "a2"), ("user", "u3"),
-                         ("assistant", "a3"), ("user", "u4")]
+    assert seen(ctx) == [
+        ("compactionSummary", "second"),
+        ("assistant", "a2"),
+        ("user", "u3"),
+        ("assistant", "a3"),
+        ("user", "u4"),
+    ]
     assert view_ids(ctx) == [c2, a2, u3, a3, u4]
 
 
 def test_a_compaction_whose_first_kept_entry_is_not_on_the_path_keeps_what_follows_it(
-        store: tl.Store) -> None:
+    store: tl.Store,
+) -> None:
     s = store.create()
     u1, a1 = conversation(s, "u1", "a1")
     s.branch(u1)
@@ -623,8 +688,7 @@ def test_a_compaction_whose_first_kept_entry_is_not_on_the_path_keeps_what_follo
     del a1b
 
 
-def test_a_compaction_keeping_nothing_shows_only_what_follows_it(
-        store: tl.Store) -> None:
+def test_a_compaction_keeping_nothing_shows_only_what_follows_it(store: tl.Store) -> None:
     s = store.create()
     conversation(s, "u1", "a1")
     c = s.append_compaction("all of it", None)
@@ -634,14 +698,21 @@ def test_a_compaction_keeping_nothing_shows_only_what_follows_it(
 
 @pytest.mark.parametrize("first_kept", ["c", "never-written"])
 def test_a_first_kept_pointer_equal_to_the_compaction_or_unknown_keeps_what_follows_it(
-        store: tl.Store, first_kept: str) -> None:
-    s = store.create(records=[
-        msg("u1", None, "u1", ts=1),
-        msg("a1", "u1", "a1", ts=2, role="assistant"),
-        CompactionEntry(id="c", parent_id="a1", timestamp=T.format(3),
-                        compaction=Compaction(summary="sum", first_kept_entry_id=first_kept)),
-        msg("u2", "c", "u2", ts=4),
-    ])
+    store: tl.Store, first_kept: str
+) -> None:
+    s = store.create(
+        records=[
+            msg("u1", None, "u1", ts=1),
+            msg("a1", "u1", "a1", ts=2, role="assistant"),
+            CompactionEntry(
+                id="c",
+                parent_id="a1",
+                timestamp=T.format(3),
+                compaction=Compaction(summary="sum", first_kept_entry_id=first_kept),
+            ),
+            msg("u2", "c", "u2", ts=4),
+        ]
+    )
     assert view_ids(s.context()) == ["c", "u2"]
     assert seen(s.context()) == [("compactionSummary", "sum"), ("user", "u2")]
 
@@ -656,8 +727,7 @@ def test_a_compaction_on_another_branch_is_ignored(store: tl.Store) -> None:
     assert view_ids(s.context(leaf_id=c)) == [c, u2]
 
 
-def test_a_compaction_with_an_unknown_first_kept_entry_is_refused(
-        store: tl.Store) -> None:
+def test_a_compaction_with_an_unknown_first_kept_entry_is_refused(store: tl.Store) -> None:
     s = store.create()
     conversation(s, "u1")
     with pytest.raises(NotFoundError, match="Entry 'nope' not found"):
@@ -666,7 +736,8 @@ def test_a_compaction_with_an_unknown_first_kept_entry_is_refused(
 
 
 def test_branch_summaries_on_the_path_become_messages_and_empty_ones_are_skipped(
-        store: tl.Store) -> None:
+    store: tl.Store,
+) -> None:
     s = store.create()
     u1, a1, _u2 = conversation(s, "u1", "a1", "u2")
     b1 = s.branch_with_summary(a1, "summary one")
@@ -674,13 +745,16 @@ def test_branch_summaries_on_the_path_become_messages_and_empty_ones_are_skipped
     s.append_message("assistant", "a3")
     s.branch_with_summary(u3, "")
     ctx = s.context()
-    assert seen(ctx) == [("user", "u1"), ("assistant", "a1"), ("branchSummary", "summary one"),
-                         ("user", "u3")]
+    assert seen(ctx) == [
+        ("user", "u1"),
+        ("assistant", "a1"),
+        ("branchSummary", "summary one"),
+        ("user", "u3"),
+    ]
     assert view_ids(ctx) == [u1, a1, b1, u3]
 
 
-def test_a_branch_summary_kept_after_a_compaction_stays_in_the_context(
-        store: tl.Store) -> None:
+def test_a_branch_summary_kept_after_a_compaction_stays_in_the_context(store: tl.Store) -> None:
     s = store.create()
     u1, a1, _u2 = conversation(s, "u1", "a1", "u2")
     b = s.branch_with_summary(a1, "abandoned u2")
@@ -689,8 +763,7 @@ def test_a_branch_summary_kept_after_a_compaction_stays_in_the_context(
     del u1
 
 
-def test_context_at_an_explicit_leaf_leaves_the_current_leaf_alone(
-        store: tl.Store) -> None:
+def test_context_at_an_explicit_leaf_leaves_the_current_leaf_alone(store: tl.Store) -> None:
     s = store.create()
     u1, a1, u2 = conversation(s, "u1", "a1", "u2")
     s.branch(u1)
@@ -708,8 +781,7 @@ def test_context_at_an_unknown_leaf_is_refused(store: tl.Store) -> None:
         s.context(leaf_id="nope")
 
 
-def test_model_and_thinking_level_are_the_latest_on_the_whole_path(
-        store: tl.Store) -> None:
+def test_model_and_thinking_level_are_the_latest_on_the_whole_path(store: tl.Store) -> None:
     s = store.create()
     s.append_model_change("openai", "gpt-4o")
     s.append_thinking_level("high")
@@ -734,8 +806,7 @@ def test_thinking_level_is_off_until_set(store: tl.Store) -> None:
     assert s.context().model is None
 
 
-def test_a_context_taken_earlier_does_not_change_when_the_session_grows(
-        store: tl.Store) -> None:
+def test_a_context_taken_earlier_does_not_change_when_the_session_grows(store: tl.Store) -> None:
     s = store.create()
     u1, a1 = conversation(s, "u1", "a1")
     ctx = s.context()
@@ -744,8 +815,7 @@ def test_a_context_taken_earlier_does_not_change_when_the_session_grows(
     assert view_ids(s.context()) == [u1, a1, u2]
 
 
-def test_tool_calls_and_results_keep_their_blocks_in_the_context(
-        store: tl.Store) -> None:
+def test_tool_calls_and_results_keep_their_blocks_in_the_context(store: tl.Store) -> None:
     s = store.create()
     s.append_message("user", "list /")
     s.append_message("assistant", [tool_use("t1", "ls", {"path": "/"})])
@@ -759,22 +829,24 @@ def test_tool_calls_and_results_keep_their_blocks_in_the_context(
 def test_list_follows_appends_made_after_an_earlier_listing(store: tl.Store) -> None:
     s = store.create()
     s.append_message("assistant", "greeting")
-    assert [(r.message_count, r.first_message, r.name) for r in store.list()] == [
-        (1, None, None)]
+    assert [(r.message_count, r.first_message, r.name) for r in store.list()] == [(1, None, None)]
     s.append_message("user", "the first question")
     s.append_session_info("renamed")
     last = s.append_message("user", "another")
     (row,) = store.list()
-    assert (row.message_count, row.first_message, row.name) == (3, "the first question",
-                                                                 "renamed")
+    assert (row.message_count, row.first_message, row.name) == (3, "the first question", "renamed")
     assert row.modified == s.entry(last).timestamp
 
 
 def test_append_records_keeps_ids_and_refuses_an_existing_id(store: tl.Store) -> None:
     s = store.create()
     (u1,) = conversation(s, "u1")
-    ids = s.append_records([msg("imported-1", u1, "i1", ts=1),
-                            msg("imported-2", "imported-1", "i2", ts=2, role="assistant")])
+    ids = s.append_records(
+        [
+            msg("imported-1", u1, "i1", ts=1),
+            msg("imported-2", "imported-1", "i2", ts=2, role="assistant"),
+        ]
+    )
     assert ids == ["imported-1", "imported-2"]
     assert s.leaf_id == "imported-2"
     assert view_ids(s.context()) == [u1, "imported-1", "imported-2"]
@@ -819,8 +891,18 @@ def test_line_separators_and_escapes_in_text_survive_a_reopen(store: tl.Store) -
 
 # -- the Backend contract (threadline.store.base.Backend) ---------------------------------------
 
-BACKEND_METHODS = ["exists", "delete", "open_log", "create_log", "session_ids", "list",
-                   "changes_since", "catalog_location", "forget_listing", "close"]
+BACKEND_METHODS = [
+    "exists",
+    "delete",
+    "open_log",
+    "create_log",
+    "session_ids",
+    "list",
+    "changes_since",
+    "catalog_location",
+    "forget_listing",
+    "close",
+]
 
 
 def test_every_backend_implements_each_capability_of_the_contract(store: tl.Store) -> None:
@@ -828,8 +910,11 @@ def test_every_backend_implements_each_capability_of_the_contract(store: tl.Stor
 
     backend = type(store.backend)
     # the hooks with no shared default are the backend's own
-    own = [m for m in ("exists", "delete", "open_log", "create_log", "session_ids")
-           if getattr(backend, m) is getattr(BaseStore, m)]
+    own = [
+        m
+        for m in ("exists", "delete", "open_log", "create_log", "session_ids")
+        if getattr(backend, m) is getattr(BaseStore, m)
+    ]
     assert own == []
     assert [m for m in BACKEND_METHODS if not callable(getattr(store.backend, m, None))] == []
 
@@ -868,7 +953,8 @@ def test_list_reports_an_unreadable_session_in_skipped(jsonl_store: tl.Store) ->
     rows = jsonl_store.list()
     assert [r.id for r in rows] == [s.id]
     assert rows.skipped == [
-        ("broken", "not a session header: JSON is malformed: invalid character (byte 4)")]
+        ("broken", "not a session header: JSON is malformed: invalid character (byte 4)")
+    ]
 
 
 def test_the_cli_names_a_skipped_session_on_stderr(jsonl_store: tl.Store) -> None:
@@ -883,5 +969,7 @@ def test_the_cli_names_a_skipped_session_on_stderr(jsonl_store: tl.Store) -> Non
     res = CliRunner().invoke(cli, ["--store", str(directory), "sessions", "--json"])
     assert res.exit_code == 0
     assert [row["id"] for row in json.loads(res.stdout)] == [s.id]
-    assert res.stderr == ("Skipped unreadable session 'broken': not a session header: JSON is "
-                          "malformed: invalid character (byte 4)\n")
+    assert res.stderr == (
+        "Skipped unreadable session 'broken': not a session header: JSON is "
+        "malformed: invalid character (byte 4)\n"
+    )

@@ -25,8 +25,7 @@ TRIALS = 100
 
 
 @pytest.mark.parametrize("seed", range(TRIALS))
-def test_a_writer_killed_mid_stream_loses_no_acknowledged_entry(tmp_path: Path, seed: int
-                                                                ) -> None:
+def test_a_writer_killed_mid_stream_loses_no_acknowledged_entry(tmp_path: Path, seed: int) -> None:
     result = run_trial(tmp_path, seed)
     if self_kills(seed) and result.exists:
         # the child died inside a partial write of a record: the tail must have torn
@@ -41,7 +40,8 @@ def _file(store: tl.Store, sid: str) -> Path:
 
 
 def test_short_writes_are_looped_until_the_whole_record_is_written(
-        jsonl_store: tl.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    jsonl_store: tl.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls = []
 
     def one_byte(fd: int, data: Any) -> int:
@@ -59,7 +59,8 @@ def test_short_writes_are_looped_until_the_whole_record_is_written(
 
 
 def test_a_failed_write_truncates_back_and_raises(
-        jsonl_store: tl.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    jsonl_store: tl.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     s = jsonl_store.create()
     a = s.append_message("user", "a")
     before = _file(jsonl_store, s.id).read_bytes()
@@ -70,8 +71,11 @@ def test_a_failed_write_truncates_back_and_raises(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(jsonl, "_write", disk_full)
-    with pytest.raises(tl.StoreError, match=r"failed \(No space left on device\); nothing was "
-                                            r"written\. Check free disk space"):
+    with pytest.raises(
+        tl.StoreError,
+        match=r"failed \(No space left on device\); nothing was "
+        r"written\. Check free disk space",
+    ):
         s.append_message("user", "b" * 100)
     assert _file(jsonl_store, s.id).read_bytes() == before
     assert [e.id for e in s.entries()] == [a]
@@ -85,7 +89,8 @@ def test_a_failed_write_truncates_back_and_raises(
 
 
 def test_a_failed_sync_truncates_back_and_drops_the_descriptor(
-        jsonl_store: tl.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    jsonl_store: tl.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     s = jsonl_store.create()
     a = s.append_message("user", "a")
     before = _file(jsonl_store, s.id).read_bytes()
@@ -108,8 +113,7 @@ def test_a_failed_sync_truncates_back_and_drops_the_descriptor(
     assert jsonl_store.open(s.id).path_ids() == [a, c]
 
 
-def test_a_writer_catches_up_over_another_writer_that_crashed(
-        jsonl_store: tl.Store) -> None:
+def test_a_writer_catches_up_over_another_writer_that_crashed(jsonl_store: tl.Store) -> None:
     seed = 1  # an odd seed: the child kills itself inside a partial write
     sid = "shared"
     with jsonl_store.create(session_id=sid) as s0:
@@ -121,7 +125,7 @@ def test_a_writer_catches_up_over_another_writer_that_crashed(
     fresh = jsonl_store.open(sid, read_only=True)
     assert fresh.load_report.torn_bytes > 0
     assert len(fresh.entries()) > 1
-    torn = _file(jsonl_store, sid).read_bytes()[-fresh.load_report.torn_bytes:]
+    torn = _file(jsonl_store, sid).read_bytes()[-fresh.load_report.torn_bytes :]
     new = mine.append_message("user", "mine")
     assert mine.entry(new).parent_id == fresh.leaf_id
     assert [e.id for e in mine.entries()] == [e.id for e in fresh.entries()] + [new]
@@ -133,11 +137,12 @@ def test_a_writer_catches_up_over_another_writer_that_crashed(
     del first
 
 
-@pytest.mark.parametrize(("options", "syncs"), [({}, 3), ({"durability": "fsync"}, 3),
-                                                ({"durability": "flush"}, 0)])
+@pytest.mark.parametrize(
+    ("options", "syncs"), [({}, 3), ({"durability": "fsync"}, 3), ({"durability": "flush"}, 0)]
+)
 def test_every_append_and_navigation_is_synced_unless_durability_is_flush(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any],
-        syncs: int) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any], syncs: int
+) -> None:
     store = tl.open_store(tmp_path / "store", **options)
     s = store.create()
     synced: list[int] = []
@@ -156,7 +161,8 @@ def test_every_append_and_navigation_is_synced_unless_durability_is_flush(
 
 @pytest.mark.parametrize("seed", [1, 5, 7, 11, 15])  # odd: self-kill; none creates
 def test_a_writer_killed_while_repairing_a_torn_tail_loses_nothing(
-        jsonl_store: tl.Store, seed: int) -> None:
+    jsonl_store: tl.Store, seed: int
+) -> None:
     sid = "twice"
     with jsonl_store.create(session_id=sid) as s0:
         s0.append_message("user", "first")
@@ -165,7 +171,7 @@ def test_a_writer_killed_while_repairing_a_torn_tail_loses_nothing(
     first_crash.communicate(timeout=60)
     assert first_crash.returncode == -signal.SIGKILL
     after_first = jsonl_store.open(sid, read_only=True)
-    torn = _file(jsonl_store, sid).read_bytes()[-after_first.load_report.torn_bytes:]
+    torn = _file(jsonl_store, sid).read_bytes()[-after_first.load_report.torn_bytes :]
     assert after_first.load_report.torn_bytes > 0
     known = {e.id: msgspec.json.encode(e) for e in after_first.entries()}
     # the second writer dies at its first partial write: copying the tail into .torn, or the
@@ -176,8 +182,7 @@ def test_a_writer_killed_while_repairing_a_torn_tail_loses_nothing(
     after_second = jsonl_store.open(sid)
     rep = after_second.load_report
     assert (rep.corrupt_lines, rep.duplicate_ids, rep.orphans, rep.cycles) == ([], [], [], [])
-    assert {e.id: msgspec.json.encode(e) for e in after_second.entries()
-            if e.id in known} == known
+    assert {e.id: msgspec.json.encode(e) for e in after_second.entries() if e.id in known} == known
     extra = [e for e in after_second.entries() if e.id not in known]
     assert len(extra) <= 1
     assert all(e.parent_id == after_first.leaf_id for e in extra)

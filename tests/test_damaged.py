@@ -18,15 +18,20 @@ from threadline.web import create_app
 
 STAMP = b'"2024-01-01T00:00:00Z"'
 BAD_LINES = {
-    "utf8_in_id": b'{"type":"message","id":"\xff\xfe","parent_id":null,"timestamp":' + STAMP
-                  + b',"message":{"role":"user","content":[]}}',
-    "utf8_in_type": b'{"type":"mess\xc3age","id":"x1","parent_id":null,"timestamp":' + STAMP
-                    + b',"message":{"role":"user","content":[]}}',
+    "utf8_in_id": b'{"type":"message","id":"\xff\xfe","parent_id":null,"timestamp":'
+    + STAMP
+    + b',"message":{"role":"user","content":[]}}',
+    "utf8_in_type": b'{"type":"mess\xc3age","id":"x1","parent_id":null,"timestamp":'
+    + STAMP
+    + b',"message":{"role":"user","content":[]}}',
     "utf8_in_timestamp": b'{"type":"message","id":"x2","parent_id":null,"timestamp":"2024\xe2",'
-                         b'"message":{"role":"user","content":[]}}',
-    "nested_1000_deep": b'{"type":"custom","id":"x3","parent_id":null,"timestamp":' + STAMP
-                        + b',"custom":{"custom_type":"a","data":' + b"[" * 1000 + b"]" * 1000
-                        + b"}}",
+    b'"message":{"role":"user","content":[]}}',
+    "nested_1000_deep": b'{"type":"custom","id":"x3","parent_id":null,"timestamp":'
+    + STAMP
+    + b',"custom":{"custom_type":"a","data":'
+    + b"[" * 1000
+    + b"]" * 1000
+    + b"}}",
 }
 REASONS = {
     "utf8_in_id": "invalid UTF-8 at byte 24",
@@ -67,20 +72,23 @@ def test_damaged_sessions_are_listed_flagged_and_hide_nothing(tmp_path: Path, ca
     rows = {r.id: r for r in listing}
     assert sorted(rows) == ["good", "hurt"]
     assert rows["good"].damaged is None
-    assert rows["hurt"].damaged == ("1 unreadable line skipped; run 'threadline show hurt' to "
-                                    "see which")
+    assert rows["hurt"].damaged == (
+        "1 unreadable line skipped; run 'threadline show hurt' to see which"
+    )
     assert rows["hurt"].message_count == 2
-    assert listing.skipped == [("broken", f"{tmp_path}/broken.jsonl has no complete header "
-                                          "line; restore it from a backup")]
+    assert listing.skipped == [
+        ("broken", f"{tmp_path}/broken.jsonl has no complete header line; restore it from a backup")
+    ]
 
 
 def test_the_cli_lists_every_session_and_flags_the_damaged_ones(tmp_path: Path) -> None:
     damaged_store(tmp_path, BAD_LINES["utf8_in_id"])
-    result = CliRunner().invoke(cli, ["--store", str(tmp_path), "sessions"],
-                                env={"COLUMNS": "400"})
+    result = CliRunner().invoke(cli, ["--store", str(tmp_path), "sessions"], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
-    lines = sorted(line.split("  ")[0] + ("  DAMAGED" if "DAMAGED" in line else "")
-                   for line in result.stdout.splitlines())
+    lines = sorted(
+        line.split("  ")[0] + ("  DAMAGED" if "DAMAGED" in line else "")
+        for line in result.stdout.splitlines()
+    )
     assert lines == ["good", "hurt  DAMAGED"]
     assert "Skipped unreadable session 'broken'" in result.stderr
     shown = CliRunner().invoke(cli, ["--store", str(tmp_path), "show", "hurt"])
@@ -105,8 +113,9 @@ def test_mcp_list_sessions_lists_damaged_sessions(tmp_path: Path) -> None:
     damaged_store(tmp_path, BAD_LINES["utf8_in_timestamp"])
 
     async def main() -> Any:
-        params = StdioServerParameters(command=sys.executable, args=[
-            "-m", "threadline", "--store", str(tmp_path), "mcp"])
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "threadline", "--store", str(tmp_path), "mcp"]
+        )
         with open(tmp_path / "mcp.err", "w") as err:
             async with stdio_client(params, errlog=err) as (r, w), ClientSession(r, w) as cs:
                 await cs.initialize()
@@ -114,7 +123,6 @@ def test_mcp_list_sessions_lists_damaged_sessions(tmp_path: Path) -> None:
 
     result = asyncio.run(main())
     assert not result.is_error
-    flags = {r["id"]: r["damaged"] is not None
-             for r in result.structured_content["sessions"]}
+    flags = {r["id"]: r["damaged"] is not None for r in result.structured_content["sessions"]}
     assert flags == {"good": False, "hurt": True}
     assert [s["id"] for s in result.structured_content["skipped"]] == ["broken"]

@@ -13,7 +13,8 @@ from threadline.store.base import LazyMessage
 
 
 def test_tree_goes_through_a_bounded_cache_and_the_context_keeps_what_it_decoded(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(state_module, "DECODED_CACHE", 10)
     store = tl.open_store(tmp_path, durability="flush")
     s = store.create()

@@ -38,7 +38,12 @@ def test_every_responses_item_of_a_run_state_round_trips(path: Any) -> None:
 def test_a_pending_function_call_loads_as_a_tool_use_with_its_arguments() -> None:
     state = json.loads(FILES[0].read_text(encoding="utf-8"))
     raws = [item["raw_item"] for item in state["generated_items"]]
-    calls = [b.tool_use for m in openai_responses.load(raws) for b in m.content
-             if isinstance(b, ToolUseBlock)]
+    calls = [
+        b.tool_use
+        for m in openai_responses.load(raws)
+        for b in m.content
+        if isinstance(b, ToolUseBlock)
+    ]
     assert [(c.id, c.name, c.input) for c in calls] == [
-        (r["call_id"], r["name"], json.loads(r["arguments"])) for r in raws]
+        (r["call_id"], r["name"], json.loads(r["arguments"])) for r in raws
+    ]

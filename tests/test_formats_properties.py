@@ -66,16 +66,21 @@ json_values = st.recursive(
 @st.composite
 def images(draw: st.DrawFn, caps: Caps) -> ImageBlock:
     if caps.url_images and draw(st.booleans()):
-        return image_url(f"https://example.com/{draw(st.integers(0, 99))}.png",
-                         media_type="image/png" if caps.url_media_type else "")
-    return image(draw(st.sampled_from(["iVBORw0KGgo=", "R0lGODlhAQABAAAAACw="])),
-                 media_type=draw(st.sampled_from(["image/png", "image/gif"])))
+        return image_url(
+            f"https://example.com/{draw(st.integers(0, 99))}.png",
+            media_type="image/png" if caps.url_media_type else "",
+        )
+    return image(
+        draw(st.sampled_from(["iVBORw0KGgo=", "R0lGODlhAQABAAAAACw="])),
+        media_type=draw(st.sampled_from(["image/png", "image/gif"])),
+    )
 
 
 @st.composite
 def thinking_blocks(draw: st.DrawFn, caps: Caps) -> Block:
-    kind = draw(st.sampled_from(["plain", "signed", "redacted"] if caps.signed_thinking
-                                else ["plain"]))
+    kind = draw(
+        st.sampled_from(["plain", "signed", "redacted"] if caps.signed_thinking else ["plain"])
+    )
     if kind == "signed":
         return thinking(draw(words), signature=draw(st.sampled_from(["EqQBCkgIARABGAIiQ", "sig"])))
     if kind == "redacted":
@@ -109,9 +114,14 @@ def histories(draw: st.DrawFn, caps: Caps) -> list[Message]:
             blocks = []
             if draw(st.booleans()):
                 blocks.append(draw(thinking_blocks(caps)))
-            calls = [tool_use(f"call_{next(ids)}", draw(st.sampled_from(["read", "grep"])),
-                              draw(st.dictionaries(words, json_values, max_size=2)))
-                     for _ in range(draw(st.integers(0, 3)))]
+            calls = [
+                tool_use(
+                    f"call_{next(ids)}",
+                    draw(st.sampled_from(["read", "grep"])),
+                    draw(st.dictionaries(words, json_values, max_size=2)),
+                )
+                for _ in range(draw(st.integers(0, 3)))
+            ]
             if draw(st.booleans()) or not calls:
                 blocks.append(text(draw(words)))
             blocks.extend(calls)
@@ -182,8 +192,10 @@ def test_any_history_dumps_to_a_valid_payload_keeping_tool_pairs_and_user_text(n
 
 
 def _tool_ids(messages: list[Message]) -> tuple[list[str], list[str]]:
-    return ([u.id for m in messages for u in m.tool_uses],
-            [r.tool_use_id for m in messages for r in m.tool_results])
+    return (
+        [u.id for m in messages for u in m.tool_uses],
+        [r.tool_use_id for m in messages for r in m.tool_results],
+    )
 
 
 def _in_order(wanted: list[str], found: list[str]) -> bool:
@@ -193,8 +205,13 @@ def _in_order(wanted: list[str], found: list[str]) -> bool:
 
 
 def _texts(messages: list[Message], role: str) -> list[str]:
-    return [b.text.content for m in messages if m.role == role for b in m.content
-            if isinstance(b, TextBlock)]
+    return [
+        b.text.content
+        for m in messages
+        if m.role == role
+        for b in m.content
+        if isinstance(b, TextBlock)
+    ]
 
 
 @pytest.mark.parametrize("name", formats.PROVIDER_FORMATS)
@@ -209,9 +226,17 @@ def test_a_history_missing_a_tool_result_is_refused_naming_the_call(name: str) -
         if not answered:
             return
         dropped = data.draw(st.sampled_from(answered))
-        without = [Message(role=m.role, content=[b for b in m.content if not (
-            isinstance(b, ToolResultBlock) and b.tool_result.tool_use_id == dropped)])
-            for m in history]
+        without = [
+            Message(
+                role=m.role,
+                content=[
+                    b
+                    for b in m.content
+                    if not (isinstance(b, ToolResultBlock) and b.tool_result.tool_use_id == dropped)
+                ],
+            )
+            for m in history
+        ]
         kept = [m for m in without if m.content]
         with pytest.raises(UserError, match=f"'{dropped}'"):
             module.validate(module.shape(kept))

@@ -32,8 +32,12 @@ def recorded(folder: str, test: str, n: int = -1) -> dict[str, Any]:
     bodies = []
     for interaction in yaml.safe_load(path.read_text())["interactions"]:
         req = interaction["request"]
-        if "generativelanguage" in req["uri"] or "bedrock" in req["uri"] or \
-                "anthropic" in req["uri"] or "openai" in req["uri"]:
+        if (
+            "generativelanguage" in req["uri"]
+            or "bedrock" in req["uri"]
+            or "anthropic" in req["uri"]
+            or "openai" in req["uri"]
+        ):
             body = req.get("parsed_body") or json.loads(req["body"])
             bodies.append(body)
     return bodies[n]  # type: ignore[no-any-return]
@@ -43,8 +47,14 @@ HISTORY = [
     Message(role="system", content=[text("Be brief.")]),
     Message(role="compactionSummary", content=[text("Earlier: user asked for files.")]),
     Message(role="user", content=[text("List files")]),
-    Message(role="assistant", content=[thinking("need ls", signature="sig1"), text("Listing."),
-                                       tool_use("t1", "bash", {"cmd": "ls"})]),
+    Message(
+        role="assistant",
+        content=[
+            thinking("need ls", signature="sig1"),
+            text("Listing."),
+            tool_use("t1", "bash", {"cmd": "ls"}),
+        ],
+    ),
     Message(role="tool", content=[tool_result("t1", "a.txt")]),
     Message(role="assistant", content=[text("One file: a.txt")]),
 ]
@@ -55,9 +65,17 @@ EXPECTED = {
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": SUMMARY},
         {"role": "user", "content": "List files"},
-        {"role": "assistant", "content": "<think>\nneed ls\n</think>\n\nListing.",
-         "tool_calls": [{"type": "function", "id": "t1",
-                         "function": {"name": "bash", "arguments": '{"cmd":"ls"}'}}]},
+        {
+            "role": "assistant",
+            "content": "<think>\nneed ls\n</think>\n\nListing.",
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "id": "t1",
+                    "function": {"name": "bash", "arguments": '{"cmd":"ls"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "t1", "content": "a.txt"},
         {"role": "assistant", "content": "One file: a.txt"},
     ],
@@ -74,14 +92,25 @@ EXPECTED = {
     "anthropic": {
         "system": "Be brief.",
         "messages": [
-            {"role": "user", "content": [{"type": "text", "text": SUMMARY},
-                                         {"type": "text", "text": "List files"}]},
-            {"role": "assistant", "content": [
-                {"type": "thinking", "thinking": "need ls", "signature": "sig1"},
-                {"type": "text", "text": "Listing."},
-                {"type": "tool_use", "id": "t1", "name": "bash", "input": {"cmd": "ls"}}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "t1", "content": "a.txt"}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": SUMMARY},
+                    {"type": "text", "text": "List files"},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "need ls", "signature": "sig1"},
+                    {"type": "text", "text": "Listing."},
+                    {"type": "tool_use", "id": "t1", "name": "bash", "input": {"cmd": "ls"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.txt"}],
+            },
             {"role": "assistant", "content": [{"type": "text", "text": "One file: a.txt"}]},
         ],
     },
@@ -89,11 +118,26 @@ EXPECTED = {
         "systemInstruction": {"parts": [{"text": "Be brief."}]},
         "contents": [
             {"role": "user", "parts": [{"text": SUMMARY}, {"text": "List files"}]},
-            {"role": "model", "parts": [
-                {"text": "need ls", "thought": True}, {"text": "Listing."},
-                {"functionCall": {"id": "t1", "name": "bash", "args": {"cmd": "ls"}}}]},
-            {"role": "user", "parts": [{"functionResponse": {
-                "id": "t1", "name": "bash", "response": {"output": "a.txt"}}}]},
+            {
+                "role": "model",
+                "parts": [
+                    {"text": "need ls", "thought": True},
+                    {"text": "Listing."},
+                    {"functionCall": {"id": "t1", "name": "bash", "args": {"cmd": "ls"}}},
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {
+                        "functionResponse": {
+                            "id": "t1",
+                            "name": "bash",
+                            "response": {"output": "a.txt"},
+                        }
+                    }
+                ],
+            },
             {"role": "model", "parts": [{"text": "One file: a.txt"}]},
         ],
     },
@@ -101,12 +145,22 @@ EXPECTED = {
         "system": [{"text": "Be brief."}],
         "messages": [
             {"role": "user", "content": [{"text": SUMMARY}, {"text": "List files"}]},
-            {"role": "assistant", "content": [
-                {"reasoningContent": {"reasoningText": {"text": "need ls", "signature": "sig1"}}},
-                {"text": "Listing."},
-                {"toolUse": {"toolUseId": "t1", "name": "bash", "input": {"cmd": "ls"}}}]},
-            {"role": "user", "content": [
-                {"toolResult": {"toolUseId": "t1", "content": [{"text": "a.txt"}]}}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "reasoningContent": {
+                            "reasoningText": {"text": "need ls", "signature": "sig1"}
+                        }
+                    },
+                    {"text": "Listing."},
+                    {"toolUse": {"toolUseId": "t1", "name": "bash", "input": {"cmd": "ls"}}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"toolResult": {"toolUseId": "t1", "content": [{"text": "a.txt"}]}}],
+            },
             {"role": "assistant", "content": [{"text": "One file: a.txt"}]},
         ],
     },
@@ -121,8 +175,9 @@ def test_a_small_history_dumps_to_exactly_the_documented_payload(name: str) -> N
 @pytest.mark.parametrize("name", ["anthropic", "gemini", "bedrock", "openai_responses"])
 def test_the_summary_comes_back_as_a_compaction_summary_message(name: str) -> None:
     back = formats.get(name).load(EXPECTED[name])
-    assert back[1] == Message(role="compactionSummary",
-                              content=[text("Earlier: user asked for files.")])
+    assert back[1] == Message(
+        role="compactionSummary", content=[text("Earlier: user asked for files.")]
+    )
     assert back[2] == Message(role="user", content=[text("List files")])
 
 
@@ -134,8 +189,10 @@ def test_anthropic_thinking_keeps_its_signature() -> None:
     source = body["messages"][1]["content"][0]
     block = anthropic.load(body["messages"])[1].content[0]
     assert isinstance(block, ThinkingBlock)
-    assert (block.thinking.content, block.thinking.signature) == (source["thinking"],
-                                                                 source["signature"])
+    assert (block.thinking.content, block.thinking.signature) == (
+        source["thinking"],
+        source["signature"],
+    )
 
 
 def test_anthropic_redacted_thinking_keeps_its_data_as_the_signature() -> None:
@@ -150,8 +207,10 @@ def test_anthropic_server_tool_blocks_ride_in_provider_details_at_their_index() 
     body = recorded("api_anthropic_messages", "test_anthropic_web_search_tool")
     assistant = anthropic.load(body["messages"])[1]
     kept = assistant.provider_details["anthropic"]["blocks"]  # type: ignore[index]
-    assert [(i, b["type"]) for i, b in kept] == [(1, "server_tool_use"),
-                                                (2, "web_search_tool_result")]
+    assert [(i, b["type"]) for i, b in kept] == [
+        (1, "server_tool_use"),
+        (2, "web_search_tool_result"),
+    ]
     assert [type(b).__name__ for b in assistant.content[:2]] == ["ThinkingBlock", "TextBlock"]
 
 
@@ -160,7 +219,9 @@ def test_anthropic_url_image_loads_as_a_url_image() -> None:
     block = anthropic.load(body)[0].content[1]
     assert isinstance(block, ImageBlock)
     assert (block.image.source.type, block.image.source.data) == (
-        "url", body["messages"][0]["content"][1]["source"]["url"])
+        "url",
+        body["messages"][0]["content"][1]["source"]["url"],
+    )
 
 
 def test_gemini_thought_part_and_signature() -> None:
@@ -179,8 +240,10 @@ def test_gemini_inline_image_keeps_its_bytes_and_type() -> None:
     inline = body["contents"][0]["parts"][1]["inlineData"]
     block = gemini.load(body)[1].content[1]
     assert isinstance(block, ImageBlock)
-    assert (block.image.source.media_type, block.image.source.data) == (inline["mimeType"],
-                                                                       inline["data"])
+    assert (block.image.source.media_type, block.image.source.data) == (
+        inline["mimeType"],
+        inline["data"],
+    )
 
 
 def test_gemini_function_response_value_becomes_the_result_text() -> None:
@@ -208,7 +271,9 @@ def test_bedrock_reasoning_and_tool_result_image() -> None:
     loaded = bedrock.load(body)[4].content[1]
     assert isinstance(loaded, ImageBlock)
     assert (loaded.image.source.media_type, loaded.image.source.data) == (
-        "image/jpeg", img["source"]["bytes"])
+        "image/jpeg",
+        img["source"]["bytes"],
+    )
 
 
 def test_bedrock_error_status_loads_as_an_error_result() -> None:
@@ -235,8 +300,11 @@ def test_responses_built_in_items_stay_verbatim_in_the_assistant_message() -> No
     assistant = openai_responses.load(body)[1]
     kept = assistant.provider_details["openai_responses"]["items"]  # type: ignore[index]
     assert kept == [[1, body["input"][2]]]
-    assert [type(b).__name__ for b in assistant.content] == ["ThinkingBlock", "ThinkingBlock",
-                                                            "TextBlock"]
+    assert [type(b).__name__ for b in assistant.content] == [
+        "ThinkingBlock",
+        "ThinkingBlock",
+        "TextBlock",
+    ]
 
 
 def test_chat_think_sections_load_as_thinking_blocks() -> None:
@@ -249,8 +317,10 @@ def test_chat_think_sections_load_as_thinking_blocks() -> None:
 
 
 def test_chat_developer_message_loads_as_system_and_dumps_back_as_developer() -> None:
-    payload = [{"role": "developer", "content": "Answer in French."},
-               {"role": "user", "content": "Hi"}]
+    payload = [
+        {"role": "developer", "content": "Answer in French."},
+        {"role": "user", "content": "Hi"},
+    ]
     loaded = openai_chat.load(payload)
     assert loaded[0].role == "system"
     assert openai_chat.dump(loaded) == payload
@@ -261,9 +331,14 @@ def test_chat_developer_message_loads_as_system_and_dumps_back_as_developer() ->
 
 
 @pytest.mark.parametrize("target", ["openai_chat", "openai_responses", "gemini", "bedrock"])
-@pytest.mark.parametrize("source", ["test_multiple_parallel_tool_calls",
-                                    "test_anthropic_tool_with_thinking",
-                                    "test_anthropic_web_search_tool"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "test_multiple_parallel_tool_calls",
+        "test_anthropic_tool_with_thinking",
+        "test_anthropic_web_search_tool",
+    ],
+)
 def test_an_anthropic_history_dumps_validly_to_every_provider_with_tool_pairs_intact(
     source: str, target: str
 ) -> None:
@@ -277,7 +352,8 @@ def test_an_anthropic_history_dumps_validly_to_every_provider_with_tool_pairs_in
     calls = [(u.id, u.name) for m in history for u in m.tool_uses]
     assert [(u.id, u.name) for m in back for u in m.tool_uses] == calls
     assert [r.tool_use_id for m in back for r in m.tool_results] == [
-        r.tool_use_id for m in history for r in m.tool_results]
+        r.tool_use_id for m in history for r in m.tool_results
+    ]
 
 
 def test_parallel_results_become_one_gemini_turn_named_after_their_calls() -> None:
@@ -298,11 +374,16 @@ def test_consecutive_user_messages_merge_into_one_turn_with_tool_results_first()
         Message(role="user", content=[text("also this")]),
         Message(role="tool", content=[tool_result("a", "done")]),
     ]
-    assert anthropic.dump(history)["messages"][2] == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "a", "content": "done"},
-        {"type": "text", "text": "also this"}]}
+    assert anthropic.dump(history)["messages"][2] == {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "a", "content": "done"},
+            {"type": "text", "text": "also this"},
+        ],
+    }
     assert bedrock.dump(history)["messages"][2]["content"][0] == {
-        "toolResult": {"toolUseId": "a", "content": [{"text": "done"}]}}
+        "toolResult": {"toolUseId": "a", "content": [{"text": "done"}]}
+    }
 
 
 def test_a_system_message_mid_conversation_becomes_wrapped_user_text_and_comes_back() -> None:
@@ -315,18 +396,25 @@ def test_a_system_message_mid_conversation_becomes_wrapped_user_text_and_comes_b
     payload = anthropic.dump(history)
     assert "system" not in payload
     assert payload["messages"][2]["content"][0] == {
-        "type": "text", "text": "<system_message>\nDigest: greetings exchanged\n</system_message>"}
+        "type": "text",
+        "text": "<system_message>\nDigest: greetings exchanged\n</system_message>",
+    }
     assert anthropic.load(payload) == history
-    assert openai_chat.dump(history)[2] == {"role": "system",
-                                           "content": "Digest: greetings exchanged"}
+    assert openai_chat.dump(history)[2] == {
+        "role": "system",
+        "content": "Digest: greetings exchanged",
+    }
 
 
 def test_a_wrapped_role_with_several_blocks_is_wrapped_by_tag_blocks() -> None:
     m = Message(role="bashExecution", content=[text("$ ls"), text("a.txt")])
     payload = anthropic.dump([m])
     assert payload["messages"][0]["content"] == [
-        {"type": "text", "text": "<bash_execution>"}, {"type": "text", "text": "$ ls"},
-        {"type": "text", "text": "a.txt"}, {"type": "text", "text": "</bash_execution>"}]
+        {"type": "text", "text": "<bash_execution>"},
+        {"type": "text", "text": "$ ls"},
+        {"type": "text", "text": "a.txt"},
+        {"type": "text", "text": "</bash_execution>"},
+    ]
     assert anthropic.load(payload) == [m]
 
 
@@ -340,9 +428,13 @@ def test_images_in_a_tool_result_follow_the_chat_tool_message_in_a_user_message(
     ]
     assert openai_chat.dump(history)[2:] == [
         {"role": "tool", "tool_call_id": "s", "content": [{"type": "text", "text": "taken"}]},
-        {"role": "user", "content": [
-            {"type": "text", "text": "Image(s) returned by tool call s:"},
-            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Image(s) returned by tool call s:"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            ],
+        },
     ]
 
 
@@ -350,13 +442,23 @@ def test_images_in_a_tool_result_follow_the_chat_tool_message_in_a_user_message(
 
 
 def test_anthropic_validator_lists_every_broken_rule() -> None:
-    payload = {"system": "", "messages": [
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "x", "name": "f",
-                                           "input": {}}]},
-        {"role": "user", "content": [{"type": "text", "text": "hm"},
-                                     {"type": "tool_result", "tool_use_id": "y"}]},
-        {"role": "user", "content": []},
-    ]}
+    payload = {
+        "system": "",
+        "messages": [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "x", "name": "f", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "hm"},
+                    {"type": "tool_result", "tool_use_id": "y"},
+                ],
+            },
+            {"role": "user", "content": []},
+        ],
+    }
     with pytest.raises(UserError) as err:
         anthropic.validate(payload)
     assert str(err.value) == (
@@ -377,8 +479,12 @@ def test_anthropic_validator_lists_every_broken_rule() -> None:
 def test_chat_validator_requires_tool_messages_right_after_the_call() -> None:
     payload = [
         {"role": "user", "content": "q"},
-        {"role": "assistant", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{"}}]},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{"}}
+            ],
+        },
         {"role": "user", "content": "wait"},
         {"role": "tool", "tool_call_id": "c1", "content": "r"},
     ]
@@ -395,10 +501,12 @@ def test_chat_validator_requires_tool_messages_right_after_the_call() -> None:
 
 
 def test_responses_validator_wants_every_call_answered() -> None:
-    payload = [{"role": "user", "content": "q"},
-               {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
-               {"type": "function_call_output", "call_id": "d", "output": "x"},
-               {"type": "reasoning", "summary": []}]
+    payload = [
+        {"role": "user", "content": "q"},
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "d", "output": "x"},
+        {"type": "reasoning", "summary": []},
+    ]
     with pytest.raises(UserError) as err:
         openai_responses.validate(payload)
     assert str(err.value) == (
@@ -411,11 +519,13 @@ def test_responses_validator_wants_every_call_answered() -> None:
 
 
 def test_gemini_validator_wants_names_on_function_responses_and_alternation() -> None:
-    payload = {"contents": [
-        {"role": "user", "parts": [{"text": "q"}]},
-        {"role": "model", "parts": [{"functionCall": {"id": "c", "name": "f", "args": {}}}]},
-        {"role": "model", "parts": [{"functionResponse": {"id": "c", "response": {}}}]},
-    ]}
+    payload = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "q"}]},
+            {"role": "model", "parts": [{"functionCall": {"id": "c", "name": "f", "args": {}}}]},
+            {"role": "model", "parts": [{"functionResponse": {"id": "c", "response": {}}}]},
+        ]
+    }
     with pytest.raises(UserError) as err:
         gemini.validate(payload)
     assert str(err.value) == (
@@ -429,8 +539,9 @@ def test_gemini_validator_wants_names_on_function_responses_and_alternation() ->
 
 
 def test_bedrock_validator_wants_one_key_blocks_and_non_blank_text() -> None:
-    payload = {"messages": [{"role": "user", "content": [{"text": " "},
-                                                        {"text": "a", "image": {}}]}]}
+    payload = {
+        "messages": [{"role": "user", "content": [{"text": " "}, {"text": "a", "image": {}}]}]
+    }
     with pytest.raises(UserError) as err:
         bedrock.validate(payload)
     assert str(err.value) == (
@@ -442,10 +553,15 @@ def test_bedrock_validator_wants_one_key_blocks_and_non_blank_text() -> None:
 
 
 def test_dump_context_answers_a_trailing_call_and_strict_refuses_it() -> None:
-    history = [Message(role="user", content=[text("q")]),
-               Message(role="assistant", content=[tool_use("c", "f")])]
-    with pytest.raises(UserError, match=r"\[1\] answered_dangling_call: tool call 'c' \(f\) "
-                       "has no result"):
+    history = [
+        Message(role="user", content=[text("q")]),
+        Message(role="assistant", content=[tool_use("c", "f")]),
+    ]
+    with pytest.raises(
+        UserError,
+        match=r"\[1\] answered_dangling_call: tool call 'c' \(f\) "
+        "has no result",
+    ):
         formats.dump_context("anthropic", history, strict=True)
     payload = formats.dump_context("anthropic", history)
     assert payload["messages"][-1]["content"][0]["tool_use_id"] == "c"
@@ -456,8 +572,13 @@ def test_dump_context_answers_a_trailing_call_and_strict_refuses_it() -> None:
 
 
 def test_names_lists_the_provider_formats_first() -> None:
-    assert formats.names()[:5] == ["openai_chat", "openai_responses", "anthropic", "gemini",
-                                   "bedrock"]
+    assert formats.names()[:5] == [
+        "openai_chat",
+        "openai_responses",
+        "anthropic",
+        "gemini",
+        "bedrock",
+    ]
     assert formats.get("gemini") is gemini
 
 
@@ -495,12 +616,22 @@ def test_a_session_context_with_summaries_and_a_digest_dumps_to_every_provider()
     s.append_message("assistant", "answer four")
     s.digest(5, 6, "third exchange")
     messages = list(s.context().messages)
-    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant",
-                                          "branchSummary", "system", "user", "assistant"]
+    assert [m.role for m in messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "branchSummary",
+        "system",
+        "user",
+        "assistant",
+    ]
     for name in formats.PROVIDER_FORMATS:
         back = formats.get(name).load(formats.dump_context(name, messages))
         assert [m.role for m in back if m.role in ("branchSummary", "system")] == [
-            "branchSummary", "system"], name
+            "branchSummary",
+            "system",
+        ], name
     assert anthropic.load(anthropic.dump(messages))[4:] == messages[4:]
     assert read in s.context().view.ids()
 
@@ -508,13 +639,15 @@ def test_a_session_context_with_summaries_and_a_digest_dumps_to_every_provider()
 def test_gemini_accepts_the_same_id_less_function_called_again_in_a_later_turn() -> None:
     call = {"functionCall": {"name": "transfer", "args": {}}}
     answer = {"functionResponse": {"name": "transfer", "response": {"ok": True}}}
-    payload = {"contents": [
-        {"role": "user", "parts": [{"text": "go"}]},
-        {"role": "model", "parts": [call]},
-        {"role": "user", "parts": [answer]},
-        {"role": "model", "parts": [call]},
-        {"role": "user", "parts": [answer]},
-    ]}
+    payload = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {"role": "model", "parts": [call]},
+            {"role": "user", "parts": [answer]},
+            {"role": "model", "parts": [call]},
+            {"role": "user", "parts": [answer]},
+        ]
+    }
     gemini.validate(payload)  # no "used twice": id-less calls pair by position
     payload["contents"].pop()
     with pytest.raises(UserError, match=r"tool call 'transfer#1@3' has no result"):

@@ -160,8 +160,9 @@ def test_there_are_recorded_exchanges_of_every_provider_format() -> None:
     assert sorted({e[1] for e in EXCHANGES}) == sorted(formats.PROVIDER_FORMATS)
 
 
-@pytest.mark.parametrize(("label", "name", "body", "answer", "nxt"), EXCHANGES,
-                         ids=[e[0] for e in EXCHANGES])
+@pytest.mark.parametrize(
+    ("label", "name", "body", "answer", "nxt"), EXCHANGES, ids=[e[0] for e in EXCHANGES]
+)
 def test_a_loaded_response_is_the_message_the_next_request_sends_back(
     label: str, name: str, body: Any, answer: Any, nxt: Any
 ) -> None:
@@ -174,8 +175,11 @@ def test_a_loaded_response_is_the_message_the_next_request_sends_back(
     assert message.stop_reason
     replayed = after[len(before)]
     # Gemini calls without ids get fresh ids on load; the client chose its own
-    ids = {u.id: r.id for u, r in zip(message.tool_uses, replayed.tool_uses, strict=False)
-           if u.id.startswith("gemini_call_")}
+    ids = {
+        u.id: r.id
+        for u, r in zip(message.tool_uses, replayed.tool_uses, strict=False)
+        if u.id.startswith("gemini_call_")
+    }
     assert _content(message, ids) == _content(replayed, {})
 
 

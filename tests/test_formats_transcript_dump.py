@@ -23,17 +23,28 @@ from threadline.model.content import (
     tool_use,
 )
 
-MODULES: dict[str, Any] = {"pi": pi, "claude_code": claude_code,
-                           "chatgpt_export": chatgpt_export, "codex": codex,
-                           "google_adk": google_adk}
-REALDATA_DIRS = {"pi": "pi_session", "claude_code": "claude_code",
-                 "chatgpt_export": "chatgpt_export", "codex": "codex_cli",
-                 "google_adk": "google_adk"}
+MODULES: dict[str, Any] = {
+    "pi": pi,
+    "claude_code": claude_code,
+    "chatgpt_export": chatgpt_export,
+    "codex": codex,
+    "google_adk": google_adk,
+}
+REALDATA_DIRS = {
+    "pi": "pi_session",
+    "claude_code": "claude_code",
+    "chatgpt_export": "chatgpt_export",
+    "codex": "codex_cli",
+    "google_adk": "google_adk",
+}
 # the name each tool gives its file on disk
-FILE_NAMES = {"pi": "2026-01-01T00-00-00-000Z_session.jsonl", "claude_code": "session.jsonl",
-              "chatgpt_export": "conversations.json",
-              "codex": "rollout-2026-01-01T00-00-00-session.jsonl",
-              "google_adk": "session.json"}
+FILE_NAMES = {
+    "pi": "2026-01-01T00-00-00-000Z_session.jsonl",
+    "claude_code": "session.jsonl",
+    "chatgpt_export": "conversations.json",
+    "codex": "rollout-2026-01-01T00-00-00-session.jsonl",
+    "google_adk": "session.json",
+}
 
 
 def file_text(fmt: str, payload: Any) -> str:
@@ -53,9 +64,11 @@ def round_trip(fmt: str, messages: list[Message]) -> list[Message]:
 
 
 def realdata_files() -> list[Any]:
-    return [pytest.param(fmt, path, id=f"{fmt}/{path.name}")
-            for fmt, folder in REALDATA_DIRS.items()
-            for path in sorted((REALDATA / folder).iterdir())]
+    return [
+        pytest.param(fmt, path, id=f"{fmt}/{path.name}")
+        for fmt, folder in REALDATA_DIRS.items()
+        for path in sorted((REALDATA / folder).iterdir())
+    ]
 
 
 @pytest.mark.parametrize(("fmt", "path"), realdata_files())
@@ -68,8 +81,9 @@ def test_a_real_transcript_loads_back_from_its_dump(fmt: str, path: Path) -> Non
 def test_the_same_messages_give_the_same_file(fmt: str) -> None:
     mod = MODULES[fmt]
     first = file_text(fmt, mod.dump(HISTORY))
-    assert first == file_text(fmt, mod.dump(msgspec.json.decode(
-        msgspec.json.encode(HISTORY), type=list[Message])))
+    assert first == file_text(
+        fmt, mod.dump(msgspec.json.decode(msgspec.json.encode(HISTORY), type=list[Message]))
+    )
     assert first != file_text(fmt, mod.dump(HISTORY[:-1]))
 
 
@@ -79,11 +93,18 @@ CALL_INPUT = {"path": "a.txt"}
 THOUGHT = "Read the file first."
 HISTORY = [
     Message(role="system", content=[text("You are terse.")]),
-    Message(role="user", content=[text("What is in a.txt and this picture?"),
-                                  image("iVBORw0KGgo=", "image/png")]),
-    Message(role="assistant", content=[thinking(THOUGHT, "sig-1"),
-                                       text("Let me look."),
-                                       tool_use("call_1", "read", CALL_INPUT)]),
+    Message(
+        role="user",
+        content=[text("What is in a.txt and this picture?"), image("iVBORw0KGgo=", "image/png")],
+    ),
+    Message(
+        role="assistant",
+        content=[
+            thinking(THOUGHT, "sig-1"),
+            text("Let me look."),
+            tool_use("call_1", "read", CALL_INPUT),
+        ],
+    ),
     Message(role="tool", content=[tool_result("call_1", "hello")]),
     Message(role="assistant", content=[text("It says hello; the picture is a pixel.")]),
 ]
@@ -105,29 +126,43 @@ def alone(m: Message, *blocks: Any) -> list[Message]:
 
 def expected_pi() -> list[Message]:
     """pi keeps everything but a tool result's string content, which pi holds as text blocks."""
-    return [SYSTEM, ASK, REPLY, Message(role="tool", content=[tool_result("call_1",
-                                                                         [text("hello")])]),
-            ANSWER]
+    return [
+        SYSTEM,
+        ASK,
+        REPLY,
+        Message(role="tool", content=[tool_result("call_1", [text("hello")])]),
+        ANSWER,
+    ]
 
 
 def expected_claude_code() -> list[Message]:
     """Claude Code has no system or tool records: the system prompt comes back as tagged user
     text, the tool result as the user message Claude Code writes for it."""
-    return [Message(role="user", content=[text("<system_message>\nYou are terse.\n"
-                                               "</system_message>")]),
-            ASK, REPLY, as_user(RESULT), ANSWER]
+    return [
+        Message(role="user", content=[text("<system_message>\nYou are terse.\n</system_message>")]),
+        ASK,
+        REPLY,
+        as_user(RESULT),
+        ANSWER,
+    ]
 
 
 def expected_chatgpt_export() -> list[Message]:
     """ChatGPT holds thinking (unsigned), text and each call in messages of their own; a call's
     input is its code or text (other inputs as their JSON text); images are URLs."""
-    return [SYSTEM,
-            Message(role="user", content=[ASK.content[0],
-                                          image_url("data:image/png;base64,iVBORw0KGgo=")]),
-            unsigned(REPLY), *alone(REPLY, SAYS),
-            Message(role="assistant", content=[tool_use("call_1", "read",
-                                                        {"text": json.dumps(CALL_INPUT)})]),
-            RESULT, ANSWER]
+    return [
+        SYSTEM,
+        Message(
+            role="user", content=[ASK.content[0], image_url("data:image/png;base64,iVBORw0KGgo=")]
+        ),
+        unsigned(REPLY),
+        *alone(REPLY, SAYS),
+        Message(
+            role="assistant", content=[tool_use("call_1", "read", {"text": json.dumps(CALL_INPUT)})]
+        ),
+        RESULT,
+        ANSWER,
+    ]
 
 
 def expected_codex() -> list[Message]:
@@ -141,23 +176,38 @@ def expected_google_adk() -> list[Message]:
     response as user content; every event names its author."""
     reply = Message(role="assistant", content=[thinking(THOUGHT), SAYS, CALL])
     out = [SYSTEM, ASK, reply, as_user(RESULT), ANSWER]
-    return [Message(role=m.role, content=m.content, provider_details={"google_adk": {
-        "author": "model" if m.role == "assistant" else "user"}}) for m in out]
+    return [
+        Message(
+            role=m.role,
+            content=m.content,
+            provider_details={
+                "google_adk": {"author": "model" if m.role == "assistant" else "user"}
+            },
+        )
+        for m in out
+    ]
 
 
-EXPECTED = {"pi": expected_pi, "claude_code": expected_claude_code,
-            "chatgpt_export": expected_chatgpt_export, "codex": expected_codex,
-            "google_adk": expected_google_adk}
+EXPECTED = {
+    "pi": expected_pi,
+    "claude_code": expected_claude_code,
+    "chatgpt_export": expected_chatgpt_export,
+    "codex": expected_codex,
+    "google_adk": expected_google_adk,
+}
 
 
 def without_own_details(fmt: str, messages: list[Message]) -> list[Message]:
     """The messages without what ``fmt``'s loader records of the file (ChatGPT's author, content
     type…), which a hand-made message does not have."""
+
     def strip(obj: Any) -> Any:
         pd = {k: v for k, v in (obj.provider_details or {}).items() if k != fmt}
         return msgspec.structs.replace(obj, provider_details=pd or None)
-    return [strip(msgspec.structs.replace(m, content=[strip(b) for b in m.content]))
-            for m in messages]
+
+    return [
+        strip(msgspec.structs.replace(m, content=[strip(b) for b in m.content])) for m in messages
+    ]
 
 
 @pytest.mark.parametrize("fmt", MODULES)
@@ -185,7 +235,8 @@ def write_dump(fmt: str, messages: list[Message], folder: Path) -> Path:
 
 @pytest.mark.parametrize("fmt", MODULES)
 def test_a_dumped_file_imports_as_a_session_with_the_same_context(
-        fmt: str, jsonl_store: Any, tmp_path: Path) -> None:
+    fmt: str, jsonl_store: Any, tmp_path: Path
+) -> None:
     path = write_dump(fmt, HISTORY, tmp_path)
     assert importing.detect(path) == fmt
     (session,) = importing.import_path(jsonl_store, fmt, path)
@@ -193,10 +244,12 @@ def test_a_dumped_file_imports_as_a_session_with_the_same_context(
     assert list(jsonl_store.open(session.id).context().messages) == round_trip(fmt, HISTORY)
 
 
-@pytest.mark.parametrize(("fmt", "path"), [p for p in realdata_files()
-                                           if p.values[1].stat().st_size < 200_000])
+@pytest.mark.parametrize(
+    ("fmt", "path"), [p for p in realdata_files() if p.values[1].stat().st_size < 200_000]
+)
 def test_a_real_transcript_dumped_to_disk_imports_with_its_context(
-        fmt: str, path: Path, jsonl_store: Any, tmp_path: Path) -> None:
+    fmt: str, path: Path, jsonl_store: Any, tmp_path: Path
+) -> None:
     messages = MODULES[fmt].load(path)
     (session,) = importing.import_path(jsonl_store, fmt, write_dump(fmt, messages, tmp_path))
     assert list(session.context().messages) == messages

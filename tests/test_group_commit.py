@@ -30,7 +30,8 @@ def count_syncs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize(("durability", "syncs"), [("fsync", 1), ("group", 1), ("flush", 0)])
 def test_a_batch_of_ten_appends_is_made_durable_with_one_sync(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str, syncs: int) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str, syncs: int
+) -> None:
     store = tl.open_store(tmp_path, durability=durability)  # type: ignore[arg-type]
     s = store.create()
     s.append_message("user", "before")
@@ -46,11 +47,13 @@ def test_a_batch_of_ten_appends_is_made_durable_with_one_sync(
         assert synced[0][1] == (tmp_path / f"{s.id}.jsonl").stat().st_size
     s.close()
     assert [m.text for m in store.open(s.id).context().messages] == (
-        ["before"] + [f"m{i}" for i in range(10)] + ["nested"])
+        ["before"] + [f"m{i}" for i in range(10)] + ["nested"]
+    )
 
 
 def test_a_failed_batch_sync_keeps_none_of_the_batch_and_the_session_goes_on(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = tl.open_store(tmp_path)
     s = store.create()
     kept = s.append_message("user", "kept")
@@ -59,9 +62,15 @@ def test_a_failed_batch_sync_keeps_none_of_the_batch_and_the_session_goes_on(
     def failing(fd: int) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
-    with pytest.raises(tl.StoreError, match=r"Syncing a batch of session '.*' failed \(Input/"
-                                            r"output error\); none of the batch's entries were "
-                                            r"kept"), s.batch():
+    with (
+        pytest.raises(
+            tl.StoreError,
+            match=r"Syncing a batch of session '.*' failed \(Input/"
+            r"output error\); none of the batch's entries were "
+            r"kept",
+        ),
+        s.batch(),
+    ):
         s.append_message("assistant", "lost 1")
         monkeypatch.setattr(os, "fdatasync", failing)
         s.append_message("user", "lost 2")
@@ -75,7 +84,8 @@ def test_a_failed_batch_sync_keeps_none_of_the_batch_and_the_session_goes_on(
 
 
 def test_group_durability_acknowledges_each_append_after_a_sync_that_covers_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = tl.open_store(tmp_path, durability="group")
     sessions = [store.create() for _ in range(4)]
     for s in sessions:
@@ -104,11 +114,13 @@ def test_group_durability_acknowledges_each_append_after_a_sync_that_covers_it(
     for s in sessions:
         s.close()
         assert [m.text for m in store.open(s.id).context().messages][1:] == [
-            f"{s.id} {i}" for i in range(20)]
+            f"{s.id} {i}" for i in range(20)
+        ]
 
 
 def test_a_failed_group_sync_fails_the_waiting_append_and_keeps_what_was_synced(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = tl.open_store(tmp_path, durability="group")
     s = store.create()
     kept = s.append_message("user", "kept")
@@ -118,8 +130,11 @@ def test_a_failed_group_sync_fails_the_waiting_append_and_keeps_what_was_synced(
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(os, "fdatasync", failing)
-    with pytest.raises(tl.StoreError, match=r"failed \(Input/output error\); nothing was "
-                                            r"written"):
+    with pytest.raises(
+        tl.StoreError,
+        match=r"failed \(Input/output error\); nothing was "
+        r"written",
+    ):
         s.append_message("user", "lost")
     monkeypatch.undo()
     assert (tmp_path / f"{s.id}.jsonl").read_bytes() == before

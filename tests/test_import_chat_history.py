@@ -16,9 +16,12 @@ from threadline import importing
 from threadline.cli.main import cli
 from threadline.formats import chat_history, openai_responses
 
-CASSETTE = (REALDATA / "api_openai_responses" /
-            "pydantic_pydantic-ai__test_openai_responses__test_openai_responses_thinking_with_"
-            "tool_calls.yaml")
+CASSETTE = (
+    REALDATA
+    / "api_openai_responses"
+    / "pydantic_pydantic-ai__test_openai_responses__test_openai_responses_thinking_with_"
+    "tool_calls.yaml"
+)
 
 
 def real_items() -> list[dict[str, Any]]:
@@ -54,7 +57,8 @@ def test_reading_an_old_file_migrates_it_after_a_backup(old_file: Path) -> None:
     assert [e["content"] for e in on_disk] == real_items()
     assert [e["type"] for e in on_disk] == [expected_type(i) for i in real_items()]
     assert [e["size"] for e in on_disk] == [
-        len(json.dumps(i, ensure_ascii=False).encode()) for i in real_items()]
+        len(json.dumps(i, ensure_ascii=False).encode()) for i in real_items()
+    ]
     # a wrapped file is read as it is: no second backup, no rewrite
     assert chat_history.read(old_file) == entries
     assert len(sorted(old_file.parent.glob("chat_history.json.*.bak"))) == 1
@@ -94,14 +98,25 @@ def test_export_writes_the_wrapped_layout_with_the_entry_ids(tmp_path: Path) -> 
     out = runner.invoke(cli, ["--store", store, "import", "--json", "chat_history", str(wrapped)])
     assert out.exit_code == 0, out.output
     sid = json.loads(out.stdout)["session_id"]
-    res = runner.invoke(cli, ["--store", store, "export", sid, "--format", "chat_history",
-                              "-o", str(tmp_path / "out.json")])
+    res = runner.invoke(
+        cli,
+        [
+            "--store",
+            store,
+            "export",
+            sid,
+            "--format",
+            "chat_history",
+            "-o",
+            str(tmp_path / "out.json"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     back = json.loads((tmp_path / "out.json").read_text())
     assert [(e["id"], e["ts"], e["type"]) for e in back] == [
-        (e["id"], e["ts"], e["type"]) for e in entries]
-    assert chat_history.unwrap(back) == openai_responses.dump(
-        openai_responses.load(real_items()))
+        (e["id"], e["ts"], e["type"]) for e in entries
+    ]
+    assert chat_history.unwrap(back) == openai_responses.dump(openai_responses.load(real_items()))
 
 
 def test_load_of_dump_is_the_identity_on_messages() -> None:
@@ -113,6 +128,9 @@ def test_a_mixed_file_is_refused_naming_the_item(tmp_path: Path) -> None:
     path = tmp_path / "chat_history.json"
     items = real_items()
     path.write_text(json.dumps([chat_history.wrap(items[0]), items[1]]))
-    with pytest.raises(tl.UserError, match=r"chat_history\.json: item 0 looks like a wrapped "
-                                           "entry but the file mixes layouts"):
+    with pytest.raises(
+        tl.UserError,
+        match=r"chat_history\.json: item 0 looks like a wrapped "
+        "entry but the file mixes layouts",
+    ):
         chat_history.import_session(tl.open_store("memory://"), path)

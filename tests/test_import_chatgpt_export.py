@@ -48,15 +48,17 @@ def test_each_conversation_becomes_a_session_with_its_tree(path: Path) -> None:
         for key, node in mapping.items():
             assert s.entry(key).parent_id == node["parent"]
             assert [c.id for c in s.children(key)] == sorted(
-                node["children"], key=lambda c: mapping[c]["message"]["create_time"])
+                node["children"], key=lambda c: mapping[c]["message"]["create_time"]
+            )
         assert s.leaf_id == conv["current_node"]
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_the_context_is_the_current_branch(path: Path) -> None:
     store = tl.open_store("memory://")
-    for s, conv in zip(importing.import_path(store, "chatgpt_export", path),
-                       conversations(path), strict=True):
+    for s, conv in zip(
+        importing.import_path(store, "chatgpt_export", path), conversations(path), strict=True
+    ):
         mapping = conv["mapping"]
         branch = []
         cur = conv["current_node"]
@@ -69,7 +71,8 @@ def test_the_context_is_the_current_branch(path: Path) -> None:
         roles = [mapping[k]["message"]["author"]["role"] for k in want]
         assert [m.role for m in ctx.messages] == [
             "tool" if r == "tool" and m.tool_results else "custom" if r == "tool" else r
-            for r, m in zip(roles, ctx.messages, strict=True)]
+            for r, m in zip(roles, ctx.messages, strict=True)
+        ]
         for k, m in zip(want, ctx.messages, strict=True):
             parts = mapping[k]["message"]["content"].get("parts")
             if parts and all(isinstance(p, str) for p in parts):
@@ -80,8 +83,9 @@ def test_edited_and_regenerated_branches_are_siblings() -> None:
     (conv,) = conversations(GPT / "LibreChat_via_Apollo_ui__chatgpt-tree.json")
     forks = {k: n["children"] for k, n in conv["mapping"].items() if len(n["children"]) > 1}
     assert len(forks) == 2
-    (s,) = importing.import_path(tl.open_store("memory://"), "auto",
-                                 GPT / "LibreChat_via_Apollo_ui__chatgpt-tree.json")
+    (s,) = importing.import_path(
+        tl.open_store("memory://"), "auto", GPT / "LibreChat_via_Apollo_ui__chatgpt-tree.json"
+    )
     for key, children in forks.items():
         assert sorted(c.id for c in s.children(key)) == sorted(children)
         kinds = {conv["mapping"][c]["message"]["author"]["role"] for c in children}
@@ -94,16 +98,22 @@ def test_browsing_calls_pair_with_their_first_result_and_dump_valid() -> None:
     mapping = conv["mapping"]
     (s, _) = importing.import_path(tl.open_store("memory://"), "chatgpt_export", path)
     msgs = list(s.context().messages)
-    calls = [k for k, n in mapping.items() if n["message"]
-             and n["message"]["author"]["role"] == "assistant"
-             and n["message"]["recipient"] != "all"]
+    calls = [
+        k
+        for k, n in mapping.items()
+        if n["message"]
+        and n["message"]["author"]["role"] == "assistant"
+        and n["message"]["recipient"] != "all"
+    ]
     assert sorted(u.id for m in msgs for u in m.tool_uses) == sorted(calls)
     for call in calls:
         (first_answer,) = [c for c in mapping[call]["children"]]
         (block,) = s.entry(first_answer).payload.tool_results
         assert block.tool_use_id == call
-        assert mapping[call]["message"]["content"]["text"] == \
-            s.entry(call).payload.tool_uses[0].input["code"]
+        assert (
+            mapping[call]["message"]["content"]["text"]
+            == s.entry(call).payload.tool_uses[0].input["code"]
+        )
     openai_chat.validate(openai_chat.dump(msgs))
 
 
@@ -112,8 +122,11 @@ def test_a_file_without_mapping_is_refused_and_nothing_is_imported(tmp_path: Pat
     bad = tmp_path / "conversations.json"
     bad.write_text(json.dumps([convs[0], {"title": "broken"}]))
     store = tl.open_store(tmp_path / "store")
-    with pytest.raises(tl.UserError, match=r"conversations\.json: conversation 1 has no "
-                                           r"\"mapping\" object"):
+    with pytest.raises(
+        tl.UserError,
+        match=r"conversations\.json: conversation 1 has no "
+        r"\"mapping\" object",
+    ):
         importing.import_path(store, "chatgpt_export", bad)
     assert store.list() == []
 
@@ -125,41 +138,106 @@ def test_import_session_refuses_a_file_of_many_conversations() -> None:
     assert len(chatgpt_export.import_sessions(tl.open_store("memory://"), path)) == 2
 
 
-def node(key: str, parent: str | None, children: list[str], role: str | None,
-         content: dict[str, Any] | None, t: float, **msg: Any) -> dict[str, Any]:
-    message = None if role is None else {
-        "id": key, "author": {"role": role, "name": msg.pop("name", None), "metadata": {}},
-        "create_time": t, "content": content, "recipient": msg.pop("recipient", "all"),
-        "metadata": msg.pop("metadata", {}), **msg}
+def node(
+    key: str,
+    parent: str | None,
+    children: list[str],
+    role: str | None,
+    content: dict[str, Any] | None,
+    t: float,
+    **msg: Any,
+) -> dict[str, Any]:
+    message = (
+        None
+        if role is None
+        else {
+            "id": key,
+            "author": {"role": role, "name": msg.pop("name", None), "metadata": {}},
+            "create_time": t,
+            "content": content,
+            "recipient": msg.pop("recipient", "all"),
+            "metadata": msg.pop("metadata", {}),
+            **msg,
+        }
+    )
     return {"id": key, "parent": parent, "children": children, "message": message}
 
 
 # Shapes of ChatGPT content types the real samples lack (image prompts, o1 thoughts, the python
 # tool), written from the export's documented structure.
 SYNTHETIC = {
-    "id": "synthetic", "title": "shapes", "create_time": 1700000000.0, "current_node": "a2",
+    "id": "synthetic",
+    "title": "shapes",
+    "create_time": 1700000000.0,
+    "current_node": "a2",
     "mapping": {
         "root": node("root", None, ["u1"], None, None, 0),
-        "u1": node("u1", "root", ["th"], "user", {"content_type": "multimodal_text", "parts": [
-            {"content_type": "image_asset_pointer", "asset_pointer": "file-service://file-1",
-             "width": 10, "height": 10}, "what is this?"]}, 1700000001.0),
-        "th": node("th", "u1", ["c1"], "assistant", {"content_type": "thoughts", "thoughts": [
-            {"summary": "Looking", "content": "It looks like a cat."}]}, 1700000002.0),
-        "c1": node("c1", "th", ["o1"], "assistant", {"content_type": "code", "language": "python",
-                                                     "text": "print(1)"}, 1700000003.0,
-                   recipient="python"),
-        "o1": node("o1", "c1", ["a2"], "tool", {"content_type": "execution_output", "text": "1"},
-                   1700000004.0, name="python"),
-        "a2": node("a2", "o1", [], "assistant", {"content_type": "text", "parts": ["A cat."]},
-                   1700000005.0, metadata={"model_slug": "o1"}),
+        "u1": node(
+            "u1",
+            "root",
+            ["th"],
+            "user",
+            {
+                "content_type": "multimodal_text",
+                "parts": [
+                    {
+                        "content_type": "image_asset_pointer",
+                        "asset_pointer": "file-service://file-1",
+                        "width": 10,
+                        "height": 10,
+                    },
+                    "what is this?",
+                ],
+            },
+            1700000001.0,
+        ),
+        "th": node(
+            "th",
+            "u1",
+            ["c1"],
+            "assistant",
+            {
+                "content_type": "thoughts",
+                "thoughts": [{"summary": "Looking", "content": "It looks like a cat."}],
+            },
+            1700000002.0,
+        ),
+        "c1": node(
+            "c1",
+            "th",
+            ["o1"],
+            "assistant",
+            {"content_type": "code", "language": "python", "text": "print(1)"},
+            1700000003.0,
+            recipient="python",
+        ),
+        "o1": node(
+            "o1",
+            "c1",
+            ["a2"],
+            "tool",
+            {"content_type": "execution_output", "text": "1"},
+            1700000004.0,
+            name="python",
+        ),
+        "a2": node(
+            "a2",
+            "o1",
+            [],
+            "assistant",
+            {"content_type": "text", "parts": ["A cat."]},
+            1700000005.0,
+            metadata={"model_slug": "o1"},
+        ),
     },
 }
 
 
 def test_images_thoughts_and_the_python_tool_map_to_blocks() -> None:
     mapping = SYNTHETIC["mapping"]
-    (s,) = importing.import_path(tl.open_store("memory://"), "chatgpt_export",
-                                 json.dumps(SYNTHETIC))
+    (s,) = importing.import_path(
+        tl.open_store("memory://"), "chatgpt_export", json.dumps(SYNTHETIC)
+    )
     msgs = list(s.context().messages)
     assert s.context().view.ids() == ["u1", "th", "c1", "o1", "a2"]
     pointer = mapping["u1"]["message"]["content"]["parts"][0]["asset_pointer"]
@@ -177,7 +255,8 @@ def test_images_thoughts_and_the_python_tool_map_to_blocks() -> None:
 
 
 def test_a_write_failing_midway_removes_the_sessions_already_written(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = GPT / "LibreChat_via_Apollo_ui__chatgpt-export.json"
     store = tl.open_store(tmp_path / "s")
     real = store.backend.create_log  # type: ignore[attr-defined]

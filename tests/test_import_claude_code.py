@@ -39,8 +39,11 @@ def test_every_record_is_kept_under_its_own_uuid(path: Path) -> None:
     named = 1 if s.name else 0
     assert len(ids) == len(recs) + named
     convo = [r for r in recs if r["type"] in ("user", "assistant")]
-    summaries = [e for e in s.entries() if isinstance(e, CustomEntry)
-                 and e.custom.custom_type == "claude_code:compact_summary"]
+    summaries = [
+        e
+        for e in s.entries()
+        if isinstance(e, CustomEntry) and e.custom.custom_type == "claude_code:compact_summary"
+    ]
     assert s.message_count() + len(summaries) == len(convo)
 
 
@@ -66,8 +69,9 @@ def starts_with_a_prompt(path: Path) -> bool:
     return next(r["type"] for r in records(path) if r["type"] in ("user", "assistant")) == "user"
 
 
-@pytest.mark.parametrize("path", [p for p in FILES if starts_with_a_prompt(p)],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [p for p in FILES if starts_with_a_prompt(p)], ids=lambda p: p.name
+)
 def test_the_context_is_a_valid_anthropic_history(path: Path) -> None:
     anthropic.validate(anthropic.dump(list(imported(path).context().messages)))
 
@@ -78,15 +82,24 @@ def test_a_result_written_after_the_next_reply_is_put_before_it() -> None:
     s = imported(path)
     ids = s.context().view.ids()
     # every result comes after its call and before the next assistant turn that follows it
-    calls = {b["id"]: r["uuid"] for r in recs if r["type"] == "assistant"
-             for b in r["message"]["content"] if b.get("type") == "tool_use"}
+    calls = {
+        b["id"]: r["uuid"]
+        for r in recs
+        if r["type"] == "assistant"
+        for b in r["message"]["content"]
+        if b.get("type") == "tool_use"
+    }
     for r in recs:
         content = r.get("message", {}).get("content")
         for b in content if isinstance(content, list) else []:
             if b.get("type") == "tool_result":
                 assert ids.index(calls[b["tool_use_id"]]) < ids.index(r["uuid"])
-    moved = [e for e in s.entries() if e.type == "message" and
-             "parentUuid" in (e.payload.provider_details or {}).get("claude_code", {})]
+    moved = [
+        e
+        for e in s.entries()
+        if e.type == "message"
+        and "parentUuid" in (e.payload.provider_details or {}).get("claude_code", {})
+    ]
     for e in moved:
         original = next(r["parentUuid"] for r in recs if r.get("uuid") == e.id)
         assert e.payload.provider_details["claude_code"]["parentUuid"] == original
@@ -109,8 +122,9 @@ def test_multiple_roots_and_inline_sidechains_stay_apart() -> None:
     for rid in side:
         parent = s.entry(rid).parent_id
         assert parent is None or parent in side
-    last_main = [r["uuid"] for r in recs if r["type"] in ("user", "assistant")
-                 and not r.get("isSidechain")][-1]
+    last_main = [
+        r["uuid"] for r in recs if r["type"] in ("user", "assistant") and not r.get("isSidechain")
+    ][-1]
     assert s.leaf_id == last_main
 
 
@@ -137,13 +151,18 @@ def test_compact_boundary_becomes_a_compaction_with_the_summary_text() -> None:
     ctx = s.context()
     assert ctx.messages[0].role == "compactionSummary"
     assert ctx.messages[0].text == summary["message"]["content"]
-    after = {r["uuid"] for r in recs[recs.index(boundary):] if r["type"] in ("user", "assistant")}
+    after = {r["uuid"] for r in recs[recs.index(boundary) :] if r["type"] in ("user", "assistant")}
     assert set(ctx.view.ids()[1:]) <= after
 
 
-@pytest.mark.parametrize("name", ["jnarowski_agentcmd__full-session-two.jsonl",
-                                  "jnarowski_agentcmd__tool-result-image.jsonl",
-                                  "jnarowski_agentcmd__user-image.jsonl"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "jnarowski_agentcmd__full-session-two.jsonl",
+        "jnarowski_agentcmd__tool-result-image.jsonl",
+        "jnarowski_agentcmd__user-image.jsonl",
+    ],
+)
 def test_images_in_prompts_and_tool_results_are_kept(name: str) -> None:
     path = CC / name
     s = imported(path)
@@ -182,10 +201,16 @@ def test_thinking_blocks_keep_text_and_signature(path: Path) -> None:
     for uid, r in first.items():
         if r["type"] != "assistant":
             continue
-        want = [(b["thinking"], b.get("signature")) for b in r["message"]["content"]
-                if isinstance(b, dict) and b.get("type") == "thinking"]
-        got = [(b.thinking.content, b.thinking.signature) for b in s.entry(uid).payload.content
-               if isinstance(b, ThinkingBlock)]
+        want = [
+            (b["thinking"], b.get("signature"))
+            for b in r["message"]["content"]
+            if isinstance(b, dict) and b.get("type") == "thinking"
+        ]
+        got = [
+            (b.thinking.content, b.thinking.signature)
+            for b in s.entry(uid).payload.content
+            if isinstance(b, ThinkingBlock)
+        ]
         assert got == want
 
 

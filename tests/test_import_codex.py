@@ -18,8 +18,11 @@ FILES = sorted((REALDATA / "codex_cli").glob("*.jsonl"))
 
 
 def lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    return [(n, json.loads(raw)) for n, raw in enumerate(path.read_bytes().split(b"\n"), 1)
-            if raw.strip()]
+    return [
+        (n, json.loads(raw))
+        for n, raw in enumerate(path.read_bytes().split(b"\n"), 1)
+        if raw.strip()
+    ]
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -50,8 +53,11 @@ def test_the_context_starts_at_the_latest_compaction(path: Path) -> None:
     ctx = s.context()
     assert ctx.view.ids() == want
     assert ctx.messages[0].text == comp["payload"]["message"]
-    models = [o["payload"]["model"] for n, o in src if o["type"] == "turn_context"
-              and "model" in o["payload"]]
+    models = [
+        o["payload"]["model"]
+        for n, o in src
+        if o["type"] == "turn_context" and "model" in o["payload"]
+    ]
     assert ctx.model is not None and ctx.model.model_id == models[-1]
 
 

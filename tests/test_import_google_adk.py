@@ -26,7 +26,8 @@ def test_a_session_dump_keeps_every_event_in_order(path: Path) -> None:
     assert s.path_ids() == ids
     msgs = list(s.context().messages)
     assert [m.role for m in msgs] == [
-        "assistant" if e["content"]["role"] == "model" else "user" for e in doc["events"]]
+        "assistant" if e["content"]["role"] == "model" else "user" for e in doc["events"]
+    ]
     for m, e in zip(msgs, doc["events"], strict=True):
         assert m.provider_details["google_adk"]["author"] == e["author"]
         parts = e["content"]["parts"]
@@ -65,8 +66,7 @@ def test_an_eval_set_gives_one_session_per_case(path: Path) -> None:
         gemini.validate(gemini.dump([m for m in msgs if m.content]))
         finals = [m for m in msgs if m.role == "assistant"]
         for m, inv in zip(finals, case["conversation"], strict=True):
-            assert m.provider_details["google_adk"]["intermediate_data"] == \
-                inv["intermediate_data"]
+            assert m.provider_details["google_adk"]["intermediate_data"] == inv["intermediate_data"]
 
 
 def test_a_json_file_of_another_kind_is_refused() -> None:

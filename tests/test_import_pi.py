@@ -45,8 +45,10 @@ def reference_context(path: Path) -> list[str]:
     linear = header.get("version", 1) < 2
     ids = [f"L{n}" if linear else e["id"] for n, e in good]
     by_id = {i: e for i, (_, e) in zip(ids, good, strict=True)}
-    parent = {i: (ids[k - 1] if k else None) if linear else e.get("parentId")
-              for k, (i, (_, e)) in enumerate(zip(ids, good, strict=True))}
+    parent = {
+        i: (ids[k - 1] if k else None) if linear else e.get("parentId")
+        for k, (i, (_, e)) in enumerate(zip(ids, good, strict=True))
+    }
     path_ids = []
     cur: str | None = ids[-1]
     while cur in by_id:
@@ -74,8 +76,8 @@ def reference_context(path: Path) -> list[str]:
         if "firstKeptEntryIndex" in comp:  # v1: index into [header, *entries]
             first = ids[comp["firstKeptEntryIndex"] - 1]
         before = path_ids[:c]
-        kept = before[before.index(first):] if first in before else []
-        chosen = kept + path_ids[c + 1:]
+        kept = before[before.index(first) :] if first in before else []
+        chosen = kept + path_ids[c + 1 :]
         roles = ["compactionSummary"]
     roles += [r for r in (role(by_id[i]) for i in chosen) if r is not None]
     return roles
@@ -119,14 +121,24 @@ def test_tool_calls_results_and_thinking_survive(path: Path) -> None:
     for got, want in zip(msgs, src, strict=True):
         content = want.get("content")
         if want["role"] == "assistant":
-            calls = [(b["id"], b["name"], b["arguments"]) for b in content
-                     if b["type"] == "toolCall"]
-            assert [(b.tool_use.id, b.tool_use.name, b.tool_use.input) for b in got.content
-                    if isinstance(b, ToolUseBlock)] == calls
-            thoughts = [(b["thinking"], b.get("thinkingSignature")) for b in content
-                        if b["type"] == "thinking"]
-            assert [(b.thinking.content, b.thinking.signature) for b in got.content
-                    if isinstance(b, ThinkingBlock)] == thoughts
+            calls = [
+                (b["id"], b["name"], b["arguments"]) for b in content if b["type"] == "toolCall"
+            ]
+            assert [
+                (b.tool_use.id, b.tool_use.name, b.tool_use.input)
+                for b in got.content
+                if isinstance(b, ToolUseBlock)
+            ] == calls
+            thoughts = [
+                (b["thinking"], b.get("thinkingSignature"))
+                for b in content
+                if b["type"] == "thinking"
+            ]
+            assert [
+                (b.thinking.content, b.thinking.signature)
+                for b in got.content
+                if isinstance(b, ThinkingBlock)
+            ] == thoughts
             assert got.stop_reason == want.get("stopReason")
         elif want["role"] == "toolResult":
             (block,) = got.content
@@ -173,35 +185,102 @@ def test_a_pi_message_object_loads_as_one_message() -> None:
     (msg,) = pi.load(path)
     assert msg.role == "assistant"
     want = [b.get("thinking") or b.get("text") for b in src["content"]]
-    assert [b.thinking.content if isinstance(b, ThinkingBlock) else b.text.content
-            for b in msg.content] == want
+    assert [
+        b.thinking.content if isinstance(b, ThinkingBlock) else b.text.content for b in msg.content
+    ] == want
     assert msg.usage is not None and msg.usage.output == src["usage"]["output"]
 
 
 V3 = [
-    {"type": "session", "version": 3, "id": "tree-demo", "timestamp": "2026-01-01T00:00:00.000Z",
-     "cwd": "/p"},
-    {"type": "model_change", "id": "a1", "parentId": None, "timestamp": "2026-01-01T00:00:01Z",
-     "provider": "anthropic", "modelId": "claude"},
-    {"type": "message", "id": "u1", "parentId": "a1", "timestamp": "2026-01-01T00:00:02Z",
-     "message": {"role": "user", "content": "hi", "timestamp": 1}},
-    {"type": "message", "id": "r1", "parentId": "u1", "timestamp": "2026-01-01T00:00:03Z",
-     "message": {"role": "assistant", "content": [{"type": "text", "text": "first"}],
-                 "provider": "anthropic", "model": "claude", "stopReason": "stop"}},
-    {"type": "message", "id": "r2", "parentId": "u1", "timestamp": "2026-01-01T00:00:04Z",
-     "message": {"role": "assistant", "content": [{"type": "text", "text": "second"}]}},
-    {"type": "branch_summary", "id": "b1", "parentId": "r2", "timestamp": "2026-01-01T00:00:05Z",
-     "fromId": "r1", "summary": "tried the first answer"},
-    {"type": "label", "id": "l1", "parentId": "b1", "timestamp": "2026-01-01T00:00:06Z",
-     "targetId": "r1", "label": "good"},
-    {"type": "session_info", "id": "s1", "parentId": "l1", "timestamp": "2026-01-01T00:00:07Z",
-     "name": "demo"},
-    {"type": "custom", "id": "c1", "parentId": "s1", "timestamp": "2026-01-01T00:00:08Z",
-     "customType": "plan", "data": {"step": 1}},
-    {"type": "custom_message", "id": "cm", "parentId": "c1", "timestamp": "2026-01-01T00:00:09Z",
-     "customType": "note", "content": "remember", "display": True},
-    {"type": "mystery", "id": "x1", "parentId": "cm", "timestamp": "2026-01-01T00:00:10Z",
-     "payload": 7},
+    {
+        "type": "session",
+        "version": 3,
+        "id": "tree-demo",
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "cwd": "/p",
+    },
+    {
+        "type": "model_change",
+        "id": "a1",
+        "parentId": None,
+        "timestamp": "2026-01-01T00:00:01Z",
+        "provider": "anthropic",
+        "modelId": "claude",
+    },
+    {
+        "type": "message",
+        "id": "u1",
+        "parentId": "a1",
+        "timestamp": "2026-01-01T00:00:02Z",
+        "message": {"role": "user", "content": "hi", "timestamp": 1},
+    },
+    {
+        "type": "message",
+        "id": "r1",
+        "parentId": "u1",
+        "timestamp": "2026-01-01T00:00:03Z",
+        "message": {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "first"}],
+            "provider": "anthropic",
+            "model": "claude",
+            "stopReason": "stop",
+        },
+    },
+    {
+        "type": "message",
+        "id": "r2",
+        "parentId": "u1",
+        "timestamp": "2026-01-01T00:00:04Z",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": "second"}]},
+    },
+    {
+        "type": "branch_summary",
+        "id": "b1",
+        "parentId": "r2",
+        "timestamp": "2026-01-01T00:00:05Z",
+        "fromId": "r1",
+        "summary": "tried the first answer",
+    },
+    {
+        "type": "label",
+        "id": "l1",
+        "parentId": "b1",
+        "timestamp": "2026-01-01T00:00:06Z",
+        "targetId": "r1",
+        "label": "good",
+    },
+    {
+        "type": "session_info",
+        "id": "s1",
+        "parentId": "l1",
+        "timestamp": "2026-01-01T00:00:07Z",
+        "name": "demo",
+    },
+    {
+        "type": "custom",
+        "id": "c1",
+        "parentId": "s1",
+        "timestamp": "2026-01-01T00:00:08Z",
+        "customType": "plan",
+        "data": {"step": 1},
+    },
+    {
+        "type": "custom_message",
+        "id": "cm",
+        "parentId": "c1",
+        "timestamp": "2026-01-01T00:00:09Z",
+        "customType": "note",
+        "content": "remember",
+        "display": True,
+    },
+    {
+        "type": "mystery",
+        "id": "x1",
+        "parentId": "cm",
+        "timestamp": "2026-01-01T00:00:10Z",
+        "payload": 7,
+    },
 ]
 
 
@@ -220,12 +299,18 @@ def test_a_v3_tree_keeps_branches_labels_names_and_unknown_entries() -> None:
     mystery = s.entry("x1")
     assert isinstance(mystery, CustomEntry)
     assert mystery.custom.custom_type == "pi:mystery"
-    assert mystery.custom.data == {"type": "mystery", "timestamp": "2026-01-01T00:00:10Z",
-                                   "payload": 7}
+    assert mystery.custom.data == {
+        "type": "mystery",
+        "timestamp": "2026-01-01T00:00:10Z",
+        "payload": 7,
+    }
     ctx = s.context()
     assert [(m.role, m.text) for m in ctx.messages] == [
-        ("user", "hi"), ("assistant", "second"), ("branchSummary", "tried the first answer"),
-        ("custom", "remember")]
+        ("user", "hi"),
+        ("assistant", "second"),
+        ("branchSummary", "tried the first answer"),
+        ("custom", "remember"),
+    ]
     assert ctx.model is not None and ctx.model.model_id == "claude"
 
 
@@ -238,8 +323,16 @@ def test_a_file_that_is_not_a_pi_session_is_refused_with_file_and_line() -> None
 
 
 def test_a_bad_record_late_in_the_file_imports_nothing(tmp_path: Path) -> None:
-    rows = [*V3, {"type": "message", "id": "m9", "parentId": "x1", "timestamp": "t",
-                  "message": "not an object"}]
+    rows = [
+        *V3,
+        {
+            "type": "message",
+            "id": "m9",
+            "parentId": "x1",
+            "timestamp": "t",
+            "message": "not an object",
+        },
+    ]
     store = tl.open_store(tmp_path / "s")
     with pytest.raises(tl.UserError, match=r"<data>: line 12: a pi \"message\" entry needs"):
         pi.import_session(store, jsonl(rows))
@@ -254,33 +347,64 @@ def test_cli_import_prints_one_line_per_session_and_the_report(tmp_path: Path) -
     result = CliRunner().invoke(cli, ["--store", str(tmp_path), "import", "auto", str(path)])
     assert result.exit_code == 0, result.output
     sid = json.loads(path.read_bytes().split(b"\n", 1)[0])["id"]
-    assert result.stdout == (f"{sid}  {len(lines)} entries  {n_msgs} messages  1 warnings  "
-                             f"(pi: {path})\n")
+    assert result.stdout == (
+        f"{sid}  {len(lines)} entries  {n_msgs} messages  1 warnings  (pi: {path})\n"
+    )
     assert "line 440: invalid JSON" in result.stderr
 
 
 def test_a_v2_file_reads_hook_messages_as_custom_messages() -> None:
     rows = [
-        {"type": "session", "version": 2, "id": "v2-demo", "timestamp": "2025-06-01T00:00:00Z",
-         "cwd": "/p"},
-        {"type": "message", "id": "a", "parentId": None, "timestamp": "2025-06-01T00:00:01Z",
-         "message": {"role": "user", "content": [{"type": "text", "text": "go"}]}},
-        {"type": "message", "id": "b", "parentId": "a", "timestamp": "2025-06-01T00:00:02Z",
-         "message": {"role": "hookMessage", "customType": "lint", "content": "2 warnings",
-                     "display": True}},
-        {"type": "compaction", "id": "c", "parentId": "b", "timestamp": "2025-06-01T00:00:03Z",
-         "summary": "went", "firstKeptEntryId": "b", "tokensBefore": 10, "fromHook": True},
+        {
+            "type": "session",
+            "version": 2,
+            "id": "v2-demo",
+            "timestamp": "2025-06-01T00:00:00Z",
+            "cwd": "/p",
+        },
+        {
+            "type": "message",
+            "id": "a",
+            "parentId": None,
+            "timestamp": "2025-06-01T00:00:01Z",
+            "message": {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        },
+        {
+            "type": "message",
+            "id": "b",
+            "parentId": "a",
+            "timestamp": "2025-06-01T00:00:02Z",
+            "message": {
+                "role": "hookMessage",
+                "customType": "lint",
+                "content": "2 warnings",
+                "display": True,
+            },
+        },
+        {
+            "type": "compaction",
+            "id": "c",
+            "parentId": "b",
+            "timestamp": "2025-06-01T00:00:03Z",
+            "summary": "went",
+            "firstKeptEntryId": "b",
+            "tokensBefore": 10,
+            "fromHook": True,
+        },
     ]
     s = pi.import_session(tl.open_store("memory://"), jsonl(rows))
     hook = s.entry("b").payload
     assert (hook.role, hook.text) == ("custom", "2 warnings")
-    assert hook.provider_details == {"pi": {"customType": "lint", "display": True,
-                                            "role": "hookMessage"}}
+    assert hook.provider_details == {
+        "pi": {"customType": "lint", "display": True, "role": "hookMessage"}
+    }
     comp = s.entry("c")
     assert isinstance(comp, CompactionEntry)
     assert comp.compaction.details == {"pi": {"fromHook": True}}
     assert [(m.role, m.text) for m in s.context().messages] == [
-        ("compactionSummary", "went"), ("custom", "2 warnings")]
+        ("compactionSummary", "went"),
+        ("custom", "2 warnings"),
+    ]
 
 
 @st.composite
@@ -288,26 +412,53 @@ def pi_trees(draw: st.DrawFn) -> list[dict[str, Any]]:
     """A random pi v3 session: entries under random earlier parents (branches, new roots),
     messages, branch summaries, custom messages, compactions keeping a random ancestor."""
     n = draw(st.integers(1, 30))
-    rows: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": "prop",
-                                   "timestamp": "2026-01-01T00:00:00Z", "cwd": "/"}]
+    rows: list[dict[str, Any]] = [
+        {
+            "type": "session",
+            "version": 3,
+            "id": "prop",
+            "timestamp": "2026-01-01T00:00:00Z",
+            "cwd": "/",
+        }
+    ]
     ids: list[str] = []
     parents: dict[str, str | None] = {}
     for k in range(n):
         eid = f"e{k}"
         parent = draw(st.sampled_from([None, *ids])) if ids else None
         ts = f"2026-01-01T00:{k // 60:02d}:{k % 60:02d}Z"
-        kind = draw(st.sampled_from(["user", "assistant", "branch_summary", "custom_message",
-                                     "compaction", "label", "model_change"]))
+        kind = draw(
+            st.sampled_from(
+                [
+                    "user",
+                    "assistant",
+                    "branch_summary",
+                    "custom_message",
+                    "compaction",
+                    "label",
+                    "model_change",
+                ]
+            )
+        )
         row: dict[str, Any] = {"id": eid, "parentId": parent, "timestamp": ts}
         if kind in ("user", "assistant"):
-            row |= {"type": "message", "message": {"role": kind, "content": [
-                {"type": "text", "text": f"{kind} {k}"}]}}
+            row |= {
+                "type": "message",
+                "message": {"role": kind, "content": [{"type": "text", "text": f"{kind} {k}"}]},
+            }
         elif kind == "branch_summary":
-            row |= {"type": "branch_summary", "fromId": parent or "x",
-                    "summary": draw(st.sampled_from(["", f"summary {k}"]))}
+            row |= {
+                "type": "branch_summary",
+                "fromId": parent or "x",
+                "summary": draw(st.sampled_from(["", f"summary {k}"])),
+            }
         elif kind == "custom_message":
-            row |= {"type": "custom_message", "customType": "note", "content": f"note {k}",
-                    "display": False}
+            row |= {
+                "type": "custom_message",
+                "customType": "note",
+                "content": f"note {k}",
+                "display": False,
+            }
         elif kind == "compaction":
             ancestors = []
             cur = parent
@@ -315,11 +466,18 @@ def pi_trees(draw: st.DrawFn) -> list[dict[str, Any]]:
                 ancestors.append(cur)
                 cur = parents[cur]
             first = draw(st.sampled_from([*ancestors, "gone"]))
-            row |= {"type": "compaction", "summary": f"compacted {k}", "firstKeptEntryId": first,
-                    "tokensBefore": k}
+            row |= {
+                "type": "compaction",
+                "summary": f"compacted {k}",
+                "firstKeptEntryId": first,
+                "tokensBefore": k,
+            }
         elif kind == "label":
-            row |= {"type": "label", "targetId": draw(st.sampled_from([*ids, eid])),
-                    "label": f"l{k}"}
+            row |= {
+                "type": "label",
+                "targetId": draw(st.sampled_from([*ids, eid])),
+                "label": f"l{k}",
+            }
         else:
             row |= {"type": "model_change", "provider": "p", "modelId": f"m{k}"}
         rows.append(row)
@@ -338,6 +496,5 @@ def test_random_pi_trees_import_with_pis_context(rows: list[dict[str, Any]]) -> 
         path.write_bytes(jsonl(rows))
         s = pi.import_session(tl.open_store("memory://"), path)
         want = reference_context(path)
-    assert {e.id: e.parent_id for e in s.entries()} == {
-        r["id"]: r["parentId"] for r in rows[1:]}
+    assert {e.id: e.parent_id for e in s.entries()} == {r["id"]: r["parentId"] for r in rows[1:]}
     assert [m.role for m in s.context().messages] == [ROLE.get(r, r) for r in want]

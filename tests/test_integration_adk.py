@@ -53,7 +53,8 @@ def location(kind: str, tmp_path: Path) -> dict[str, Any]:
 
 
 def test_a_created_session_reads_back_equal_and_is_gone_after_delete(
-        service: ThreadlineSessionService) -> None:
+    service: ThreadlineSessionService,
+) -> None:
     s = run(service.create_session(app_name="app", user_id="u", state={"k": "v"}))
     assert (s.app_name, s.user_id, s.state) == ("app", "u", {"k": "v"})
     assert run(service.get_session(app_name="app", user_id="u", session_id=s.id)) == s
@@ -70,21 +71,35 @@ def test_creating_an_existing_id_raises_already_exists(service: ThreadlineSessio
 
 def test_state_scopes_app_user_session_and_temp(service: ThreadlineSessionService) -> None:
     async def scenario() -> list[Any]:
-        s1 = await service.create_session(app_name="app", user_id="u1", session_id="s1",
-                                          state={"app:a": 1, "user:b": 2, "own": 3})
+        s1 = await service.create_session(
+            app_name="app", user_id="u1", session_id="s1", state={"app:a": 1, "user:b": 2, "own": 3}
+        )
         delta = {"app:a2": 4, "user:b2": 5, "own2": 6, "temp:t": 7}
-        await service.append_event(s1, Event(author="user", invocation_id="i1",
-                                             actions=EventActions(state_delta=delta)))
+        await service.append_event(
+            s1, Event(author="user", invocation_id="i1", actions=EventActions(state_delta=delta))
+        )
         same_user = await service.create_session(app_name="app", user_id="u1", session_id="s2")
         other_user = await service.create_session(app_name="app", user_id="u2", session_id="s3")
         again = await service.get_session(app_name="app", user_id="u1", session_id="s1")
-        return [s1.state, same_user.state, other_user.state, again.state,
-                s1.events[0].actions.state_delta,
-                await service.get_user_state(app_name="app", user_id="u1")]
+        return [
+            s1.state,
+            same_user.state,
+            other_user.state,
+            again.state,
+            s1.events[0].actions.state_delta,
+            await service.get_user_state(app_name="app", user_id="u1"),
+        ]
 
     s1, same_user, other_user, again, delta, user_state = run(scenario())
-    assert s1 == {"app:a": 1, "user:b": 2, "own": 3, "app:a2": 4, "user:b2": 5, "own2": 6,
-                  "temp:t": 7}
+    assert s1 == {
+        "app:a": 1,
+        "user:b": 2,
+        "own": 3,
+        "app:a2": 4,
+        "user:b2": 5,
+        "own2": 6,
+        "temp:t": 7,
+    }
     assert same_user == {"app:a": 1, "app:a2": 4, "user:b": 2, "user:b2": 5}
     assert other_user == {"app:a": 1, "app:a2": 4}
     assert again == {"own": 3, "own2": 6, "app:a": 1, "app:a2": 4, "user:b": 2, "user:b2": 5}
@@ -93,7 +108,8 @@ def test_state_scopes_app_user_session_and_temp(service: ThreadlineSessionServic
 
 
 def test_the_same_session_id_under_two_users_is_two_sessions(
-        service: ThreadlineSessionService) -> None:
+    service: ThreadlineSessionService,
+) -> None:
     s = run(service.create_session(app_name="app", user_id="u1", session_id="s1"))
     run(service.append_event(s, Event(author="user", invocation_id="i")))
     run(service.create_session(app_name="app", user_id="u2", session_id="s1"))
@@ -103,8 +119,9 @@ def test_the_same_session_id_under_two_users_is_two_sessions(
 
 def test_list_sessions_per_user_and_for_the_whole_app(service: ThreadlineSessionService) -> None:
     for user, sid in [("u1", "a"), ("u1", "b"), ("u2", "c")]:
-        run(service.create_session(app_name="app", user_id=user, session_id=sid,
-                                   state={"key": sid}))
+        run(
+            service.create_session(app_name="app", user_id=user, session_id=sid, state={"key": sid})
+        )
     one = run(service.list_sessions(app_name="app", user_id="u1")).sessions
     every = run(service.list_sessions(app_name="app")).sessions
     assert [(s.id, s.state) for s in one] == [("a", {"key": "a"}), ("b", {"key": "b"})]
@@ -112,20 +129,32 @@ def test_list_sessions_per_user_and_for_the_whole_app(service: ThreadlineSession
 
 
 def test_events_come_back_equal_with_bytes_and_every_field(
-        service: ThreadlineSessionService) -> None:
+    service: ThreadlineSessionService,
+) -> None:
     s = run(service.create_session(app_name="app", user_id="u"))
     event = Event(
-        invocation_id="inv", author="user", turn_complete=True, partial=False,
-        content=types.Content(role="user", parts=[
-            types.Part(text="look"),
-            types.Part.from_bytes(data=b"\x89PNG-bytes", mime_type="image/png")]),
-        actions=EventActions(artifact_delta={"file": 0}, transfer_to_agent="agent",
-                             escalate=True),
-        long_running_tool_ids={"tool1"}, error_code="code", interrupted=True,
+        invocation_id="inv",
+        author="user",
+        turn_complete=True,
+        partial=False,
+        content=types.Content(
+            role="user",
+            parts=[
+                types.Part(text="look"),
+                types.Part.from_bytes(data=b"\x89PNG-bytes", mime_type="image/png"),
+            ],
+        ),
+        actions=EventActions(artifact_delta={"file": 0}, transfer_to_agent="agent", escalate=True),
+        long_running_tool_ids={"tool1"},
+        error_code="code",
+        interrupted=True,
         grounding_metadata=types.GroundingMetadata(web_search_queries=["q"]),
         usage_metadata=types.GenerateContentResponseUsageMetadata(
-            prompt_token_count=1, candidates_token_count=1, total_token_count=2),
-        custom_metadata={"k": "v"}, timestamp=1700000000.123)
+            prompt_token_count=1, candidates_token_count=1, total_token_count=2
+        ),
+        custom_metadata={"k": "v"},
+        timestamp=1700000000.123,
+    )
     run(service.append_event(s, event))
     got = run(service.get_session(app_name="app", user_id="u", session_id=s.id))
     assert got == s
@@ -138,8 +167,11 @@ def test_get_session_config_limits_and_filters_events(service: ThreadlineSession
         run(service.append_event(s, Event(author="user", timestamp=t)))
 
     def stamps(**config: Any) -> list[float]:
-        got = run(service.get_session(app_name="app", user_id="u", session_id=s.id,
-                                      config=GetSessionConfig(**config)))
+        got = run(
+            service.get_session(
+                app_name="app", user_id="u", session_id=s.id, config=GetSessionConfig(**config)
+            )
+        )
         return [e.timestamp for e in got.events]
 
     assert stamps() == [1, 2, 3, 4, 5]
@@ -163,11 +195,9 @@ def test_a_stale_session_copy_cannot_append(service: ThreadlineSessionService) -
         t = s.last_update_time
         await service.append_event(s, Event(author="user", invocation_id="1", timestamp=t + 1))
         fresh = await service.get_session(app_name="app", user_id="u", session_id=s.id)
-        await service.append_event(fresh, Event(author="user", invocation_id="2",
-                                                timestamp=t + 2))
+        await service.append_event(fresh, Event(author="user", invocation_id="2", timestamp=t + 2))
         with pytest.raises(ValueError, match="modified in storage"):
-            await service.append_event(s, Event(author="user", invocation_id="3",
-                                                timestamp=t + 3))
+            await service.append_event(s, Event(author="user", invocation_id="3", timestamp=t + 3))
         return await service.get_session(app_name="app", user_id="u", session_id=s.id)
 
     final = run(scenario())
@@ -175,25 +205,34 @@ def test_a_stale_session_copy_cannot_append(service: ThreadlineSessionService) -
 
 
 def test_undo_in_threadline_rolls_back_the_events_and_their_state(
-        service: ThreadlineSessionService, backend: tl.Store) -> None:
+    service: ThreadlineSessionService, backend: tl.Store
+) -> None:
     s = run(service.create_session(app_name="app", user_id="u", session_id="s"))
     for n, word in enumerate(["one", "two"]):
-        run(service.append_event(s, Event(
-            author="user", invocation_id=f"i{n}",
-            content=types.Content(role="user", parts=[types.Part(text=word)]),
-            actions=EventActions(state_delta={"last": word}))))
+        run(
+            service.append_event(
+                s,
+                Event(
+                    author="user",
+                    invocation_id=f"i{n}",
+                    content=types.Content(role="user", parts=[types.Part(text=word)]),
+                    actions=EventActions(state_delta={"last": word}),
+                ),
+            )
+        )
     run(service.close())
     tid = ThreadlineSessionService.threadline_id("app", "u", "s")
     with backend.open(tid) as ts:
         assert [message_text(m) for m in ts.context().messages] == ["one", "two"]
         ts.undo(1)
-    got = run(ThreadlineSessionService(backend).get_session(app_name="app", user_id="u",
-                                                             session_id="s"))
-    assert ([e.content.parts[0].text for e in got.events], got.state) == (
-        ["one"], {"last": "one"})
+    got = run(
+        ThreadlineSessionService(backend).get_session(app_name="app", user_id="u", session_id="s")
+    )
+    assert ([e.content.parts[0].text for e in got.events], got.state) == (["one"], {"last": "one"})
 
 
 # -- a real ADK Runner conversation with a tool call -------------------------------------------
+
 
 def scripted_llm(replies: list[types.Content]) -> Any:
     """A BaseLlm answering with the given contents in turn (ADK ships no offline model)."""
@@ -203,8 +242,9 @@ def scripted_llm(replies: list[types.Content]) -> Any:
     class Scripted(BaseLlm):  # type: ignore[misc]
         model: str = "scripted"
 
-        async def generate_content_async(self, llm_request: Any, stream: bool = False
-                                         ) -> AsyncGenerator[LlmResponse, None]:
+        async def generate_content_async(
+            self, llm_request: Any, stream: bool = False
+        ) -> AsyncGenerator[LlmResponse, None]:
             yield LlmResponse(content=replies.pop(0))
 
     return Scripted()
@@ -212,7 +252,8 @@ def scripted_llm(replies: list[types.Content]) -> Any:
 
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
 def test_an_adk_runner_conversation_with_a_tool_call_persists_and_continues_in_a_new_process(
-        kind: str, tmp_path: Path) -> None:
+    kind: str, tmp_path: Path
+) -> None:
     where = location(kind, tmp_path)
     backend = tl.open_store(where["url"], **where.get("options", {}))
     from google.adk.agents import LlmAgent
@@ -222,25 +263,45 @@ def test_an_adk_runner_conversation_with_a_tool_call_persists_and_continues_in_a
         """The weather in a city."""
         return f"Sunny in {city}"
 
-    llm = scripted_llm([
-        types.Content(role="model", parts=[types.Part(function_call=types.FunctionCall(
-            id="call_1", name="weather", args={"city": "Paris"}))]),
-        types.Content(role="model", parts=[types.Part(text="Sunny in Paris.")]),
-    ])
+    llm = scripted_llm(
+        [
+            types.Content(
+                role="model",
+                parts=[
+                    types.Part(
+                        function_call=types.FunctionCall(
+                            id="call_1", name="weather", args={"city": "Paris"}
+                        )
+                    )
+                ],
+            ),
+            types.Content(role="model", parts=[types.Part(text="Sunny in Paris.")]),
+        ]
+    )
     service = ThreadlineSessionService(backend)
-    runner = Runner(agent=LlmAgent(name="helper", model=llm, tools=[weather]), app_name="app",
-                    session_service=service)
+    runner = Runner(
+        agent=LlmAgent(name="helper", model=llm, tools=[weather]),
+        app_name="app",
+        session_service=service,
+    )
 
     async def scenario() -> None:
         await service.create_session(app_name="app", user_id="u", session_id="s")
-        async for _ in runner.run_async(user_id="u", session_id="s", new_message=types.Content(
-                role="user", parts=[types.Part(text="Weather in Paris?")])):
+        async for _ in runner.run_async(
+            user_id="u",
+            session_id="s",
+            new_message=types.Content(role="user", parts=[types.Part(text="Weather in Paris?")]),
+        ):
             pass
         await service.close()
 
     run(scenario())
-    out = subprocess.run([sys.executable, str(TURNS), "adk", json.dumps(where), "s", "Thanks"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, str(TURNS), "adk", json.dumps(where), "s", "Thanks"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout == "You said before: ['Weather in Paris?']\n"
     with backend.open(ThreadlineSessionService.threadline_id("app", "u", "s")) as ts:
         ctx = ts.context()

@@ -31,13 +31,18 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tl.Store
     store.close()
 
 
-LC = [SystemMessage("Be brief."), HumanMessage("Weather in Paris?"),
-      AIMessage("", tool_calls=[{"id": "c1", "name": "weather", "args": {"city": "Paris"}}]),
-      ToolMessage("Sunny", tool_call_id="c1"), AIMessage("Sunny in Paris.")]
+LC = [
+    SystemMessage("Be brief."),
+    HumanMessage("Weather in Paris?"),
+    AIMessage("", tool_calls=[{"id": "c1", "name": "weather", "args": {"city": "Paris"}}]),
+    ToolMessage("Sunny", tool_call_id="c1"),
+    AIMessage("Sunny in Paris."),
+]
 
 
 def test_langchain_messages_with_tool_calls_round_trip_and_clear_keeps_them(
-        backend: tl.Store) -> None:
+    backend: tl.Store,
+) -> None:
     history = ThreadlineChatMessageHistory("lc-1", backend)
     history.add_messages(LC)
     history.close()
@@ -45,9 +50,12 @@ def test_langchain_messages_with_tool_calls_round_trip_and_clear_keeps_them(
     assert again.messages == LC
     ctx = again.session.context()
     assert [(m.role, message_text(m, with_ids=False)) for m in ctx.messages] == [
-        ("system", "Be brief."), ("user", "Weather in Paris?"),
-        ("assistant", '→ weather({"city": "Paris"})'), ("tool", "← result: Sunny"),
-        ("assistant", "Sunny in Paris.")]
+        ("system", "Be brief."),
+        ("user", "Weather in Paris?"),
+        ("assistant", '→ weather({"city": "Paris"})'),
+        ("tool", "← result: Sunny"),
+        ("assistant", "Sunny in Paris."),
+    ]
     again.clear()
     assert again.messages == []
     assert len([e for e in again.session.entries() if e.type == "message"]) == 5
@@ -58,7 +66,8 @@ def test_a_langchain_chat_model_sees_the_history_of_earlier_turns(tmp_path: Path
     store = tl.open_store(tmp_path / "s")
     model = FakeMessagesListChatModel(responses=[AIMessage("Hi Ann."), AIMessage("Ann.")])
     prompt = ChatPromptTemplate.from_messages(
-        [MessagesPlaceholder("history"), ("human", "{question}")])
+        [MessagesPlaceholder("history"), ("human", "{question}")]
+    )
     chain = prompt | model
     for question in ["I am Ann.", "Who am I?"]:
         history = ThreadlineChatMessageHistory("lc-2", store)
@@ -66,7 +75,11 @@ def test_a_langchain_chat_model_sees_the_history_of_earlier_turns(tmp_path: Path
         history.add_messages([HumanMessage(question), answer])
         history.close()
     assert [m.text for m in store.open("lc-2").context().messages] == [
-        "I am Ann.", "Hi Ann.", "Who am I?", "Ann."]
+        "I am Ann.",
+        "Hi Ann.",
+        "Who am I?",
+        "Ann.",
+    ]
 
 
 def weather(city: str) -> str:
@@ -79,12 +92,12 @@ def test_pydantic_ai_messages_round_trip_through_the_format() -> None:
     result = asyncio.run(agent.run("Weather?"))
     messages = result.all_messages()
     back = pydantic_ai.dump(pydantic_ai.load(messages))
-    assert ModelMessagesTypeAdapter.dump_python(back, mode="json") == \
-        ModelMessagesTypeAdapter.dump_python(messages, mode="json")
+    assert ModelMessagesTypeAdapter.dump_python(
+        back, mode="json"
+    ) == ModelMessagesTypeAdapter.dump_python(messages, mode="json")
 
 
-def test_a_pydantic_ai_run_persists_reopens_and_gets_its_history_back(
-        backend: tl.Store) -> None:
+def test_a_pydantic_ai_run_persists_reopens_and_gets_its_history_back(backend: tl.Store) -> None:
     seen: list[int] = []
 
     def reply(messages: list[Any], info: AgentInfo) -> Any:
@@ -107,7 +120,11 @@ def test_a_pydantic_ai_run_persists_reopens_and_gets_its_history_back(
         assert result.output == "5 messages so far."
         pydantic_ai.record(s, result)
         assert [(m.role, message_text(m, with_ids=False)) for m in s.context().messages] == [
-            ("system", "Be brief."), ("user", "weather in Paris?"),
+            ("system", "Be brief."),
+            ("user", "weather in Paris?"),
             ("assistant", '→ weather({"city": "Paris"})'),
-            ("tool", "← result: Sunny in Paris"), ("assistant", "It is Sunny in Paris."),
-            ("user", "And then?"), ("assistant", "5 messages so far.")]
+            ("tool", "← result: Sunny in Paris"),
+            ("assistant", "It is Sunny in Paris."),
+            ("user", "And then?"),
+            ("assistant", "5 messages so far."),
+        ]

@@ -38,11 +38,13 @@ def run(coro: Any) -> Any:
 
 
 async def two_turns(session: ThreadlineSession) -> list[str]:
-    model = ScriptedModel([
-        [function_call("weather", {"city": "Paris"}, call_id="call_1")],
-        [assistant_message("It is sunny in Paris.")],
-        [assistant_message("You asked about Paris.")],
-    ])
+    model = ScriptedModel(
+        [
+            [function_call("weather", {"city": "Paris"}, call_id="call_1")],
+            [assistant_message("It is sunny in Paris.")],
+            [assistant_message("You asked about Paris.")],
+        ]
+    )
     agent = Agent(name="helper", model=model, tools=[weather])
     first = await Runner.run(agent, "Weather in Paris?", session=session)
     second = await Runner.run(agent, "What did I ask?", session=session)
@@ -60,21 +62,26 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
 
 
 def test_a_run_with_a_tool_call_persists_reopens_in_a_new_process_and_continues(
-        where: dict[str, Any]) -> None:
+    where: dict[str, Any],
+) -> None:
     store = tl.open_store(where["url"], **where.get("options", {}))
     session = ThreadlineSession("chat-1", store)
     assert run(two_turns(session)) == ["It is sunny in Paris.", "You asked about Paris."]
     session.close()
 
-    out = subprocess.run([sys.executable, str(TURNS), "openai-agents", json.dumps(where),
-                          "chat-1", "And tomorrow?"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, str(TURNS), "openai-agents", json.dumps(where), "chat-1", "And tomorrow?"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout == "You said before: ['Weather in Paris?', 'What did I ask?']\n"
 
     s = store.open("chat-1")
     ctx = s.context()
     assert [(m.role, message_text(m, with_ids=False)) for m in ctx.messages] == [
         ("user", "Weather in Paris?"),
-        ("assistant", "→ weather({\"city\": \"Paris\"})"),
+        ("assistant", '→ weather({"city": "Paris"})'),
         ("tool", "← result: Sunny in Paris"),
         ("assistant", "It is sunny in Paris."),
         ("user", "What did I ask?"),
@@ -84,7 +91,10 @@ def test_a_run_with_a_tool_call_persists_reopens_in_a_new_process_and_continues(
     ]
     call = ctx.messages[1].content[0]
     assert (call.tool_use.id, call.tool_use.name, call.tool_use.input) == (  # type: ignore[union-attr]
-        "call_1", "weather", {"city": "Paris"})
+        "call_1",
+        "weather",
+        {"city": "Paris"},
+    )
     api = TestClient(create_app(store), base_url="http://127.0.0.1")
     body = api.get("/api/sessions/chat-1/context").json()
     assert body["total"] == 8
@@ -106,7 +116,7 @@ def test_threadline_show_prints_the_agent_conversation(tmp_path: Path) -> None:
     assert lines == [
         "Session chat-2: 6 entries, 6 messages in the file, 6 in context; model -, thinking off",
         "    Weather in Paris?",
-        "    → weather({\"city\": \"Paris\"}) [call_1]",
+        '    → weather({"city": "Paris"}) [call_1]',
         "    ← result [call_1]: Sunny in Paris",
         "    It is sunny in Paris.",
         "    What did I ask?",
@@ -117,13 +127,28 @@ def test_threadline_show_prints_the_agent_conversation(tmp_path: Path) -> None:
 ITEMS: list[dict[str, Any]] = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": [{"type": "input_text", "text": "Look this up"}]},
-    {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Search"}],
-     "encrypted_content": "gAAAA-opaque"},
-    {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "search",
-     "arguments": "{\"q\":\"x\"}", "status": "completed"},
+    {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "Search"}],
+        "encrypted_content": "gAAAA-opaque",
+    },
+    {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "c1",
+        "name": "search",
+        "arguments": '{"q":"x"}',
+        "status": "completed",
+    },
     {"type": "function_call_output", "call_id": "c1", "output": "found x"},
-    {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-     "content": [{"type": "output_text", "text": "Here is x.", "annotations": []}]},
+    {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Here is x.", "annotations": []}],
+    },
 ]
 
 
@@ -136,8 +161,7 @@ def test_items_come_back_exactly_as_added(tmp_path: Path) -> None:
     assert run(session.get_items(limit=0)) == []
 
 
-def test_pop_item_moves_the_leaf_back_and_keeps_the_popped_item_in_the_tree(tmp_path: Path
-                                                                           ) -> None:
+def test_pop_item_moves_the_leaf_back_and_keeps_the_popped_item_in_the_tree(tmp_path: Path) -> None:
     store = tl.open_store(tmp_path / "s")
     session = ThreadlineSession("pop", store)
     run(session.add_items(ITEMS))
@@ -154,7 +178,8 @@ def test_pop_item_moves_the_leaf_back_and_keeps_the_popped_item_in_the_tree(tmp_
 
 
 def test_clear_session_empties_the_context_and_the_old_branch_can_be_checked_out(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     session = ThreadlineSession("clear", tl.open_store(tmp_path / "s"))
     run(session.add_items(ITEMS))
     old_leaf = session.session.leaf_id
@@ -166,8 +191,7 @@ def test_clear_session_empties_the_context_and_the_old_branch_can_be_checked_out
     assert run(session.get_items()) == ITEMS
 
 
-def test_undo_and_context_operations_done_in_threadline_reach_the_next_run(tmp_path: Path
-                                                                          ) -> None:
+def test_undo_and_context_operations_done_in_threadline_reach_the_next_run(tmp_path: Path) -> None:
     session = ThreadlineSession("edits", tl.open_store(tmp_path / "s"))
     run(two_turns(session))
     s = session.session
@@ -182,7 +206,8 @@ def test_undo_and_context_operations_done_in_threadline_reach_the_next_run(tmp_p
 
 
 def test_a_chain_of_records_under_the_leaf_reads_the_same_before_and_after_a_reopen(
-        store: tl.Store) -> None:
+    store: tl.Store,
+) -> None:
     from threadline.model.entries import MessageEntry
 
     s = store.create()
@@ -191,8 +216,12 @@ def test_a_chain_of_records_under_the_leaf_reads_the_same_before_and_after_a_reo
     parent = s.leaf_id
     records = []
     for word in ["b", "c", "d"]:
-        rec = MessageEntry(id=f"id-{word}", parent_id=parent, timestamp="2026-01-01T00:00:00Z",
-                           message=tl.Message(role="user", content=[tl.text(word)]))
+        rec = MessageEntry(
+            id=f"id-{word}",
+            parent_id=parent,
+            timestamp="2026-01-01T00:00:00Z",
+            message=tl.Message(role="user", content=[tl.text(word)]),
+        )
         records.append(rec)
         parent = rec.id
     assert s.append_records(records) == ["id-b", "id-c", "id-d"]
@@ -200,4 +229,6 @@ def test_a_chain_of_records_under_the_leaf_reads_the_same_before_and_after_a_reo
     s.close()
     again = store.open(s.id)
     assert (again.leaf_id, [m.text for m in again.context().messages]) == (
-        "id-d", ["a", "b", "c", "d"])
+        "id-d",
+        ["a", "b", "c", "d"],
+    )

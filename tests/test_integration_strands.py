@@ -41,8 +41,9 @@ class Scripted(Model):  # type: ignore[misc]
         raise NotImplementedError
         yield
 
-    async def stream(self, messages: Any, tool_specs: Any = None, system_prompt: Any = None,
-                     **kwargs: Any) -> AsyncGenerator[Any, None]:
+    async def stream(
+        self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kwargs: Any
+    ) -> AsyncGenerator[Any, None]:
         self.seen.append(json.loads(json.dumps(messages, default=str)))
         reply = self.replies.pop(0)
         stop = "end_turn"
@@ -54,10 +55,14 @@ class Scripted(Model):  # type: ignore[misc]
             else:
                 stop = "tool_use"
                 use = block["toolUse"]
-                yield {"contentBlockStart": {"start": {"toolUse": {
-                    "name": use["name"], "toolUseId": use["toolUseId"]}}}}
-                yield {"contentBlockDelta": {"delta": {"toolUse": {
-                    "input": json.dumps(use["input"])}}}}
+                yield {
+                    "contentBlockStart": {
+                        "start": {"toolUse": {"name": use["name"], "toolUseId": use["toolUseId"]}}
+                    }
+                }
+                yield {
+                    "contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(use["input"])}}}
+                }
             yield {"contentBlockStop": {}}
         yield {"messageStop": {"stopReason": stop}}
 
@@ -72,8 +77,10 @@ def say(words: str) -> dict[str, Any]:
     return {"role": "assistant", "content": [{"text": words}]}
 
 
-CALL = {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "weather",
-                                                      "input": {"city": "Paris"}}}]}
+CALL = {
+    "role": "assistant",
+    "content": [{"toolUse": {"toolUseId": "t1", "name": "weather", "input": {"city": "Paris"}}}],
+}
 
 
 @pytest.fixture(params=["jsonl", "sqlite", "postgres"])
@@ -85,8 +92,13 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tl.Store
 
 def agent_on(repo: ThreadlineSessionRepository, replies: list[dict[str, Any]]) -> Agent:
     manager = RepositorySessionManager(session_id="chat", session_repository=repo)
-    return Agent(agent_id="helper", model=Scripted(replies), tools=[weather],
-                 session_manager=manager, callback_handler=None)
+    return Agent(
+        agent_id="helper",
+        model=Scripted(replies),
+        tools=[weather],
+        session_manager=manager,
+        callback_handler=None,
+    )
 
 
 def texts(messages: list[Any]) -> list[str]:
@@ -104,7 +116,8 @@ def texts(messages: list[Any]) -> list[str]:
 
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
 def test_an_agent_with_a_tool_call_persists_reopens_and_continues_in_a_new_process(
-        kind: str, tmp_path: Path) -> None:
+    kind: str, tmp_path: Path
+) -> None:
     where = location(kind, tmp_path)
     backend = tl.open_store(where["url"], **where.get("options", {}))
     repo = ThreadlineSessionRepository(backend)
@@ -119,19 +132,35 @@ def test_an_agent_with_a_tool_call_persists_reopens_and_continues_in_a_new_proce
     agent = agent_on(again, model_replies)
     assert agent.state.get("city") == "Paris"
     assert texts(agent.messages) == [
-        "user: Weather in Paris?", "assistant: call weather", "user: result Sunny in Paris",
-        "assistant: Sunny in Paris.", "user: What did I ask?",
-        "assistant: You asked about Paris."]
+        "user: Weather in Paris?",
+        "assistant: call weather",
+        "user: result Sunny in Paris",
+        "assistant: Sunny in Paris.",
+        "user: What did I ask?",
+        "assistant: You asked about Paris.",
+    ]
     agent("And now?")
     again.close()
-    out = subprocess.run([sys.executable, str(TURNS), "strands", json.dumps(where), "chat",
-                          "Bye"], capture_output=True, text=True, check=True)
-    assert out.stdout == (
-        "You said before: ['Weather in Paris?', 'What did I ask?', 'And now?']\n")
+    out = subprocess.run(
+        [sys.executable, str(TURNS), "strands", json.dumps(where), "chat", "Bye"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout == ("You said before: ['Weather in Paris?', 'What did I ask?', 'And now?']\n")
     with backend.open(ThreadlineSessionRepository.threadline_id("chat", "helper")) as s:
         assert [m.role for m in s.context().messages] == [
-            "user", "assistant", "user", "assistant", "user", "assistant", "user", "assistant",
-            "user", "assistant"]
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+        ]
     backend.close()
 
 
@@ -148,7 +177,11 @@ def test_tag_undo_tags_and_clear_act_on_the_agent_conversation(tmp_path: Path) -
     result = s.undo(1)
     assert result.user_messages_removed == 1
     assert texts(agent_on(repo, []).messages) == [
-        "user: first", "assistant: one", "user: second", "assistant: two"]
+        "user: first",
+        "assistant: one",
+        "user: second",
+        "assistant: two",
+    ]
     s.undo_to("after-first")
     assert texts(agent_on(repo, []).messages) == ["user: first", "assistant: one"]
     s.clear()
@@ -169,13 +202,21 @@ def test_repository_contract_errors_and_exact_round_trips(tmp_path: Path) -> Non
     del agent
     from strands.types.session import SessionAgent
 
-    repo.create_agent("s1", SessionAgent(agent_id="a", state={"k": 1},
-                                         conversation_manager_state={}))
+    repo.create_agent(
+        "s1", SessionAgent(agent_id="a", state={"k": 1}, conversation_manager_state={})
+    )
     with pytest.raises(SessionException):
         repo.create_agent("s1", SessionAgent(agent_id="a", state={}, conversation_manager_state={}))
     message = SessionMessage.from_message(
-        {"role": "user", "content": [{"text": "hi"}, {"image": {
-            "format": "png", "source": {"bytes": b"\x89PNG"}}}]}, 0)
+        {
+            "role": "user",
+            "content": [
+                {"text": "hi"},
+                {"image": {"format": "png", "source": {"bytes": b"\x89PNG"}}},
+            ],
+        },
+        0,
+    )
     repo.create_message("s1", "a", message)
     assert repo.list_messages("s1", "a") == [message]
     assert repo.read_message("s1", "a", 0) == message

@@ -64,8 +64,7 @@ def session(store: tl.Store) -> tl.Session:
     return s
 
 
-def refused(store: tl.Store, s: tl.Session, write: Callable[[], Any],
-            match: str) -> None:
+def refused(store: tl.Store, s: tl.Session, write: Callable[[], Any], match: str) -> None:
     """``write`` raises a LimitError matching ``match`` and changes nothing, stored or loaded."""
     before = snapshot(store, s.id)
     entries, leaf = [e.id for e in s.entries()], s.leaf_id
@@ -83,24 +82,38 @@ def refused(store: tl.Store, s: tl.Session, write: Callable[[], Any],
 
 
 def test_a_record_of_exactly_32_mib_is_accepted_and_one_byte_more_is_refused(
-        store: tl.Store, session: tl.Session) -> None:
+    store: tl.Store, session: tl.Session
+) -> None:
     probe = session.append_message("user", "x")
     overhead = next(m.size for m in session.metadata() if m.id == probe) - 1
     fits = "y" * (MAX_RECORD_BYTES - overhead)
     big = session.append_message("user", fits)
     assert next(m.size for m in session.metadata() if m.id == big) == MAX_RECORD_BYTES
     assert len(stored_lines(store, session.id)[-1]) == MAX_RECORD_BYTES
-    refused(store, session, lambda: session.append_message("user", fits + "y"),
-            r"over the limit of 33,554,432 \(32 MiB\)")
+    refused(
+        store,
+        session,
+        lambda: session.append_message("user", fits + "y"),
+        r"over the limit of 33,554,432 \(32 MiB\)",
+    )
 
 
 def test_an_oversized_record_in_a_batch_refuses_the_whole_batch(
-        store: tl.Store, session: tl.Session) -> None:
+    store: tl.Store, session: tl.Session
+) -> None:
     leaf = session.leaf_id
-    good = MessageEntry(id="good", parent_id=leaf, timestamp=TS,
-                        message=Message(role="user", content=[text("fine")]))
-    huge = MessageEntry(id="huge", parent_id="good", timestamp=TS,
-                        message=Message(role="user", content=[text("z" * MAX_RECORD_BYTES)]))
+    good = MessageEntry(
+        id="good",
+        parent_id=leaf,
+        timestamp=TS,
+        message=Message(role="user", content=[text("fine")]),
+    )
+    huge = MessageEntry(
+        id="huge",
+        parent_id="good",
+        timestamp=TS,
+        message=Message(role="user", content=[text("z" * MAX_RECORD_BYTES)]),
+    )
     refused(store, session, lambda: session.append_records([good, huge]), "32 MiB")
     assert not session.has_entry("good")
 
@@ -109,23 +122,32 @@ def test_an_oversized_record_in_a_batch_refuses_the_whole_batch(
 
 
 def test_custom_data_nesting_64_levels_is_accepted_and_65_refused(
-        store: tl.Store, session: tl.Session) -> None:
+    store: tl.Store, session: tl.Session
+) -> None:
     # record (1) > custom payload (2) > data: 62 more levels reach exactly 64
     ok = session.append_custom("deep", nest(MAX_DEPTH - 2))
     assert json_depth(stored_lines(store, session.id)[-1]) == 64
     assert session.entry(ok).payload.data == nest(62)
-    refused(store, session, lambda: session.append_custom("deep", nest(MAX_DEPTH - 1)),
-            "nests deeper than 64 levels")
+    refused(
+        store,
+        session,
+        lambda: session.append_custom("deep", nest(MAX_DEPTH - 1)),
+        "nests deeper than 64 levels",
+    )
 
 
 def test_tool_input_nesting_is_counted_from_the_record(
-        store: tl.Store, session: tl.Session) -> None:
+    store: tl.Store, session: tl.Session
+) -> None:
     # record > message > content list > block > tool_use > input: input starts at level 6
     session.append_message("assistant", [tool_use("t1", "f", nest(MAX_DEPTH - 5))])
     assert json_depth(stored_lines(store, session.id)[-1]) == 64
-    refused(store, session,
-            lambda: session.append_message("assistant", [tool_use("t2", "f", nest(60))]),
-            "nests deeper than 64 levels")
+    refused(
+        store,
+        session,
+        lambda: session.append_message("assistant", [tool_use("t2", "f", nest(60))]),
+        "nests deeper than 64 levels",
+    )
 
 
 def test_deep_lists_count_like_objects(store: tl.Store, session: tl.Session) -> None:
@@ -139,8 +161,7 @@ def test_deep_lists_count_like_objects(store: tl.Store, session: tl.Session) -> 
 
 
 @pytest.mark.parametrize("where", ["text", "custom value", "custom key", "label", "name"])
-def test_a_lone_surrogate_is_refused(store: tl.Store, session: tl.Session,
-                                     where: str) -> None:
+def test_a_lone_surrogate_is_refused(store: tl.Store, session: tl.Session, where: str) -> None:
     bad = "ok \ud800 not ok"
     target = session.leaf_id
     assert target is not None
@@ -155,8 +176,7 @@ def test_a_lone_surrogate_is_refused(store: tl.Store, session: tl.Session,
 
 
 @pytest.mark.parametrize("where", ["text", "custom value", "custom key", "tool input", "label"])
-def test_a_nul_character_is_refused(store: tl.Store, session: tl.Session,
-                                    where: str) -> None:
+def test_a_nul_character_is_refused(store: tl.Store, session: tl.Session, where: str) -> None:
     bad = "a\x00b"
     target = session.leaf_id
     assert target is not None
@@ -164,15 +184,13 @@ def test_a_nul_character_is_refused(store: tl.Store, session: tl.Session,
         "text": lambda: session.append_message("user", bad),
         "custom value": lambda: session.append_custom("c", {"v": bad}),
         "custom key": lambda: session.append_custom("c", {bad: 1}),
-        "tool input": lambda: session.append_message("assistant", [tool_use("t", "f",
-                                                                            {"x": bad})]),
+        "tool input": lambda: session.append_message("assistant", [tool_use("t", "f", {"x": bad})]),
         "label": lambda: session.set_label(target, bad),
     }[where]
     refused(store, session, write, r"NUL character \(\\u0000\)")
 
 
-def test_an_escaped_backslash_u0000_text_is_not_a_nul(store: tl.Store,
-                                                     session: tl.Session) -> None:
+def test_an_escaped_backslash_u0000_text_is_not_a_nul(store: tl.Store, session: tl.Session) -> None:
     eid = session.append_message("user", "literally \\u0000 typed")
     assert session.entry(eid).message.text == "literally \\u0000 typed"
 
@@ -181,30 +199,46 @@ def test_an_escaped_backslash_u0000_text_is_not_a_nul(store: tl.Store,
 
 
 @pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
-def test_nan_and_infinity_are_refused(store: tl.Store, session: tl.Session,
-                                      number: float) -> None:
-    refused(store, session, lambda: session.append_custom("n", {"x": [1, number]}),
-            "JSON has no NaN or Infinity")
-    refused(store, session,
-            lambda: session.append_message("assistant", [tool_use("t", "f", {"x": number})]),
-            "JSON has no NaN or Infinity")
+def test_nan_and_infinity_are_refused(store: tl.Store, session: tl.Session, number: float) -> None:
+    refused(
+        store,
+        session,
+        lambda: session.append_custom("n", {"x": [1, number]}),
+        "JSON has no NaN or Infinity",
+    )
+    refused(
+        store,
+        session,
+        lambda: session.append_message("assistant", [tool_use("t", "f", {"x": number})]),
+        "JSON has no NaN or Infinity",
+    )
 
 
-def test_null_values_are_not_mistaken_for_nan(store: tl.Store,
-                                              session: tl.Session) -> None:
+def test_null_values_are_not_mistaken_for_nan(store: tl.Store, session: tl.Session) -> None:
     eid = session.append_custom("n", {"x": None, "y": [None, 1.5]})
     assert session.entry(eid).payload.data == {"x": None, "y": [None, 1.5]}
 
 
-def test_limits_apply_to_prepared_records_and_create(store: tl.Store,
-                                                     session: tl.Session) -> None:
-    bad = CustomEntry(id="c1", parent_id=session.leaf_id, timestamp=TS,
-                      custom=tl.model.entries.Custom(custom_type="x", data={"v": math.nan}))
+def test_limits_apply_to_prepared_records_and_create(store: tl.Store, session: tl.Session) -> None:
+    bad = CustomEntry(
+        id="c1",
+        parent_id=session.leaf_id,
+        timestamp=TS,
+        custom=tl.model.entries.Custom(custom_type="x", data={"v": math.nan}),
+    )
     refused(store, session, lambda: session.append_records([bad]), "NaN")
     before = {r.id for r in store.list()}
     with pytest.raises(LimitError, match="NUL"):
-        store.create(records=[MessageEntry(id="m", parent_id=None, timestamp=TS,
-                                           message=Message(role="user", content=[text("\x00")]))])
+        store.create(
+            records=[
+                MessageEntry(
+                    id="m",
+                    parent_id=None,
+                    timestamp=TS,
+                    message=Message(role="user", content=[text("\x00")]),
+                )
+            ]
+        )
     with pytest.raises(LimitError, match="NaN"):
         store.create(metadata={"x": math.nan})
     assert {r.id for r in store.list()} == before
@@ -212,22 +246,39 @@ def test_limits_apply_to_prepared_records_and_create(store: tl.Store,
 
 # -- session ids -------------------------------------------------------------------------------
 
-BAD_IDS = ["../escape", "..", "a/b", "/etc/passwd", "", "x" * 65, "a.b", "a b", "é", "a\x00b",
-           "a\nb", "~root"]
+BAD_IDS = [
+    "../escape",
+    "..",
+    "a/b",
+    "/etc/passwd",
+    "",
+    "x" * 65,
+    "a.b",
+    "a b",
+    "é",
+    "a\x00b",
+    "a\nb",
+    "~root",
+]
 
 
 @pytest.mark.parametrize("bad", BAD_IDS)
 def test_an_invalid_or_path_traversing_session_id_is_refused_everywhere(
-        store: tl.Store, tmp_path: Path, bad: str) -> None:
+    store: tl.Store, tmp_path: Path, bad: str
+) -> None:
     keep = store.create()
     keep.append_message("user", "keep")
     keep.close()
     before = snapshot(store, keep.id)
     outside = sorted(p.name for p in tmp_path.iterdir())
     message = f"Invalid session id {bad!r}: use 1-64 letters, digits, '_' or '-'"
-    for call in (lambda: store.create(session_id=bad), lambda: store.open(bad),
-                 lambda: store.fork(bad), lambda: store.delete(bad),
-                 lambda: store.exists(bad)):
+    for call in (
+        lambda: store.create(session_id=bad),
+        lambda: store.open(bad),
+        lambda: store.fork(bad),
+        lambda: store.delete(bad),
+        lambda: store.exists(bad),
+    ):
         with pytest.raises(UserError) as info:
             call()
         assert str(info.value) == message

@@ -26,8 +26,9 @@ def enospc(*_args: Any) -> int:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("bad", ["abc\n", "abc\r", "a/b", "", "x" * 65, "ab c"])
-def test_session_ids_that_are_not_plain_names_are_refused(backend: str, bad: str,
-                                                          tmp_path: Path) -> None:
+def test_session_ids_that_are_not_plain_names_are_refused(
+    backend: str, bad: str, tmp_path: Path
+) -> None:
     store = make_store(backend, tmp_path)
     try:
         with pytest.raises(UserError, match="Invalid session id"):
@@ -40,7 +41,8 @@ def test_session_ids_that_are_not_plain_names_are_refused(backend: str, bad: str
 
 
 def test_a_disk_full_first_write_leaves_the_session_unlocked(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = tl.open_store(tmp_path)
     store.create(session_id="s").close()
     first = store.open("s")
@@ -55,7 +57,8 @@ def test_a_disk_full_first_write_leaves_the_session_unlocked(
 
 
 def test_a_disk_full_lock_record_does_not_keep_the_lock(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = tl.open_store(tmp_path)
     store.create(session_id="s").close()
     monkeypatch.setattr(jsonl.os, "pwrite", enospc)
@@ -67,25 +70,32 @@ def test_a_disk_full_lock_record_does_not_keep_the_lock(
 
 
 def test_a_disk_full_create_is_a_store_error_and_leaves_no_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = tl.open_store(tmp_path)
     monkeypatch.setattr(jsonl, "_write", enospc)
-    with pytest.raises(StoreError, match=r"Cannot create session 'c' .*No space left on "
-                                         r"device\); nothing was written"):
+    with pytest.raises(
+        StoreError,
+        match=r"Cannot create session 'c' .*No space left on "
+        r"device\); nothing was written",
+    ):
         store.create(session_id="c")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_the_sqlite_writer_lock_dies_with_its_holder_even_when_the_pid_comes_back(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     url = f"sqlite:///{tmp_path}/store.db"
     store = tl.open_store(url)
     store.create(session_id="s").close()
     # what a writer that died leaves behind, when the restarted process got its pid (PID 1 in
     # a container): a tl_writers row naming this very (live) process
     conn = sqlite3.connect(tmp_path / "store.db")
-    conn.execute("INSERT INTO tl_writers VALUES ('s', 'dead-writer', ?, ?, 'then')",
-                 (socket.gethostname(), os.getpid()))
+    conn.execute(
+        "INSERT INTO tl_writers VALUES ('s', 'dead-writer', ?, ?, 'then')",
+        (socket.gethostname(), os.getpid()),
+    )
     conn.commit()
     conn.close()
     with store.open("s") as s:
@@ -124,16 +134,20 @@ def test_an_unreachable_postgresql_fails_within_three_seconds_with_one_line() ->
     silent.listen(8)
     port = silent.getsockname()[1]
     try:
-        for url in (f"postgresql://postgres@127.0.0.1:{port}/test",
-                    "postgresql://postgres@127.0.0.1:1/test"):
+        for url in (
+            f"postgresql://postgres@127.0.0.1:{port}/test",
+            "postgresql://postgres@127.0.0.1:1/test",
+        ):
             started = time.monotonic()
             with pytest.raises(StoreError) as info:
                 tl.open_store(url, tenant="t")
             assert time.monotonic() - started < 4.0
             message = str(info.value)
             assert "\n" not in message
-            assert message.startswith(f"Cannot connect to PostgreSQL at 127.0.0.1:"
-                                      f"{url.split(':')[2].split('/')[0]}/test (")
+            assert message.startswith(
+                f"Cannot connect to PostgreSQL at 127.0.0.1:"
+                f"{url.split(':')[2].split('/')[0]}/test ("
+            )
             assert message.endswith("check the URL and that the server runs")
     finally:
         silent.close()

@@ -20,8 +20,10 @@ from threadline.model.content import text, tool_result, tool_use
 def texts(s: tl.Session, active_tags: list[str] | None = None) -> list[str]:
     """The view's texts; a marker shows as ``<expand>``, ``<collapse>`` or ``<snip>``."""
     ctx = s.context(active_tags=active_tags)
-    return [f"<{v.id.rpartition(':')[2]}>" if v.kind == "marker" else m.text
-            for m, v in zip(ctx.messages, ctx.view, strict=True)]
+    return [
+        f"<{v.id.rpartition(':')[2]}>" if v.kind == "marker" else m.text
+        for m, v in zip(ctx.messages, ctx.view, strict=True)
+    ]
 
 
 @pytest.fixture
@@ -44,11 +46,16 @@ def test_digest_replaces_the_inclusive_range_with_one_system_message(s: tl.Sessi
 
 
 def test_revise_replaces_the_range_with_the_given_messages(s: tl.Session) -> None:
-    op = s.revise(1, 3, [{"role": "assistant", "content": "r1"},
-                         {"role": "user", "content": [text("r2")]}])
+    op = s.revise(
+        1, 3, [{"role": "assistant", "content": "r1"}, {"role": "user", "content": [text("r2")]}]
+    )
     assert texts(s) == ["m0", "<expand>", "r1", "r2", "<collapse>", "m4", "m5", "m6", "m7"]
-    assert [v.id for v in s.context().view[1:5]] == [f"{op}:expand", f"{op}:0", f"{op}:1",
-                                                     f"{op}:collapse"]
+    assert [v.id for v in s.context().view[1:5]] == [
+        f"{op}:expand",
+        f"{op}:0",
+        f"{op}:1",
+        f"{op}:collapse",
+    ]
 
 
 def test_snip_removes_the_range_and_stays_listed(s: tl.Session) -> None:
@@ -97,8 +104,10 @@ def test_a_conditional_op_applies_only_when_one_of_its_tags_is_active(s: tl.Sess
     assert texts(s, ["other"]) == full
     assert texts(s, ["lean"]) == ["<snip>", "m6", "m7"]
     [info] = s.operations()
-    assert (info.standing, info.reason) == ("not_applied",
-                                            "conditional on tags short, lean; none is active")
+    assert (info.standing, info.reason) == (
+        "not_applied",
+        "conditional on tags short, lean; none is active",
+    )
     [info] = s.operations(active_tags=["short"])
     assert info.standing == "applied"
 
@@ -116,16 +125,20 @@ def test_revert_and_toggle_return_the_view_exactly(s: tl.Session) -> None:
     op = s.digest(2, 4, "sum")
     after = [(v.id, m) for v, m in zip(s.context().view, s.context().messages, strict=True)]
     info = s.revert(op)
-    assert (info.state, info.standing, info.reason) == ("reverted", "not_applied",
-                                                        "the operation is reverted")
-    assert [(v.id, m) for v, m in zip(s.context().view, s.context().messages,
-                                      strict=True)] == before
+    assert (info.state, info.standing, info.reason) == (
+        "reverted",
+        "not_applied",
+        "the operation is reverted",
+    )
+    assert [
+        (v.id, m) for v, m in zip(s.context().view, s.context().messages, strict=True)
+    ] == before
     assert s.toggle(op, True).state == "active"
-    assert [(v.id, m) for v, m in zip(s.context().view, s.context().messages,
-                                      strict=True)] == after
+    assert [(v.id, m) for v, m in zip(s.context().view, s.context().messages, strict=True)] == after
     assert s.toggle(op, False).state == "inactive"
-    assert [(v.id, m) for v, m in zip(s.context().view, s.context().messages,
-                                      strict=True)] == before
+    assert [
+        (v.id, m) for v, m in zip(s.context().view, s.context().messages, strict=True)
+    ] == before
 
 
 def test_op_state_survives_a_reopen(store: tl.Store) -> None:
@@ -186,7 +199,8 @@ def test_an_op_is_not_on_another_branch(s: tl.Session) -> None:
 
 
 def test_an_op_on_a_synthetic_message_becomes_inapplicable_when_its_source_is_off(
-        s: tl.Session) -> None:
+    s: tl.Session,
+) -> None:
     d = s.digest(0, 1, "sum")
     r = s.resequence([1, 0])  # m2 before "sum"
     assert texts(s)[:2] == ["m2", "sum"]
@@ -204,24 +218,32 @@ def test_toggle_and_revert_of_an_unknown_op_are_refused(s: tl.Session) -> None:
         s.revert(msg_id)  # a message is not an op
 
 
-@pytest.mark.parametrize(("call", "message"), [
-    (lambda s: s.digest(3, 9, "x"),
-     "digest of positions 3-9: positions 3-9 are out of range (0-7)"),
-    (lambda s: s.snip(-1, 2), "snip of positions -1-2: positions -1-2 are out of range (0-7)"),
-    (lambda s: s.snip(4, 2), "snip of positions 4-2: start 4 is after end 2"),
-    (lambda s: s.insert(8, [{"role": "user", "content": "x"}]),
-     "insert after position 8: out of range (-1-7)"),
-    (lambda s: s.resequence([2, 4]), "must list every position from 2 to 4 exactly once"),
-    (lambda s: s.resequence([8, 7]), "positions 7-8 are out of range (0-7)"),
-    (lambda s: s.resequence([1, 2]), "the order is unchanged"),
-    (lambda s: s.digest(1, 2, "  "), "the summary is empty"),
-    (lambda s: s.revise(1, 2, [{"role": "robot", "content": "x"}]), "Unknown role 'robot'"),
-    (lambda s: s.revise(1, 2, [{"content": "x"}]), "needs a 'role' and a 'content'"),
-    (lambda s: s.tag_messages(0, 1, []), "give at least one tag"),
-    (lambda s: s.insert(0, []), "give at least one message"),
-])
-def test_bad_requests_are_refused_with_the_reason(s: tl.Session, call: object,
-                                                  message: str) -> None:
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda s: s.digest(3, 9, "x"),
+            "digest of positions 3-9: positions 3-9 are out of range (0-7)",
+        ),
+        (lambda s: s.snip(-1, 2), "snip of positions -1-2: positions -1-2 are out of range (0-7)"),
+        (lambda s: s.snip(4, 2), "snip of positions 4-2: start 4 is after end 2"),
+        (
+            lambda s: s.insert(8, [{"role": "user", "content": "x"}]),
+            "insert after position 8: out of range (-1-7)",
+        ),
+        (lambda s: s.resequence([2, 4]), "must list every position from 2 to 4 exactly once"),
+        (lambda s: s.resequence([8, 7]), "positions 7-8 are out of range (0-7)"),
+        (lambda s: s.resequence([1, 2]), "the order is unchanged"),
+        (lambda s: s.digest(1, 2, "  "), "the summary is empty"),
+        (lambda s: s.revise(1, 2, [{"role": "robot", "content": "x"}]), "Unknown role 'robot'"),
+        (lambda s: s.revise(1, 2, [{"content": "x"}]), "needs a 'role' and a 'content'"),
+        (lambda s: s.tag_messages(0, 1, []), "give at least one tag"),
+        (lambda s: s.insert(0, []), "give at least one message"),
+    ],
+)
+def test_bad_requests_are_refused_with_the_reason(
+    s: tl.Session, call: object, message: str
+) -> None:
     with pytest.raises(UserError, match=re.escape(message)):
         call(s)  # type: ignore[operator]
     assert s.operations() == []
@@ -240,11 +262,17 @@ def tools(store: tl.Store) -> tl.Session:
 
 
 def test_a_range_that_splits_a_tool_pair_is_refused(tools: tl.Session) -> None:
-    with pytest.raises(UserError, match=r"Refused: digest of positions 0-1 would leave the "
-                       r"tool_result for call 'c1' \(position 2\) without its tool_use"):
+    with pytest.raises(
+        UserError,
+        match=r"Refused: digest of positions 0-1 would leave the "
+        r"tool_result for call 'c1' \(position 2\) without its tool_use",
+    ):
         tools.digest(0, 1, "x")
-    with pytest.raises(UserError, match=r"snip of positions 2-3 would leave the tool_use 'c1' "
-                       r"\(position 1\) without its tool_result"):
+    with pytest.raises(
+        UserError,
+        match=r"snip of positions 2-3 would leave the tool_use 'c1' "
+        r"\(position 1\) without its tool_result",
+    ):
         tools.snip(2, 3)
     assert tools.operations() == []
 
@@ -255,8 +283,11 @@ def test_a_range_holding_the_whole_pair_is_accepted(tools: tl.Session) -> None:
 
 
 def test_an_insert_between_a_call_and_its_result_is_refused(tools: tl.Session) -> None:
-    with pytest.raises(UserError, match=r"would separate the tool_use 'c1' \(position 1\) from "
-                       r"its tool_result \(position 2\)"):
+    with pytest.raises(
+        UserError,
+        match=r"would separate the tool_use 'c1' \(position 1\) from "
+        r"its tool_result \(position 2\)",
+    ):
         tools.insert(1, [{"role": "user", "content": "wedge"}])
 
 
@@ -267,8 +298,21 @@ def test_a_resequence_that_puts_the_result_first_is_refused(tools: tl.Session) -
 
 def test_a_revise_may_not_introduce_an_orphan_result(tools: tl.Session) -> None:
     with pytest.raises(UserError, match=r"tool_result for call 'zz' \(new message 0\)"):
-        tools.revise(4, 4, [{"role": "tool", "content": [
-            {"type": "tool_result", "tool_result": {"tool_use_id": "zz", "content": "?"}}]}])
+        tools.revise(
+            4,
+            4,
+            [
+                {
+                    "role": "tool",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_result": {"tool_use_id": "zz", "content": "?"},
+                        }
+                    ],
+                }
+            ],
+        )
 
 
 def test_a_pending_call_at_the_end_is_not_a_problem(store: tl.Store) -> None:
@@ -283,8 +327,10 @@ def test_a_pending_call_at_the_end_is_not_a_problem(store: tl.Store) -> None:
 def test_the_op_record_stores_entry_ids_in_the_file_format(s: tl.Session) -> None:
     ids = [v.id for v in s.context().view]
     op = s.resequence([3, 2])
-    assert msgspec.to_builtins(s.entry(op))["context_op"] == {"kind": "resequence",
-                                                        "order": [ids[3], ids[2]]}
+    assert msgspec.to_builtins(s.entry(op))["context_op"] == {
+        "kind": "resequence",
+        "order": [ids[3], ids[2]],
+    }
 
 
 def test_ops_on_a_read_only_session_are_refused(store: tl.Store) -> None:
@@ -297,8 +343,7 @@ def test_ops_on_a_read_only_session_are_refused(store: tl.Store) -> None:
 
 
 def test_ops_on_a_real_pi_session_respect_its_tool_calls(store: tl.Store) -> None:
-    msgs = formats.get("pi").load(REALDATA / "pi_session" /
-                                  "badlogic_pi-mono__large-session.jsonl")
+    msgs = formats.get("pi").load(REALDATA / "pi_session" / "badlogic_pi-mono__large-session.jsonl")
     s = store.create()
     for m in msgs:
         s.append_message(m)
@@ -308,8 +353,11 @@ def test_ops_on_a_real_pi_session_respect_its_tool_calls(store: tl.Store) -> Non
     wanted = {u.id for u in view[call].tool_uses}
     last = max(j for j, m in enumerate(view) if wanted & {r.tool_use_id for r in m.tool_results})
     assert last > call + 1
-    with pytest.raises(UserError, match=rf"would leave the tool_result for call '\S+' "
-                       rf"\(position {call + 1}\) without its tool_use"):
+    with pytest.raises(
+        UserError,
+        match=rf"would leave the tool_result for call '\S+' "
+        rf"\(position {call + 1}\) without its tool_use",
+    ):
         s.snip(call, call)
     with pytest.raises(UserError, match="would leave the tool_result"):
         s.digest(call, last - 1, "part of a turn")
@@ -320,8 +368,9 @@ def test_ops_on_a_real_pi_session_respect_its_tool_calls(store: tl.Store) -> Non
     assert after[call].text == "ran the tools"
     assert after[call + 1] == view[last + 1]
     s.revert(op)
-    assert [(v.id, m) for v, m in zip(s.context().view, s.context().messages,
-                                      strict=True)] == before
+    assert [
+        (v.id, m) for v, m in zip(s.context().view, s.context().messages, strict=True)
+    ] == before
 
 
 def test_the_ops_commands_print_ids_rows_and_one_line_errors(tmp_path: Path) -> None:
@@ -340,19 +389,24 @@ def test_the_ops_commands_print_ids_rows_and_one_line_errors(tmp_path: Path) -> 
     assert made.exit_code == 0
     op = made.output.strip()
     listed = runner.invoke(cli, [*base, "list", sid])
-    assert listed.output == (f"{op}  digest     active   not_applied (conditional on tags lean; "
-                             "none is active) if lean\n")
+    assert listed.output == (
+        f"{op}  digest     active   not_applied (conditional on tags lean; "
+        "none is active) if lean\n"
+    )
     listed = runner.invoke(cli, [*base, "list", sid, "--active-tags", "lean", "--json"])
     assert [(r["id"], r["standing"]) for r in msgspec.json.decode(listed.output)] == [
-        (op, "applied")]
+        (op, "applied")
+    ]
     reverted = runner.invoke(cli, [*base, "revert", sid, op])
     assert reverted.output == f"{op} reverted not_applied\n"
     tagged = runner.invoke(cli, [*base, "tag", sid, "1", "2", "db"])
     assert tagged.output == "Tagged 2 messages\n"
     bad = runner.invoke(cli, [*base, "snip", sid, "3", "7"])
     assert bad.exit_code == 2
-    assert bad.output == ("Error: snip of positions 3-7: positions 3-7 are out of range (0-3); "
-                          "list the context to see the current positions\n")
+    assert bad.output == (
+        "Error: snip of positions 3-7: positions 3-7 are out of range (0-3); "
+        "list the context to see the current positions\n"
+    )
     bad = runner.invoke(cli, [*base, "insert", sid, "0", "not json"])
     assert bad.exit_code == 2
     assert bad.output.startswith("Error: MESSAGES_JSON is not valid JSON")
@@ -362,14 +416,20 @@ def test_the_ops_commands_print_ids_rows_and_one_line_errors(tmp_path: Path) -> 
 def op_scripts(draw: st.DrawFn) -> list[tuple[str, int, int]]:
     """Steps: ("append", 0, 0), or an op kind with two position seeds."""
     kinds = st.sampled_from(["append", "digest", "revise", "snip", "resequence", "insert"])
-    return draw(st.lists(st.tuples(kinds, st.integers(0, 10_000), st.integers(0, 10_000)),
-                         min_size=1, max_size=14))
+    return draw(
+        st.lists(
+            st.tuples(kinds, st.integers(0, 10_000), st.integers(0, 10_000)),
+            min_size=1,
+            max_size=14,
+        )
+    )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script=op_scripts())
 def test_ops_match_a_list_model_and_switching_all_off_restores_the_history(
-        script: list[tuple[str, int, int]]) -> None:
+    script: list[tuple[str, int, int]],
+) -> None:
     s = tl.open_store("memory://").create()
     model: list[str] = []
     appended: list[str] = []
@@ -392,18 +452,26 @@ def test_ops_match_a_list_model_and_switching_all_off_restores_the_history(
             start, end = sorted((a % size, b % size))
             if kind == "digest":
                 ops.append(s.digest(start, end, f"dig{step}"))
-                model[start:end + 1] = [f"dig{step}"]
+                model[start : end + 1] = [f"dig{step}"]
             elif kind == "revise":
-                ops.append(s.revise(start, end, [{"role": "user", "content": f"rev{step}a"},
-                                                 {"role": "user", "content": f"rev{step}b"}]))
-                model[start:end + 1] = ["<expand>", f"rev{step}a", f"rev{step}b", "<collapse>"]
+                ops.append(
+                    s.revise(
+                        start,
+                        end,
+                        [
+                            {"role": "user", "content": f"rev{step}a"},
+                            {"role": "user", "content": f"rev{step}b"},
+                        ],
+                    )
+                )
+                model[start : end + 1] = ["<expand>", f"rev{step}a", f"rev{step}b", "<collapse>"]
             elif kind == "snip":
                 ops.append(s.snip(start, end))
-                model[start:end + 1] = ["<snip>"]
+                model[start : end + 1] = ["<snip>"]
             elif end > start:
                 order = list(range(start, end + 1))[::-1]
                 ops.append(s.resequence(order))
-                model[start:end + 1] = model[start:end + 1][::-1]
+                model[start : end + 1] = model[start : end + 1][::-1]
         assert texts(s) == model
     for op in ops:
         s.toggle(op, False)

@@ -32,8 +32,13 @@ TS = "2024-01-01T12:00:00Z"
 HEADER = {"type": "session", "id": "s1", "version": 1, "timestamp": TS}
 
 
-def write_session(store: tl.Store, lines: list[Any], sid: str = "s1",
-                  header: dict[str, Any] | None = None, tail: bytes = b"") -> Path:
+def write_session(
+    store: tl.Store,
+    lines: list[Any],
+    sid: str = "s1",
+    header: dict[str, Any] | None = None,
+    tail: bytes = b"",
+) -> Path:
     """A session file from JSON objects (or raw strings/bytes, written as they are)."""
     path = Path(store.url) / f"{sid}.jsonl"
     out = [json.dumps({**(header or HEADER), "id": sid}, separators=(",", ":")).encode()]
@@ -48,16 +53,25 @@ def write_session(store: tl.Store, lines: list[Any], sid: str = "s1",
     return path
 
 
-def m(eid: str, parent: str | None, body: str, role: str = "user", **extra: Any
-      ) -> dict[str, Any]:
-    return {"type": "message", "id": eid, "parent_id": parent, "timestamp": TS,
-            "message": {"role": role, "content": [{"type": "text", "text": {"content": body}}]},
-            **extra}
+def m(eid: str, parent: str | None, body: str, role: str = "user", **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": eid,
+        "parent_id": parent,
+        "timestamp": TS,
+        "message": {"role": role, "content": [{"type": "text", "text": {"content": body}}]},
+        **extra,
+    }
 
 
 def leaf(eid: str, target: str | None) -> dict[str, Any]:
-    return {"type": "leaf", "id": eid, "parent_id": None, "timestamp": TS,
-            "leaf": {"target_id": target}}
+    return {
+        "type": "leaf",
+        "id": eid,
+        "parent_id": None,
+        "timestamp": TS,
+        "leaf": {"target_id": target},
+    }
 
 
 def seen(s: tl.Session) -> list[tuple[str, str]]:
@@ -74,12 +88,20 @@ def test_written_lines_have_exactly_the_design_shape(jsonl_store: tl.Store) -> N
     raw = (Path(jsonl_store.url) / f"{s.id}.jsonl").read_bytes()
     assert raw.endswith(b"\n") and b"\r" not in raw
     header, msg_line, leaf_line = (json.loads(x) for x in raw.split(b"\n")[:-1])
-    assert header == {"type": "session", "id": s.id, "version": 1,
-                      "timestamp": s.header.timestamp, "cwd": "/w"}
-    assert msg_line == {"type": "message", "id": u, "parent_id": None,
-                        "timestamp": s.entry(u).timestamp,
-                        "message": {"role": "user",
-                                    "content": [{"type": "text", "text": {"content": "Hello"}}]}}
+    assert header == {
+        "type": "session",
+        "id": s.id,
+        "version": 1,
+        "timestamp": s.header.timestamp,
+        "cwd": "/w",
+    }
+    assert msg_line == {
+        "type": "message",
+        "id": u,
+        "parent_id": None,
+        "timestamp": s.entry(u).timestamp,
+        "message": {"role": "user", "content": [{"type": "text", "text": {"content": "Hello"}}]},
+    }
     assert leaf_line["type"] == "leaf"
     assert leaf_line["parent_id"] is None
     assert leaf_line["leaf"] == {"target_id": u}
@@ -104,51 +126,93 @@ def test_line_separators_inside_text_round_trip(jsonl_store: tl.Store) -> None:
 
 
 def test_the_design_example_lines_load(jsonl_store: tl.Store) -> None:
-    write_session(jsonl_store, [
-        '{"type":"message","id":"m1","parent_id":null,"timestamp":"2024-01-01T12:00:00Z",'
-        '"message":{"role":"user","content":[{"type":"text","text":{"content":"Hello"}}]}}',
-    ], header={"type": "session", "id": "s1", "version": 1, "timestamp": TS,
-               "parent_session": "s0", "cwd": "/home/x", "metadata": {"k": "v"}})
+    write_session(
+        jsonl_store,
+        [
+            '{"type":"message","id":"m1","parent_id":null,"timestamp":"2024-01-01T12:00:00Z",'
+            '"message":{"role":"user","content":[{"type":"text","text":{"content":"Hello"}}]}}',
+        ],
+        header={
+            "type": "session",
+            "id": "s1",
+            "version": 1,
+            "timestamp": TS,
+            "parent_session": "s0",
+            "cwd": "/home/x",
+            "metadata": {"k": "v"},
+        },
+    )
     s = jsonl_store.open("s1")
     assert s.load_report.clean
     assert s.header == tl.store.base.SessionHeader(
-        id="s1", version=1, timestamp=TS, parent_session="s0", cwd="/home/x",
-        metadata={"k": "v"})
+        id="s1", version=1, timestamp=TS, parent_session="s0", cwd="/home/x", metadata={"k": "v"}
+    )
     assert seen(s) == [("user", "Hello")]
     assert s.leaf_id == "m1"
 
 
-def test_every_entry_type_loads_in_nested_and_flattened_form(
-        jsonl_store: tl.Store) -> None:
+def test_every_entry_type_loads_in_nested_and_flattened_form(jsonl_store: tl.Store) -> None:
     def env(kind: str, eid: str, parent: str | None) -> dict[str, Any]:
         return {"type": kind, "id": eid, "parent_id": parent, "timestamp": TS}
 
     blocks = [
         {"type": "text", "text": {"content": "look"}, "provider_details": {"cache": "x"}},
-        {"type": "image", "image": {"source": {"type": "base64", "media_type": "image/png",
-                                               "data": "iVBO"}}},
+        {
+            "type": "image",
+            "image": {"source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}},
+        },
         {"type": "thinking", "thinking": {"content": "hmm", "signature": "sig"}},
         {"type": "tool_use", "tool_use": {"id": "t1", "name": "ls", "input": {"p": "/"}}},
     ]
-    write_session(jsonl_store, [
-        {**env("model_change", "mc", None), "model_change": {"provider": "openai",
-                                                             "model_id": "gpt-4o"}},
-        {**env("thinking_level", "tl", "mc"), "thinking_level": "medium"},  # flattened
-        {**env("message", "m1", "tl"), "message": {"role": "assistant", "content": blocks,
-                                                   "model": "gpt-4o", "stop_reason": "tool_use",
-                                                   "usage": {"input": 5, "output": 7}}},
-        {**env("message", "m2", "m1"), "message": {"role": "tool", "content": [
-            {"type": "tool_result", "tool_result": {"tool_use_id": "t1", "content": [
-                {"type": "text", "text": {"content": "bin"}}]}}]}},
-        {**env("label", "lb", "m2"), "target_id": "m1", "label": "flat label"},  # flattened
-        {**env("session_info", "si", "lb"), "session_info": {"name": "named"}},
-        {**env("custom", "cu", "si"), "custom_type": "ext", "data": [1, {"a": None}]},
-        {**env("compaction", "co", "cu"), "compaction": {
-            "summary": "S", "first_kept_entry_id": "m2", "tokens_before": 9,
-            "details": {"files": ["a.py"]}}},
-        {**env("branch_summary", "bs", "co"), "summary": "B", "from_id": "m1"},  # flattened
-        {"type": "leaf", "id": "lf", "parent_id": None, "timestamp": TS, "target_id": "bs"},
-    ])
+    write_session(
+        jsonl_store,
+        [
+            {
+                **env("model_change", "mc", None),
+                "model_change": {"provider": "openai", "model_id": "gpt-4o"},
+            },
+            {**env("thinking_level", "tl", "mc"), "thinking_level": "medium"},  # flattened
+            {
+                **env("message", "m1", "tl"),
+                "message": {
+                    "role": "assistant",
+                    "content": blocks,
+                    "model": "gpt-4o",
+                    "stop_reason": "tool_use",
+                    "usage": {"input": 5, "output": 7},
+                },
+            },
+            {
+                **env("message", "m2", "m1"),
+                "message": {
+                    "role": "tool",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_result": {
+                                "tool_use_id": "t1",
+                                "content": [{"type": "text", "text": {"content": "bin"}}],
+                            },
+                        }
+                    ],
+                },
+            },
+            {**env("label", "lb", "m2"), "target_id": "m1", "label": "flat label"},  # flattened
+            {**env("session_info", "si", "lb"), "session_info": {"name": "named"}},
+            {**env("custom", "cu", "si"), "custom_type": "ext", "data": [1, {"a": None}]},
+            {
+                **env("compaction", "co", "cu"),
+                "compaction": {
+                    "summary": "S",
+                    "first_kept_entry_id": "m2",
+                    "tokens_before": 9,
+                    "details": {"files": ["a.py"]},
+                },
+            },
+            {**env("branch_summary", "bs", "co"), "summary": "B", "from_id": "m1"},  # flattened
+            {"type": "leaf", "id": "lf", "parent_id": None, "timestamp": TS, "target_id": "bs"},
+        ],
+    )
     s = jsonl_store.open("s1")
     assert s.load_report.clean
     assert [e.id for e in s.entries()] == ["mc", "tl", "m1", "m2", "lb", "si", "cu", "co", "bs"]
@@ -157,12 +221,17 @@ def test_every_entry_type_loads_in_nested_and_flattened_form(
     assert s.entry("lb").payload == Label(target_id="m1", label="flat label")
     assert s.entry("si").payload == SessionInfo(name="named")
     assert s.entry("cu").payload == Custom(custom_type="ext", data=[1, {"a": None}])
-    assert s.entry("co").payload == Compaction(summary="S", first_kept_entry_id="m2",
-                                               tokens_before=9, details={"files": ["a.py"]})
+    assert s.entry("co").payload == Compaction(
+        summary="S", first_kept_entry_id="m2", tokens_before=9, details={"files": ["a.py"]}
+    )
     assert s.entry("bs").payload == BranchSummary(summary="B", from_id="m1")
     m1 = s.entry("m1").message
-    assert m1.content == [text("look", cache="x"), image("iVBO"), thinking("hmm", "sig"),
-                          tool_use("t1", "ls", {"p": "/"})]
+    assert m1.content == [
+        text("look", cache="x"),
+        image("iVBO"),
+        thinking("hmm", "sig"),
+        tool_use("t1", "ls", {"p": "/"}),
+    ]
     assert msgspec.to_builtins(m1.content) == blocks
     assert s.entry("m2").message.content == [tool_result("t1", [text("bin")])]
     assert s.leaf_id == "bs"
@@ -175,8 +244,9 @@ def test_every_entry_type_loads_in_nested_and_flattened_form(
 
 
 def test_a_header_without_version_is_version_1(jsonl_store: tl.Store) -> None:
-    write_session(jsonl_store, [m("m1", None, "hi")],
-                  header={"type": "session", "id": "s1", "timestamp": TS})
+    write_session(
+        jsonl_store, [m("m1", None, "hi")], header={"type": "session", "id": "s1", "timestamp": TS}
+    )
     s = jsonl_store.open("s1")
     assert s.header.version == 1
     assert seen(s) == [("user", "hi")]
@@ -186,16 +256,18 @@ def test_a_header_without_version_is_version_1(jsonl_store: tl.Store) -> None:
 
 
 def test_the_latest_leaf_record_sets_the_leaf_when_no_entry_follows_it(
-        jsonl_store: tl.Store) -> None:
-    write_session(jsonl_store, [m("a", None, "a"), m("b", "a", "b"), leaf("l1", "b"),
-                                leaf("l2", "a")])
+    jsonl_store: tl.Store,
+) -> None:
+    write_session(
+        jsonl_store, [m("a", None, "a"), m("b", "a", "b"), leaf("l1", "b"), leaf("l2", "a")]
+    )
     assert jsonl_store.open("s1").leaf_id == "a"
 
 
-def test_an_entry_appended_after_a_leaf_record_is_the_leaf(
-        jsonl_store: tl.Store) -> None:
-    write_session(jsonl_store, [m("a", None, "a"), m("b", "a", "b"), leaf("l1", "a"),
-                                m("c", "a", "c")])
+def test_an_entry_appended_after_a_leaf_record_is_the_leaf(jsonl_store: tl.Store) -> None:
+    write_session(
+        jsonl_store, [m("a", None, "a"), m("b", "a", "b"), leaf("l1", "a"), m("c", "a", "c")]
+    )
     s = jsonl_store.open("s1")
     assert s.leaf_id == "c"
     assert s.path_ids() == ["a", "c"]
@@ -209,9 +281,11 @@ def test_a_null_leaf_record_means_before_the_first_entry(jsonl_store: tl.Store) 
 
 
 def test_a_leaf_record_with_an_unknown_target_is_ignored_and_reported(
-        jsonl_store: tl.Store) -> None:
-    write_session(jsonl_store, [m("a", None, "a"), m("b", "a", "b"), leaf("l1", "a"),
-                                leaf("l2", "ghost")])
+    jsonl_store: tl.Store,
+) -> None:
+    write_session(
+        jsonl_store, [m("a", None, "a"), m("b", "a", "b"), leaf("l1", "a"), leaf("l2", "ghost")]
+    )
     s = jsonl_store.open("s1")
     assert s.leaf_id == "a"
     assert s.load_report.unknown_leaf == ["ghost"]
@@ -234,8 +308,10 @@ def test_navigation_survives_a_reopen(jsonl_store: tl.Store) -> None:
 
 
 def test_duplicate_ids_keep_the_first_and_are_reported(jsonl_store: tl.Store) -> None:
-    write_session(jsonl_store, [m("a", None, "first a"), m("b", "a", "b"),
-                                m("a", "b", "second a"), m("c", "b", "c")])
+    write_session(
+        jsonl_store,
+        [m("a", None, "first a"), m("b", "a", "b"), m("a", "b", "second a"), m("c", "b", "c")],
+    )
     s = jsonl_store.open("s1")
     assert s.load_report.duplicate_ids == ["a"]
     assert [e.id for e in s.entries()] == ["a", "b", "c"]
@@ -245,17 +321,22 @@ def test_duplicate_ids_keep_the_first_and_are_reported(jsonl_store: tl.Store) ->
 
 
 def test_corrupt_middle_lines_are_skipped_and_reported_without_losing_the_rest(
-        jsonl_store: tl.Store) -> None:
-    write_session(jsonl_store, [
-        m("a", None, "a"),                                              # line 2
-        '{"type":"message","id":"broken","parent_id":"a","timest',      # line 3: torn JSON
-        "not json at all",                                              # line 4
-        '{"type":"label","id":"bad","parent_id":"a","timestamp":"' + TS
-        + '","label":{"nolabel":1}}',                                   # line 5: wrong shape
-        m("b", "a", "b"),                                               # line 6
-        "[1,2]",                                                        # line 7: not an object
-        m("c", "b", "c"),                                               # line 8
-    ])
+    jsonl_store: tl.Store,
+) -> None:
+    write_session(
+        jsonl_store,
+        [
+            m("a", None, "a"),  # line 2
+            '{"type":"message","id":"broken","parent_id":"a","timest',  # line 3: torn JSON
+            "not json at all",  # line 4
+            '{"type":"label","id":"bad","parent_id":"a","timestamp":"'
+            + TS
+            + '","label":{"nolabel":1}}',  # line 5: wrong shape
+            m("b", "a", "b"),  # line 6
+            "[1,2]",  # line 7: not an object
+            m("c", "b", "c"),  # line 8
+        ],
+    )
     s = jsonl_store.open("s1")
     assert [n for n, _reason in s.load_report.corrupt_lines] == [3, 4, 5, 7]
     assert all(reason for _n, reason in s.load_report.corrupt_lines)
@@ -270,7 +351,8 @@ def test_corrupt_middle_lines_are_skipped_and_reported_without_losing_the_rest(
 
 
 def test_a_torn_last_line_is_not_read_and_moves_to_torn_before_the_first_append(
-        jsonl_store: tl.Store) -> None:
+    jsonl_store: tl.Store,
+) -> None:
     tail = b'{"type":"message","id":"half","parent_id":"a","timestamp":"2024-01'
     path = write_session(jsonl_store, [m("a", None, "a")], tail=tail)
     ro = jsonl_store.open("s1", read_only=True)
@@ -287,19 +369,27 @@ def test_a_torn_last_line_is_not_read_and_moves_to_torn_before_the_first_append(
     assert again.path_ids() == ["a", b]
 
 
-def test_orphans_and_cycles_in_a_hand_written_file_are_reported(
-        jsonl_store: tl.Store) -> None:
-    write_session(jsonl_store, [
-        m("x", "y", "x"), m("y", "x", "y"),           # a two-cycle
-        m("o", "nowhere", "orphan"),
-        m("z", "z", "self"),                          # its own parent
-        m("k", "y", "kid"),
-    ])
+def test_orphans_and_cycles_in_a_hand_written_file_are_reported(jsonl_store: tl.Store) -> None:
+    write_session(
+        jsonl_store,
+        [
+            m("x", "y", "x"),
+            m("y", "x", "y"),  # a two-cycle
+            m("o", "nowhere", "orphan"),
+            m("z", "z", "self"),  # its own parent
+            m("k", "y", "kid"),
+        ],
+    )
     s = jsonl_store.open("s1")
     assert s.load_report.orphans == ["o"]
     assert s.load_report.cycles == ["x", "z"]
     assert [(f.entry.id, f.parent_id, f.depth) for f in s.tree(flat=True)] == [
-        ("x", None, 0), ("y", "x", 1), ("k", "y", 2), ("o", None, 0), ("z", None, 0)]
+        ("x", None, 0),
+        ("y", "x", 1),
+        ("k", "y", 2),
+        ("o", None, 0),
+        ("z", None, 0),
+    ]
     assert s.path_ids() == ["x", "y", "k"]
     # appending continues under the leaf
     n = s.append_message("user", "new")
@@ -309,12 +399,23 @@ def test_orphans_and_cycles_in_a_hand_written_file_are_reported(
 # -- unknown record types and fields ------------------------------------------------------------
 
 
-UNKNOWN_TYPE = ('{"type":"future_thing","id":"f1","parent_id":"a","timestamp":"' + TS
-                + '","future_thing":{"x":[1,2,3]}}')
+UNKNOWN_TYPE = (
+    '{"type":"future_thing","id":"f1","parent_id":"a","timestamp":"'
+    + TS
+    + '","future_thing":{"x":[1,2,3]}}'
+)
 UNKNOWN_META = '{"type":"future_meta","v":2}'
-UNKNOWN_FIELDS = json.dumps(m("b", "a", "b", extra_top={"keep": True}) | {
-    "message": {"role": "user", "content": [{"type": "text", "text": {"content": "b"}}],
-                "future_field": 7}}, separators=(",", ":"))
+UNKNOWN_FIELDS = json.dumps(
+    m("b", "a", "b", extra_top={"keep": True})
+    | {
+        "message": {
+            "role": "user",
+            "content": [{"type": "text", "text": {"content": "b"}}],
+            "future_field": 7,
+        }
+    },
+    separators=(",", ":"),
+)
 
 
 def test_unknown_record_types_and_fields_survive_a_fork(jsonl_store: tl.Store) -> None:
@@ -324,16 +425,20 @@ def test_unknown_record_types_and_fields_survive_a_fork(jsonl_store: tl.Store) -
     assert s.entry("b").message.text == "b"
     f = jsonl_store.fork("s1")
     lines = (Path(jsonl_store.url) / f"{f.id}.jsonl").read_bytes().split(b"\n")
-    assert lines[1:] == [json.dumps(m("a", None, "a"), separators=(",", ":")).encode(),
-                         UNKNOWN_TYPE.encode(), UNKNOWN_META.encode(), UNKNOWN_FIELDS.encode(),
-                         b""]
+    assert lines[1:] == [
+        json.dumps(m("a", None, "a"), separators=(",", ":")).encode(),
+        UNKNOWN_TYPE.encode(),
+        UNKNOWN_META.encode(),
+        UNKNOWN_FIELDS.encode(),
+        b"",
+    ]
     assert [e.id for e in f.entries() if e.type == "message"] == ["a", "b"]
 
 
-def test_unknown_lines_stay_byte_for_byte_when_a_writer_appends(
-        jsonl_store: tl.Store) -> None:
-    path = write_session(jsonl_store, [m("a", None, "a"), UNKNOWN_TYPE, UNKNOWN_META,
-                                       UNKNOWN_FIELDS])
+def test_unknown_lines_stay_byte_for_byte_when_a_writer_appends(jsonl_store: tl.Store) -> None:
+    path = write_session(
+        jsonl_store, [m("a", None, "a"), UNKNOWN_TYPE, UNKNOWN_META, UNKNOWN_FIELDS]
+    )
     before = path.read_bytes()
     s = jsonl_store.open("s1")
     c = s.append_message("user", "c")
@@ -354,13 +459,27 @@ def test_a_session_file_that_is_a_symlink_is_refused(jsonl_store: tl.Store) -> N
 
 def test_a_record_of_unknown_type_never_moves_the_leaf(jsonl_store: tl.Store) -> None:
     # a newer writer's meta record (no parent) after the conversation must not empty the context
-    write_session(jsonl_store, [
-        m("a", None, "a"), m("b", "a", "b"),
-        {"type": "future_meta", "id": "fm", "parent_id": None, "timestamp": TS,
-         "future_meta": {"x": 1}},
-        {"type": "future_entry", "id": "fe", "parent_id": "b", "timestamp": TS,
-         "future_entry": {"y": 2}},
-    ])
+    write_session(
+        jsonl_store,
+        [
+            m("a", None, "a"),
+            m("b", "a", "b"),
+            {
+                "type": "future_meta",
+                "id": "fm",
+                "parent_id": None,
+                "timestamp": TS,
+                "future_meta": {"x": 1},
+            },
+            {
+                "type": "future_entry",
+                "id": "fe",
+                "parent_id": "b",
+                "timestamp": TS,
+                "future_entry": {"y": 2},
+            },
+        ],
+    )
     s = jsonl_store.open("s1")
     assert s.leaf_id == "b"
     assert seen(s) == [("user", "a"), ("user", "b")]
@@ -370,8 +489,10 @@ def test_a_record_of_unknown_type_never_moves_the_leaf(jsonl_store: tl.Store) ->
 
 def test_unknown_lines_survive_a_rewrite(jsonl_store: tl.Store) -> None:
     # purge is the one operation that rewrites a session file in place (DESIGN §3)
-    path = write_session(jsonl_store, [m("a", None, "a"), UNKNOWN_TYPE, UNKNOWN_META,
-                                       UNKNOWN_FIELDS, m("c", "b", "secret")])
+    path = write_session(
+        jsonl_store,
+        [m("a", None, "a"), UNKNOWN_TYPE, UNKNOWN_META, UNKNOWN_FIELDS, m("c", "b", "secret")],
+    )
     s = jsonl_store.open("s1")
     s.purge(["c"], dry_run=False)
     s.close()
@@ -384,7 +505,8 @@ def test_unknown_lines_survive_a_rewrite(jsonl_store: tl.Store) -> None:
 
 
 def test_unreadable_session_files_are_skipped_by_list_and_continue_recent(
-        jsonl_store: tl.Store) -> None:
+    jsonl_store: tl.Store,
+) -> None:
     good = jsonl_store.create()
     good.append_message("user", "the good one")
     good.close()
@@ -399,8 +521,7 @@ def test_unreadable_session_files_are_skipped_by_list_and_continue_recent(
             jsonl_store.open(sid)
 
 
-def test_torn_tails_of_successive_crashes_accumulate_in_torn(
-        jsonl_store: tl.Store) -> None:
+def test_torn_tails_of_successive_crashes_accumulate_in_torn(jsonl_store: tl.Store) -> None:
     path = write_session(jsonl_store, [m("a", None, "a")], tail=b'{"first tear')
     with jsonl_store.open("s1") as s:
         b = s.append_message("user", "b")
@@ -414,27 +535,47 @@ def test_torn_tails_of_successive_crashes_accumulate_in_torn(
     assert again.path_ids() == ["a", b, c]
 
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-                    lambda inner: st.lists(inner, max_size=3)
-                    | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
 GARBAGE = (
     st.binary(max_size=40).map(lambda b: b.replace(b"\n", b" "))
     | st.text(max_size=40).map(lambda t: t.replace("\n", " ").encode("utf-8", "surrogatepass"))
     | JSON.map(lambda v: json.dumps(v).encode())
-    | st.builds(lambda kind, payload, flat: json.dumps(
-        {"type": kind, "id": "garbage", "parent_id": None, "timestamp": TS,
-         **(payload if flat and isinstance(payload, dict) else {kind: payload})}).encode(),
-        st.sampled_from(["message", "label", "compaction", "leaf", "bookmark", "purge",
-                         "context_op", "session"]), JSON, st.booleans())
+    | st.builds(
+        lambda kind, payload, flat: json.dumps(
+            {
+                "type": kind,
+                "id": "garbage",
+                "parent_id": None,
+                "timestamp": TS,
+                **(payload if flat and isinstance(payload, dict) else {kind: payload}),
+            }
+        ).encode(),
+        st.sampled_from(
+            ["message", "label", "compaction", "leaf", "bookmark", "purge", "context_op", "session"]
+        ),
+        JSON,
+        st.booleans(),
+    )
 )
 
 
 @settings(max_examples=150, deadline=None)
 @given(garbage=st.lists(st.tuples(st.integers(0, 3), GARBAGE), max_size=6))
 def test_garbage_lines_between_records_never_lose_the_valid_ones(
-        garbage: list[tuple[int, bytes]]) -> None:
-    valid = [m("a", None, "a"), m("b", "a", "b", role="assistant"), m("c", "b", "c"),
-             m("d", "c", "d", role="assistant")]
+    garbage: list[tuple[int, bytes]],
+) -> None:
+    valid = [
+        m("a", None, "a"),
+        m("b", "a", "b", role="assistant"),
+        m("c", "b", "c"),
+        m("d", "c", "d", role="assistant"),
+    ]
     lines: list[Any] = []
     for i, record in enumerate(valid):
         lines.extend(g for at, g in garbage if at == i and i > 0)  # garbage between records
@@ -444,7 +585,11 @@ def test_garbage_lines_between_records_never_lose_the_valid_ones(
         write_session(store, lines)
         s = store.open("s1")
         assert [(e.id, e.message.text) for e in s.path("d")] == [
-            ("a", "a"), ("b", "b"), ("c", "c"), ("d", "d")]
+            ("a", "a"),
+            ("b", "b"),
+            ("c", "c"),
+            ("d", "d"),
+        ]
         assert s.leaf_id == "d"
         assert [x.text for x in s.context().messages] == ["a", "b", "c", "d"]
         s.append_message("user", "e")
@@ -453,13 +598,18 @@ def test_garbage_lines_between_records_never_lose_the_valid_ones(
 
 
 def test_every_entry_encodes_with_to_builtins_exactly_as_its_line_in_the_file(
-        jsonl_store: tl.Store) -> None:
+    jsonl_store: tl.Store,
+) -> None:
     s = jsonl_store.create()
     u = s.append_message("user", [text("hi"), image("iVBO")])
     s.append_model_change("openai", "gpt-4o")
     s.append_thinking_level("high")
-    s.append_message("assistant", [thinking("hmm", "sig"), tool_use("t1", "ls", {"p": "/"})],
-                     usage={"input": 1, "output": 2}, stop_reason="tool_use")
+    s.append_message(
+        "assistant",
+        [thinking("hmm", "sig"), tool_use("t1", "ls", {"p": "/"})],
+        usage={"input": 1, "output": 2},
+        stop_reason="tool_use",
+    )
     s.append_message("tool", [tool_result("t1", [text("bin")], is_error=True)])
     s.set_label(u, "start")
     s.append_session_info("name")
@@ -476,7 +626,8 @@ def test_every_entry_encodes_with_to_builtins_exactly_as_its_line_in_the_file(
 
 
 def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_untouched(
-        jsonl_store: tl.Store, tmp_path: Path) -> None:
+    jsonl_store: tl.Store, tmp_path: Path
+) -> None:
     path = write_session(jsonl_store, [m("a", None, "a")])
     victim = tmp_path / "victim.txt"
     victim.write_bytes(b"precious")
@@ -490,7 +641,8 @@ def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_untouched(
 
 
 def test_list_sees_appends_that_bring_a_repaired_file_back_to_its_listed_size(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     import threadline as tl
 
     store = tl.open_store(tmp_path / "s")
@@ -513,15 +665,18 @@ def test_list_sees_appends_that_bring_a_repaired_file_back_to_its_listed_size(
 
 
 def test_a_block_of_an_unknown_type_becomes_a_placeholder_and_the_rest_of_the_message_stays(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     import threadline as tl
 
     store = tl.open_store(tmp_path / "s")
     with store.create(session_id="newer") as s:
         s.append_message("user", "before")
-    line = (b'{"type":"message","id":"m2","parent_id":null,"timestamp":"2030-01-01T00:00:00.000Z",'
-            b'"message":{"role":"user","content":[{"type":"text","text":{"content":"listen"}},'
-            b'{"type":"audio","audio":{"format":"wav","data":"UklGRg=="}}]}}\n')
+    line = (
+        b'{"type":"message","id":"m2","parent_id":null,"timestamp":"2030-01-01T00:00:00.000Z",'
+        b'"message":{"role":"user","content":[{"type":"text","text":{"content":"listen"}},'
+        b'{"type":"audio","audio":{"format":"wav","data":"UklGRg=="}}]}}\n'
+    )
     path = tmp_path / "s" / "newer.jsonl"
     with open(path, "ab") as fh:
         fh.write(line)
@@ -529,7 +684,8 @@ def test_a_block_of_an_unknown_type_becomes_a_placeholder_and_the_rest_of_the_me
     msg = s.entry("m2").message  # type: ignore[union-attr]
     assert msg.text == "listen\n[audio block: not supported by this version of threadline]"
     assert msg.content[1].provider_details == {
-        "unknown_block": {"type": "audio", "audio": {"format": "wav", "data": "UklGRg=="}}}
+        "unknown_block": {"type": "audio", "audio": {"format": "wav", "data": "UklGRg=="}}
+    }
     assert s.load_report.clean
     forked = store.fork("newer")
     assert line in (tmp_path / "s" / f"{forked.id}.jsonl").read_bytes()  # kept byte for byte

@@ -17,23 +17,26 @@ from conftest import PG_URL, make_store, pg_schema
 from threadline.errors import SessionLockedError, StoreError
 
 # Refuses the message "probe" and names the synchronous_commit the appending transaction runs.
-PROBE = ("CREATE FUNCTION probe() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-         "IF new.body = 'probe' THEN RAISE EXCEPTION 'sync=%', "
-         "current_setting('synchronous_commit'); END IF; RETURN new; END $$; "
-         "CREATE TRIGGER probe BEFORE INSERT ON tl_records FOR EACH ROW "
-         "EXECUTE FUNCTION probe();")
+PROBE = (
+    "CREATE FUNCTION probe() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "IF new.body = 'probe' THEN RAISE EXCEPTION 'sync=%', "
+    "current_setting('synchronous_commit'); END IF; RETURN new; END $$; "
+    "CREATE TRIGGER probe BEFORE INSERT ON tl_records FOR EACH ROW "
+    "EXECUTE FUNCTION probe();"
+)
 
 
-@pytest.mark.parametrize(("durability", "setting"),
-                         [("fsync", "on"), ("group", "on"), ("flush", "off")])
+@pytest.mark.parametrize(
+    ("durability", "setting"), [("fsync", "on"), ("group", "on"), ("flush", "off")]
+)
 def test_an_append_commits_with_the_synchronous_commit_of_the_store_durability(
-        durability: str, setting: str) -> None:
+    durability: str, setting: str
+) -> None:
     schema = pg_schema()
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         conn.execute(PROBE.encode())
-    st = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=1,
-                       durability=durability)  # type: ignore[arg-type]
+    st = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=1, durability=durability)  # type: ignore[arg-type]
     try:
         s = st.create()
         s.append_message("user", "kept")
@@ -47,16 +50,20 @@ def test_an_append_commits_with_the_synchronous_commit_of_the_store_durability(
 
 def test_a_tenant_with_max_writers_open_cannot_lock_out_other_tenants(tmp_path: Path) -> None:
     schema = pg_schema()
-    greedy = make_store("postgres", tmp_path, tenant="greedy", schema=schema, max_writers=2,
-                        writer_wait=0.2)
+    greedy = make_store(
+        "postgres", tmp_path, tenant="greedy", schema=schema, max_writers=2, writer_wait=0.2
+    )
     other = make_store("postgres", tmp_path, tenant="other", schema=schema, max_writers=2)
     try:
         held = [greedy.create() for _ in range(3)]
         held[0].append_message("user", "one")
         held[1].append_message("user", "two")
-        with pytest.raises(StoreError, match=r"Tenant 'greedy' already has 2 sessions open for "
-                                             r"writing \(max_writers\) and none closed within "
-                                             r"0.2 s"):
+        with pytest.raises(
+            StoreError,
+            match=r"Tenant 'greedy' already has 2 sessions open for "
+            r"writing \(max_writers\) and none closed within "
+            r"0.2 s",
+        ):
             held[2].append_message("user", "three")
         s = other.create()
         s.append_message("user", "another tenant still writes")
@@ -85,7 +92,9 @@ def test_a_second_writer_waits_in_the_lock_queue_until_the_first_closes(tmp_path
         closer.join()
         assert waited >= 0.25  # it waited for the close, it did not fail or reconnect
         assert [e.message.text for e in st.open(first.id).path()] == [
-            "first writer", "second writer, after the first closed"]
+            "first writer",
+            "second writer, after the first closed",
+        ]
         second.close()
     finally:
         st.close()

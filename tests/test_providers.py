@@ -25,8 +25,11 @@ from threadline.testing import (
 )
 
 HELLO = [Message(role="user", content=[text("Hello there")])]
-READ = ToolSpec(name="read", description="Read a file",
-                parameters={"type": "object", "properties": {"path": {"type": "string"}}})
+READ = ToolSpec(
+    name="read",
+    description="Read a file",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}}},
+)
 
 
 def test_get_provider_picks_the_implementation_from_model_and_provider() -> None:
@@ -79,23 +82,35 @@ def test_openai_stream_yields_text_chunks_then_the_complete_message() -> None:
 
 
 def test_openai_tool_calls_are_accumulated_from_deltas() -> None:
-    reply = tool_call("read", {"path": "src/a.py", "lines": [1, 2]}, id="call_9",
-                      text_before="Let me look.")
+    reply = tool_call(
+        "read", {"path": "src/a.py", "lines": [1, 2]}, id="call_9", text_before="Let me look."
+    )
     with FakeOpenAIServer([reply]) as srv:
         msg = get_provider("m", base_url=srv.base_url).complete(HELLO, tools=[READ])
         sent_tools = srv.requests[0].body["tools"]
     assert msg.text == "Let me look."
     assert [(u.id, u.name, u.input) for u in msg.tool_uses] == [
-        ("call_9", "read", {"path": "src/a.py", "lines": [1, 2]})]
+        ("call_9", "read", {"path": "src/a.py", "lines": [1, 2]})
+    ]
     assert msg.stop_reason == "tool_use"
-    assert sent_tools == [{"type": "function", "function": {
-        "name": "read", "description": "Read a file", "parameters": READ.parameters}}]
+    assert sent_tools == [
+        {
+            "type": "function",
+            "function": {
+                "name": "read",
+                "description": "Read a file",
+                "parameters": READ.parameters,
+            },
+        }
+    ]
 
 
 def test_openai_history_with_tool_results_is_sent_in_chat_shape() -> None:
-    history = [*HELLO,
-               Message(role="assistant", content=[tool_use("c1", "read", {"path": "x"})]),
-               Message(role="tool", content=[tool_result("c1", "file body")])]
+    history = [
+        *HELLO,
+        Message(role="assistant", content=[tool_use("c1", "read", {"path": "x"})]),
+        Message(role="tool", content=[tool_result("c1", "file body")]),
+    ]
     with FakeOpenAIServer() as srv:
         msg = get_provider("m", base_url=srv.base_url).complete(history)
         sent = srv.requests[0].body["messages"]
@@ -104,21 +119,25 @@ def test_openai_history_with_tool_results_is_sent_in_chat_shape() -> None:
     assert sent[2]["tool_call_id"] == "c1"
 
 
-@pytest.mark.parametrize(("failure", "pattern"), [
-    (HTTPFailure(500, "overloaded"), r"HTTP 500: overloaded; the server failed"),
-    (HTTPFailure(401, "bad key"), r"HTTP 401: bad key; check the API key"),
-    (Malformed(), r"Malformed stream from http://127\.0\.0\.1:\d+/v1/chat/completions"),
-])
+@pytest.mark.parametrize(
+    ("failure", "pattern"),
+    [
+        (HTTPFailure(500, "overloaded"), r"HTTP 500: overloaded; the server failed"),
+        (HTTPFailure(401, "bad key"), r"HTTP 401: bad key; check the API key"),
+        (Malformed(), r"Malformed stream from http://127\.0\.0\.1:\d+/v1/chat/completions"),
+    ],
+)
 def test_openai_failures_raise_one_line_provider_errors(failure: object, pattern: str) -> None:
-    with FakeOpenAIServer([failure]) as srv,  \
-            pytest.raises(ProviderError, match=pattern) as info:  # type: ignore[list-item]
+    with FakeOpenAIServer([failure]) as srv, pytest.raises(ProviderError, match=pattern) as info:  # type: ignore[list-item]
         get_provider("m", base_url=srv.base_url).complete(HELLO)
     assert "\n" not in str(info.value)
 
 
 def test_openai_timeout_names_the_endpoint_and_the_fix() -> None:
-    with FakeOpenAIServer([Hang(10)]) as srv, \
-            pytest.raises(ProviderError, match=r"timed out after 0\.3s; check that the server"):
+    with (
+        FakeOpenAIServer([Hang(10)]) as srv,
+        pytest.raises(ProviderError, match=r"timed out after 0\.3s; check that the server"),
+    ):
         get_provider("m", base_url=srv.base_url).complete(HELLO, timeout=0.3)
 
 
@@ -131,13 +150,17 @@ def test_connection_refused_is_a_provider_error() -> None:
 
 
 def test_missing_key_for_the_public_endpoints_is_reported_before_any_request(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
-    with pytest.raises(ProviderError, match=r"No API key for https://api\.openai\.com/v1/chat/"
-                                            r"completions; set \$OPENAI_API_KEY"):
+    with pytest.raises(
+        ProviderError,
+        match=r"No API key for https://api\.openai\.com/v1/chat/"
+        r"completions; set \$OPENAI_API_KEY",
+    ):
         get_provider("gpt-4o").complete(HELLO)
     with pytest.raises(ProviderError, match=r"set \$ANTHROPIC_API_KEY"):
         get_provider("claude-x").complete(HELLO)
@@ -160,8 +183,9 @@ def test_anthropic_stream_with_text_and_tool_call() -> None:
     msg = events[-1].message
     assert msg is not None
     assert msg.text == "Reading."
-    assert [(u.id, u.name, u.input) for u in msg.tool_uses] == [("toolu_1", "read",
-                                                                 {"path": "b.py"})]
+    assert [(u.id, u.name, u.input) for u in msg.tool_uses] == [
+        ("toolu_1", "read", {"path": "b.py"})
+    ]
     assert msg.stop_reason == "tool_use"
     assert msg.usage is not None and msg.usage.input > 0 and msg.usage.output > 0
     assert req.headers["x-api-key"] == "k"
@@ -182,14 +206,18 @@ def test_fake_server_answers_non_streaming_requests() -> None:
     import httpx
 
     with FakeOpenAIServer([tool_call("grep", {"q": "x"}, id="c7")]) as srv:
-        r = httpx.post(f"{srv.base_url}/chat/completions",
-                       json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        r = httpx.post(
+            f"{srv.base_url}/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        )
     body = r.json()
     assert body["choices"][0]["finish_reason"] == "tool_calls"
     assert body["choices"][0]["message"]["tool_calls"] == [
-        {"id": "c7", "type": "function", "function": {"name": "grep", "arguments": '{"q": "x"}'}}]
-    assert body["usage"]["total_tokens"] == (body["usage"]["prompt_tokens"]
-                                             + body["usage"]["completion_tokens"])
+        {"id": "c7", "type": "function", "function": {"name": "grep", "arguments": '{"q": "x"}'}}
+    ]
+    assert body["usage"]["total_tokens"] == (
+        body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"]
+    )
 
 
 def test_usage_from_the_openai_usage_chunk() -> None:
@@ -206,30 +234,51 @@ def _chunk(delta: dict[str, object], finish: str | None = None) -> str:
     return f"data: {json.dumps(body)}\n\n"
 
 
-@pytest.mark.parametrize(("stream", "pattern"), [
-    ('data: {"error": {"message": "quota exceeded"}}\n\n',
-     r"reported an error mid-stream: quota exceeded; retry later"),
-    (_chunk({"content": "partial"}),
-     r"Malformed stream from .*: the stream ended before a finish_reason or \[DONE\]"),
-    (_chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "read",
-                                                                 "arguments": "{bad"}}]},
-            "tool_calls") + "data: [DONE]\n\n",
-     r"the arguments of tool call 'read' are not JSON"),
-    ("event: x\nbogus line\n\n", r"unexpected line 'bogus line'"),
-])
+@pytest.mark.parametrize(
+    ("stream", "pattern"),
+    [
+        (
+            'data: {"error": {"message": "quota exceeded"}}\n\n',
+            r"reported an error mid-stream: quota exceeded; retry later",
+        ),
+        (
+            _chunk({"content": "partial"}),
+            r"Malformed stream from .*: the stream ended before a finish_reason or \[DONE\]",
+        ),
+        (
+            _chunk(
+                {
+                    "tool_calls": [
+                        {"index": 0, "id": "c1", "function": {"name": "read", "arguments": "{bad"}}
+                    ]
+                },
+                "tool_calls",
+            )
+            + "data: [DONE]\n\n",
+            r"the arguments of tool call 'read' are not JSON",
+        ),
+        ("event: x\nbogus line\n\n", r"unexpected line 'bogus line'"),
+    ],
+)
 def test_openai_stream_problems_are_provider_errors(stream: str, pattern: str) -> None:
-    with FakeOpenAIServer([Malformed(stream)]) as srv, \
-            pytest.raises(ProviderError, match=pattern):
+    with FakeOpenAIServer([Malformed(stream)]) as srv, pytest.raises(ProviderError, match=pattern):
         get_provider("m", base_url=srv.base_url).complete(HELLO)
 
 
 def test_openai_reasoning_deltas_become_a_thinking_block() -> None:
-    stream = (_chunk({"reasoning_content": "think "}) + _chunk({"reasoning_content": "hard"})
-              + _chunk({"content": "answer"}, "stop") + "data: [DONE]\n\n")
+    stream = (
+        _chunk({"reasoning_content": "think "})
+        + _chunk({"reasoning_content": "hard"})
+        + _chunk({"content": "answer"}, "stop")
+        + "data: [DONE]\n\n"
+    )
     with FakeOpenAIServer([Malformed(stream)]) as srv:
         events = list(get_provider("m", base_url=srv.base_url).stream(HELLO))
     assert [(e.kind, e.text) for e in events[:-1]] == [
-        ("thinking", "think "), ("thinking", "hard"), ("text", "answer")]
+        ("thinking", "think "),
+        ("thinking", "hard"),
+        ("text", "answer"),
+    ]
     msg = events[-1].message
     assert msg is not None
     assert [type(b).__name__ for b in msg.content] == ["ThinkingBlock", "TextBlock"]
@@ -239,8 +288,10 @@ def test_openai_reasoning_deltas_become_a_thinking_block() -> None:
 
 def test_anthropic_error_event_and_truncated_stream() -> None:
     err = 'event: error\ndata: {"type": "error", "error": {"message": "overloaded"}}\n\n'
-    cut = ('event: message_start\ndata: {"type": "message_start", "message": {"usage": '
-           '{"input_tokens": 3}}}\n\n')
+    cut = (
+        'event: message_start\ndata: {"type": "message_start", "message": {"usage": '
+        '{"input_tokens": 3}}}\n\n'
+    )
     with FakeAnthropicServer([Malformed(err), Malformed(cut)]) as srv:
         p = get_provider("claude-x", base_url=srv.base_url, api_key="k")
         with pytest.raises(ProviderError, match="error mid-stream: overloaded"):

@@ -24,16 +24,18 @@ SECRET = "hunter2-correct-horse-battery"
 
 
 def files_holding(directory: Path, needle: str) -> list[str]:
-    return sorted(p.name for p in directory.rglob("*")
-                  if p.is_file() and needle.encode() in p.read_bytes())
+    return sorted(
+        p.name for p in directory.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()
+    )
 
 
 def build(store: tl.Store) -> tuple[tl.Session, dict[str, str]]:
     s = store.create()
     ids = {
         "ask": s.append_message("user", f"my password is {SECRET}"),
-        "call": s.append_message("assistant", [tl.text("checking"), tl.tool_use("c1", "grep", {
-            "pattern": "x"})]),
+        "call": s.append_message(
+            "assistant", [tl.text("checking"), tl.tool_use("c1", "grep", {"pattern": "x"})]
+        ),
         "result": s.append_message("tool", [tl.tool_result("c1", f"found {SECRET}-in-file")]),
         "answer": s.append_message("assistant", "noted"),
         "next": s.append_message("user", "thanks"),
@@ -48,7 +50,8 @@ def test_a_preview_changes_nothing(store: tl.Store) -> None:
     assert plan.executed is False
     assert plan.entry_ids == [ids["ask"]]
     assert [(i.id, i.type, i.bytes) for i in plan.items] == [
-        (ids["ask"], "message", s.metadata()[0].size)]
+        (ids["ask"], "message", s.metadata()[0].size)
+    ]
     assert plan.bytes == s.metadata()[0].size
     assert plan.leaves_view == [ids["ask"]]
     assert plan.also_leaving_view == []
@@ -63,8 +66,7 @@ def test_a_preview_names_the_tool_partner_that_leaves_the_view(store: tl.Store) 
     assert plan.also_leaving_view == [ids["call"]]
 
 
-def test_purge_keeps_the_tree_and_drops_the_entries_from_the_view(
-        store: tl.Store) -> None:
+def test_purge_keeps_the_tree_and_drops_the_entries_from_the_view(store: tl.Store) -> None:
     s, ids = build(store)
     shape = [(m.id, m.parent_id, m.timestamp, m.entry_type) for m in s.metadata()]
     plan = s.purge([ids["ask"], ids["result"]], dry_run=False)  # type: ignore[attr-defined]
@@ -81,17 +83,20 @@ def test_purge_keeps_the_tree_and_drops_the_entries_from_the_view(
     assert not any(SECRET.encode() in line for line in again.state.log.raw_lines())
 
 
-def test_the_purged_line_is_a_marker_and_other_lines_are_untouched(
-        store: tl.Store) -> None:
+def test_the_purged_line_is_a_marker_and_other_lines_are_untouched(store: tl.Store) -> None:
     s, ids = build(store)
     before = list(s.state.log.raw_lines())
     s.purge([ids["ask"]], dry_run=False)  # type: ignore[attr-defined]
     after = list(s.state.log.raw_lines())
     marker = msgspec.json.decode(after[0])
-    assert marker == {"type": "message", "id": ids["ask"], "parent_id": None,
-                      "timestamp": msgspec.json.decode(before[0])["timestamp"],
-                      "message": {"purged": True}}
-    assert after[1:len(before)] == before[1:]
+    assert marker == {
+        "type": "message",
+        "id": ids["ask"],
+        "parent_id": None,
+        "timestamp": msgspec.json.decode(before[0])["timestamp"],
+        "message": {"purged": True},
+    }
+    assert after[1 : len(before)] == before[1:]
     assert msgspec.json.decode(after[-1])["purge"] == {"entry_ids": [ids["ask"]]}
 
 
@@ -124,13 +129,17 @@ def test_purging_a_purged_entry_again_changes_nothing(store: tl.Store) -> None:
     assert list(s.state.log.raw_lines()) == lines
 
 
-@pytest.mark.parametrize(("kwargs", "error", "message"), [
-    ({}, UserError, "name the entries to purge"),
-    ({"entry_ids": ["nope"]}, NotFoundError, "Entry 'nope' not found"),
-    ({"entry_ids": ["x"], "all": True}, UserError, "give entry ids or all=True, not both"),
-])
-def test_bad_purge_requests_are_refused(store: tl.Store, kwargs: dict[str, Any],
-                                        error: type[Exception], message: str) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({}, UserError, "name the entries to purge"),
+        ({"entry_ids": ["nope"]}, NotFoundError, "Entry 'nope' not found"),
+        ({"entry_ids": ["x"], "all": True}, UserError, "give entry ids or all=True, not both"),
+    ],
+)
+def test_bad_purge_requests_are_refused(
+    store: tl.Store, kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
     s, _ = build(store)
     with pytest.raises(error, match=message):
         s.purge(**kwargs)  # type: ignore[attr-defined]
@@ -155,17 +164,24 @@ def test_the_purged_text_is_gone_from_every_file_of_the_store(tmp_path: Path) ->
     # a torn tail: a crashed earlier write of the same message, cut inside the secret
     path = directory / f"{s.id}.jsonl"
     with open(path, "ab") as fh:
-        fh.write(b'{"type":"message","id":"torn1","parent_id":null,"timestamp":"t","message":'
-                 + f'{{"role":"user","content":[{{"type":"text","text":{{"content":"my password is '
-                 f'{SECRET[:12]}'
-                 .encode())
+        fh.write(
+            b'{"type":"message","id":"torn1","parent_id":null,"timestamp":"t","message":'
+            + f'{{"role":"user","content":[{{"type":"text","text":{{"content":"my password is '
+            f"{SECRET[:12]}".encode()
+        )
     w = store.open(s.id)
     w.append_message("user", "after the tear")
     assert files_holding(directory, SECRET[:12]) == [
-        ".list-cache.json", f"{s.id}.jsonl", f"{s.id}.jsonl.migrate.bak", f"{s.id}.jsonl.torn"]
+        ".list-cache.json",
+        f"{s.id}.jsonl",
+        f"{s.id}.jsonl.migrate.bak",
+        f"{s.id}.jsonl.torn",
+    ]
     plan = w.purge([ids["ask"], ids["result"]], dry_run=False)  # type: ignore[attr-defined]
-    assert sorted(Path(f).name for f in plan.files) == [f"{s.id}.jsonl.migrate.bak",
-                                                       f"{s.id}.jsonl.torn"]
+    assert sorted(Path(f).name for f in plan.files) == [
+        f"{s.id}.jsonl.migrate.bak",
+        f"{s.id}.jsonl.torn",
+    ]
     assert files_holding(directory, SECRET[:12]) == []
     assert files_holding(directory, SECRET[-12:]) == []
     # the backup keeps everything else
@@ -175,7 +191,8 @@ def test_the_purged_text_is_gone_from_every_file_of_the_store(tmp_path: Path) ->
 
 
 def test_on_the_sqlite_store_the_purged_text_is_in_no_file_while_the_store_is_open(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     store = tl.open_store(f"sqlite:///{tmp_path / 'store.db'}")
     s, ids = build(store)
     assert store.catalog.search("hunter2", mode="keyword")  # the catalog indexed the secret
@@ -199,11 +216,13 @@ def test_torn_debris_without_purged_content_is_kept(tmp_path: Path) -> None:
     w.append_message("user", "more")
     w.purge([ids["ask"]], dry_run=False)  # type: ignore[attr-defined]
     assert (tmp_path / f"{s.id}.jsonl.torn").read_bytes() == (
-        b'{"type":"message","id":"unrelated-partial\n')
+        b'{"type":"message","id":"unrelated-partial\n'
+    )
 
 
 def test_a_failure_before_the_rename_leaves_the_old_file_and_a_rerun_finishes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from threadline.store import jsonl
 
     store = tl.open_store(tmp_path)
@@ -215,13 +234,16 @@ def test_a_failure_before_the_rename_leaves_the_old_file_and_a_rerun_finishes(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(jsonl.os, "replace", failing_replace)
-    with pytest.raises(StoreError, match=r"No space left on device\); the old file is "
-                                         "unchanged"):
+    with pytest.raises(
+        StoreError,
+        match=r"No space left on device\); the old file is "
+        "unchanged",
+    ):
         s.purge([ids["ask"]], dry_run=False)  # type: ignore[attr-defined]
     monkeypatch.undo()
     now = path.read_bytes()
     assert now.startswith(old)  # the old file, plus the purge record appended before the rewrite
-    assert [msgspec.json.decode(x)["type"] for x in now[len(old):].splitlines()] == ["purge"]
+    assert [msgspec.json.decode(x)["type"] for x in now[len(old) :].splitlines()] == ["purge"]
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
     s.close()
     again = store.open(s.id)
@@ -251,12 +273,16 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def _purge_in_child(directory: Path, session_id: str, entry_id: str,
-                    kill_after: float | None) -> float:
+def _purge_in_child(
+    directory: Path, session_id: str, entry_id: str, kill_after: float | None
+) -> float:
     """Run a slow purge in a child process; SIGKILL it ``kill_after`` seconds after it is ready.
     Returns how long the child ran after it was ready."""
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(directory), session_id, entry_id],
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(directory), session_id, entry_id],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert child.stdout is not None
     with child.stdout:
         assert child.stdout.readline().strip() == "ready"
@@ -270,8 +296,7 @@ def _purge_in_child(directory: Path, session_id: str, entry_id: str,
     return time.monotonic() - start
 
 
-def _session_with_filler(directory: Path) -> tuple[tl.Store, tl.Session,
-                                                   dict[str, str]]:
+def _session_with_filler(directory: Path) -> tuple[tl.Store, tl.Session, dict[str, str]]:
     store = tl.open_store(directory)
     s, ids = build(store)
     for i in range(60):  # enough lines that the slow rewrite takes a while
@@ -310,7 +335,8 @@ def test_a_kill_during_purge_leaves_either_the_old_or_the_new_file(tmp_path: Pat
 
 
 def test_purge_hooks_and_the_store_catalog_forget_the_entries(
-        store: tl.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: tl.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls: list[tuple[str, str, list[str]]] = []
     monkeypatch.setattr(history, "_hooks", list(history._hooks))  # the catalog's hook stays
 
@@ -327,7 +353,8 @@ def test_purge_hooks_and_the_store_catalog_forget_the_entries(
 
 
 def test_a_failing_index_hook_is_reported_after_the_file_is_clean(
-        store: tl.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: tl.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(history, "_hooks", [])
 
     def broken(st: Any, sid: str, eids: list[str]) -> None:
@@ -335,8 +362,9 @@ def test_a_failing_index_hook_is_reported_after_the_file_is_clean(
 
     history.on_purge(broken)
     s, ids = build(store)
-    with pytest.raises(StoreError,
-                       match=r"could not forget them .*index offline.*rebuild the catalog$"):
+    with pytest.raises(
+        StoreError, match=r"could not forget them .*index offline.*rebuild the catalog$"
+    ):
         s.purge([ids["ask"]], dry_run=False)  # type: ignore[attr-defined]
     assert not any(SECRET.encode() in line for line in list(s.state.log.raw_lines())[:1])
 
@@ -344,8 +372,11 @@ def test_a_failing_index_hook_is_reported_after_the_file_is_clean(
 def test_stats_count_the_marker_sizes_after_a_purge(store: tl.Store) -> None:
     s, ids = build(store)
     s.purge([ids["ask"]], dry_run=False)  # type: ignore[attr-defined]
-    marker = next(line for line in s.state.log.raw_lines() if ids["ask"].encode() in line
-                  and b'"purged":true' in line)
+    marker = next(
+        line
+        for line in s.state.log.raw_lines()
+        if ids["ask"].encode() in line and b'"purged":true' in line
+    )
     assert s.metadata()[0].size == len(marker)
     assert s.stats()["context_messages"] == 4
 
@@ -354,7 +385,9 @@ def test_the_search_index_forgets_purged_text(tmp_path: Path) -> None:
     store = tl.open_store(tmp_path)
     s, ids = build(store)
     assert [h.entry_id for h in store.catalog.search(SECRET, mode="keyword")] == [
-        ids["ask"], ids["result"]]
+        ids["ask"],
+        ids["result"],
+    ]
     s.purge([ids["ask"], ids["result"]], dry_run=False)  # type: ignore[attr-defined]
     assert store.catalog.search(SECRET, mode="keyword") == []
     store.close()
@@ -365,11 +398,17 @@ def test_cli_purge_previews_without_yes(tmp_path: Path) -> None:
     store = tl.open_store(tmp_path)
     s, ids = build(store)
     s.close()
-    exe = [sys.executable, "-c", "from threadline.cli.main import main; main()",
-           "--store", str(tmp_path)]
+    exe = [
+        sys.executable,
+        "-c",
+        "from threadline.cli.main import main; main()",
+        "--store",
+        str(tmp_path),
+    ]
     env = {**os.environ, "COLUMNS": "200"}
-    out = subprocess.run([*exe, "purge", s.id, ids["ask"]], capture_output=True, text=True,
-                         env=env, check=True).stdout
+    out = subprocess.run(
+        [*exe, "purge", s.id, ids["ask"]], capture_output=True, text=True, env=env, check=True
+    ).stdout
     size = store.open(s.id).metadata()[0].size
     assert out.splitlines() == [
         f"Would purge 1 entries ({size:,} bytes) from session {s.id}:",
@@ -378,8 +417,12 @@ def test_cli_purge_previews_without_yes(tmp_path: Path) -> None:
         "afterwards.",
     ]
     assert files_holding(tmp_path, SECRET) != []
-    subprocess.run([*exe, "purge", s.id, ids["ask"], ids["result"], "--yes"], env=env,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*exe, "purge", s.id, ids["ask"], ids["result"], "--yes"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     assert files_holding(tmp_path, SECRET) == []
     bad = subprocess.run([*exe, "purge", s.id, "nope"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2
@@ -397,14 +440,18 @@ def test_cli_metadata_lists_every_entry_without_content(tmp_path: Path) -> None:
     metas = store.open(s.id).metadata()
     out = CliRunner().invoke(cli, ["--store", str(tmp_path), "metadata", s.id]).output
     kinds = ["input_text", "function_call", "function_call_output", "output_text", "input_text"]
-    assert out.splitlines() == [f"{m.id}  {m.timestamp}  {k:<20} {m.size:>10,} bytes"
-                                for m, k in zip(metas, kinds, strict=True)]
-    rows = msgspec.json.decode(CliRunner().invoke(
-        cli, ["--store", str(tmp_path), "metadata", s.id, "--json"]).output)
+    assert out.splitlines() == [
+        f"{m.id}  {m.timestamp}  {k:<20} {m.size:>10,} bytes"
+        for m, k in zip(metas, kinds, strict=True)
+    ]
+    rows = msgspec.json.decode(
+        CliRunner().invoke(cli, ["--store", str(tmp_path), "metadata", s.id, "--json"]).output
+    )
     assert [(r["id"], r["type"], r["entry_type"], r["parent_id"]) for r in rows] == [
         (ids["ask"], "input_text", "message", None),
         (ids["call"], "function_call", "message", ids["ask"]),
         (ids["result"], "function_call_output", "message", ids["call"]),
         (ids["answer"], "output_text", "message", ids["result"]),
-        (ids["next"], "input_text", "message", ids["answer"])]
+        (ids["next"], "input_text", "message", ids["answer"]),
+    ]
     assert SECRET not in out

@@ -60,9 +60,12 @@ def build(store: tl.Store) -> tuple[tl.Session, dict[str, str]]:
 def store_files(kind: str, root: Path, store: tl.Store) -> Callable[[str], list[str]]:
     """Where a secret still sits in what the store wrote: files, or PostgreSQL's table files."""
     if kind in ("jsonl", "sqlite"):
+
         def on_disk(needle: str) -> list[str]:
-            return sorted(p.name for p in root.rglob("*")
-                          if p.is_file() and needle.encode() in p.read_bytes())
+            return sorted(
+                p.name for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()
+            )
+
         return on_disk
     if kind == "postgres":
         import psycopg
@@ -79,13 +82,17 @@ def store_files(kind: str, root: Path, store: tl.Store) -> Callable[[str], list[
                     "c.relkind IN ('r', 'i', 't') AND pg_relation_filepath(c.oid) IS NOT NULL "
                     "UNION ALL SELECT t.relname, pg_relation_filepath(t.oid) FROM pg_class c "
                     "JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_class t ON "
-                    "t.oid = c.reltoastrelid WHERE n.nspname = %s", (schema, schema)).fetchall()
+                    "t.oid = c.reltoastrelid WHERE n.nspname = %s",
+                    (schema, schema),
+                ).fetchall()
                 for name, path in rels:
-                    data = conn.execute("SELECT pg_read_binary_file(%s, 0, "
-                                        "(pg_stat_file(%s)).size)", (path, path)).fetchone()[0]
+                    data = conn.execute(
+                        "SELECT pg_read_binary_file(%s, 0, (pg_stat_file(%s)).size)", (path, path)
+                    ).fetchone()[0]
                     if needle.encode() in bytes(data):
                         found.append(name)
             return sorted(found)
+
         return in_heap
     return lambda needle: []
 
@@ -97,8 +104,10 @@ def check_purge(kind: str, targets: list[str]) -> None:
         try:
             s, ids = build(store)
             before = len(s.context().messages)
-            plan: Any = s.purge([ids[k] for k in targets],  # type: ignore[attr-defined]
-                                dry_run=False)
+            plan: Any = s.purge(
+                [ids[k] for k in targets],  # type: ignore[attr-defined]
+                dry_run=False,
+            )
             for k in targets:
                 assert isinstance(s.entry(ids[k]), tl.model.entries.PurgedEntry)
             s.close()
@@ -116,11 +125,13 @@ def check_purge(kind: str, targets: list[str]) -> None:
             for k in targets:
                 assert SECRETS[k] not in texts
                 assert located(SECRETS[k]) == [], (k, plan.residue)
-            for k in set(KINDS) - set(targets) - {"label", "session_info", "custom",
-                                                    "thinking_level"}:
+            for k in (
+                set(KINDS) - set(targets) - {"label", "session_info", "custom", "thinking_level"}
+            ):
                 # what was not purged is still there (in the view or the log)
-                assert any(SECRETS[k] in tl.model.entries.encode_record(r).decode()
-                           for r in rest), k
+                assert any(
+                    SECRETS[k] in tl.model.entries.encode_record(r).decode() for r in rest
+                ), k
             assert store.list()[0].id == s.id
         finally:
             store.close()
@@ -136,7 +147,8 @@ def test_purging_one_entry_of_any_type_leaves_a_working_session(backend: str, ki
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(targets=st.sets(st.sampled_from(KINDS), min_size=2))
 def test_purging_any_combination_of_entry_types_leaves_a_working_session(
-        backend: str, targets: set[str]) -> None:
+    backend: str, targets: set[str]
+) -> None:
     check_purge(backend, sorted(targets))
 
 

@@ -35,8 +35,12 @@ def test_a_reader_survives_writers_repairing_torn_tails_under_it(tmp_path: Path)
     s.append_message("assistant", "second")
     s.close()
     path = tmp_path / f"{s.id}.jsonl"
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(tmp_path), s.id, "3"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(tmp_path), s.id, "3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     repairs = 0
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
@@ -55,4 +59,5 @@ def test_a_reader_survives_writers_repairing_torn_tails_under_it(tmp_path: Path)
     again = store.open(s.id, read_only=True)
     assert again.load_report.torn_bytes == 0
     assert [m.text for m in again.context().messages] == (
-        ["first", "second"] + [f"after repair {i}" for i in range(repairs)])
+        ["first", "second"] + [f"after repair {i}" for i in range(repairs)]
+    )

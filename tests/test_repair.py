@@ -16,11 +16,18 @@ from threadline.model.content import Message, text, tool_result, tool_use
 from threadline.model.pairing import INTERRUPTED
 from threadline.repair import RepairedCall
 
-TRANSCRIPTS = [(fmt, p) for folder, fmt in (("claude_code", "claude_code"), ("pi_session", "pi"),
-                                             ("chatgpt_export", "chatgpt_export"),
-                                             ("codex_cli", "codex"), ("google_adk", "google_adk"))
-               for p in sorted((REALDATA / folder).iterdir()) if p.suffix != ".json"
-               or folder != "pi_session"]
+TRANSCRIPTS = [
+    (fmt, p)
+    for folder, fmt in (
+        ("claude_code", "claude_code"),
+        ("pi_session", "pi"),
+        ("chatgpt_export", "chatgpt_export"),
+        ("codex_cli", "codex"),
+        ("google_adk", "google_adk"),
+    )
+    for p in sorted((REALDATA / folder).iterdir())
+    if p.suffix != ".json" or folder != "pi_session"
+]
 
 
 def _imported() -> list[tuple[str, tl.Session]]:
@@ -33,12 +40,15 @@ def _imported() -> list[tuple[str, tl.Session]]:
 
 def test_the_real_transcripts_with_interrupted_calls_are_the_two_pi_sessions() -> None:
     dangling = {name: len(s.repair().calls) for name, s in _imported() if s.repair().calls}
-    assert dangling == {"badlogic_pi-mono__before-compaction.jsonl": 2,
-                        "badlogic_pi-mono__large-session.jsonl": 18}
+    assert dangling == {
+        "badlogic_pi-mono__before-compaction.jsonl": 2,
+        "badlogic_pi-mono__large-session.jsonl": 18,
+    }
 
 
-@pytest.mark.parametrize("name", ["badlogic_pi-mono__before-compaction.jsonl",
-                                  "badlogic_pi-mono__large-session.jsonl"])
+@pytest.mark.parametrize(
+    "name", ["badlogic_pi-mono__before-compaction.jsonl", "badlogic_pi-mono__large-session.jsonl"]
+)
 def test_a_repaired_real_session_is_accepted_strictly_and_undo_restores_it(
     name: str, tmp_path: Path
 ) -> None:
@@ -62,8 +72,7 @@ def test_a_repaired_real_session_is_accepted_strictly_and_undo_restores_it(
         for fmt in formats.PROVIDER_FORMATS:
             formats.dump_context(fmt, messages, strict=True)
         assert session.repair().calls == []
-    answers = [r for m in s.context().messages for r in m.tool_results
-               if r.content == INTERRUPTED]
+    answers = [r for m in s.context().messages for r in m.tool_results if r.content == INTERRUPTED]
     assert sorted(r.tool_use_id for r in answers) == sorted(c.call_id for c in done.calls)
     assert all(r.is_error for r in answers)
 
@@ -89,11 +98,18 @@ def test_repair_answers_a_split_turn_right_after_its_last_assistant_message() ->
     s = _split_turn_session()
     ids = s.context().view.ids()
     done = s.repair(apply=True)
-    assert done.calls == [RepairedCall(position=1, answer_after=2, entry_id=ids[1], call_id="a",
-                                       name="read")]
+    assert done.calls == [
+        RepairedCall(position=1, answer_after=2, entry_id=ids[1], call_id="a", name="read")
+    ]
     roles = [(m.role, [r.tool_use_id for r in m.tool_results]) for m in s.context().messages]
-    assert roles == [("user", []), ("assistant", []), ("assistant", []), ("tool", ["a"]),
-                     ("tool", ["b"]), ("user", [])]
+    assert roles == [
+        ("user", []),
+        ("assistant", []),
+        ("assistant", []),
+        ("tool", ["a"]),
+        ("tool", ["b"]),
+        ("user", []),
+    ]
     assert s.operations()[0].kind == "insert"
     for fmt in formats.PROVIDER_FORMATS:
         adjusted = formats.dump_context(fmt, s.context().messages, report=True).adjustments
@@ -138,12 +154,15 @@ def test_cli_repair_previews_then_applies_then_undoes(tmp_path: Path) -> None:
     run = CliRunner()
     res = run.invoke(cli, [*store, "repair", sid])
     assert res.exit_code == 0, res.output
-    assert res.output == (f"Would answer 1 interrupted tool call(s):\n  [1] a (read) in {call}\n"
-                          f"Preview only: run `threadline repair {sid} --apply` to write them.\n")
+    assert res.output == (
+        f"Would answer 1 interrupted tool call(s):\n  [1] a (read) in {call}\n"
+        f"Preview only: run `threadline repair {sid} --apply` to write them.\n"
+    )
     res = run.invoke(cli, [*store, "repair", sid, "--apply"])
     assert res.exit_code == 0, res.output
-    assert res.output.splitlines()[-1] == (f"Wrote 1 insert operation(s); undo with `threadline "
-                                           f"repair {sid} --undo`.")
+    assert res.output.splitlines()[-1] == (
+        f"Wrote 1 insert operation(s); undo with `threadline repair {sid} --undo`."
+    )
     res = run.invoke(cli, [*store, "context", sid, "--format", "openai_chat", "--strict"])
     assert res.exit_code == 0, res.output
     assert [m["role"] for m in json.loads(res.output)] == ["user", "assistant", "tool", "user"]
@@ -163,16 +182,23 @@ def test_cli_context_explains_adjustments_and_strict_refuses(tmp_path: Path) -> 
     run = CliRunner()
     res = run.invoke(cli, [*store, "context", sid, "--format", "anthropic", "--explain"])
     assert res.exit_code == 0, res.stderr
-    assert res.stderr == ("adjusted [1] answered_dangling_call: tool call 'a' (read) has no "
-                          "result; answered as interrupted\n1 adjustment(s) for anthropic\n")
+    assert res.stderr == (
+        "adjusted [1] answered_dangling_call: tool call 'a' (read) has no "
+        "result; answered as interrupted\n1 adjustment(s) for anthropic\n"
+    )
     payload = json.loads(res.stdout)
     assert payload["messages"][2]["content"][0] == {
-        "type": "tool_result", "tool_use_id": "a", "content": INTERRUPTED, "is_error": True}
+        "type": "tool_result",
+        "tool_use_id": "a",
+        "content": INTERRUPTED,
+        "is_error": True,
+    }
     res = run.invoke(cli, [*store, "context", sid, "--format", "anthropic", "--strict"])
     assert res.exit_code == 2
     assert "answered_dangling_call: tool call 'a' (read) has no result" in res.stderr
-    res = run.invoke(cli, [*store, "context", sid, "--format", "anthropic", "--dangling",
-                           "drop", "--explain"])
+    res = run.invoke(
+        cli, [*store, "context", sid, "--format", "anthropic", "--dangling", "drop", "--explain"]
+    )
     assert [m["role"] for m in json.loads(res.stdout)["messages"]] == ["user"]
     assert "dropped_dangling_call" in res.stderr
     res = run.invoke(cli, [*store, "export", sid, "--format", "gemini", "--explain"])

@@ -34,11 +34,16 @@ from threadline.testing import FakeOpenAIServer, HTTPFailure, TestProvider, tool
 class Screen:
     """A Chat whose console writes to a buffer; ``take()`` returns the new output lines."""
 
-    def __init__(self, store: tl.Store, provider: object,
-                 session: tl.Session | None = None) -> None:
+    def __init__(
+        self, store: tl.Store, provider: object, session: tl.Session | None = None
+    ) -> None:
         self.buf = io.StringIO()
-        self.chat = Chat(store, session or store.create(), provider,  # type: ignore[arg-type]
-                         console=Console(file=self.buf, width=200, color_system=None))
+        self.chat = Chat(
+            store,
+            session or store.create(),
+            provider,  # type: ignore[arg-type]
+            console=Console(file=self.buf, width=200, color_system=None),
+        )
 
     def run(self, line: str) -> list[str]:
         assert self.chat.handle(line) is True
@@ -59,10 +64,12 @@ def roles_and_text(s: tl.Session) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer([
-        tool_call("echo", {"text": "pong"}, id="call_1", text_before="Calling echo."),
-        "Echo said pong.",
-    ]) as srv:
+    with FakeOpenAIServer(
+        [
+            tool_call("echo", {"text": "pong"}, id="call_1", text_before="Calling echo."),
+            "Echo said pong.",
+        ]
+    ) as srv:
         yield srv
 
 
@@ -73,7 +80,11 @@ def test_a_chat_with_a_tool_call_records_every_step_as_entries(server):
     store = tl.open_store("memory://")
     screen = Screen(store, get_provider("m", base_url=server.base_url))
     assert screen.run("ping the echo tool") == [
-        "Calling echo.", '→ echo({"text": "pong"})', "← echo: pong", "Echo said pong."]
+        "Calling echo.",
+        '→ echo({"text": "pong"})',
+        "← echo: pong",
+        "Echo said pong.",
+    ]
     s = screen.chat.session
     assert roles_and_text(s) == [
         ("user", "ping the echo tool"),
@@ -108,11 +119,14 @@ def test_an_http_failure_is_one_line_and_records_nothing():
         screen = Screen(store, get_provider("m", base_url=srv.base_url))
         assert screen.run("hello") == [
             f"Error: POST {srv.base_url}/chat/completions failed with HTTP 500: injected "
-            "failure; the server failed; retry later"]
+            "failure; the server failed; retry later"
+        ]
         assert screen.chat.session.entry_ids() == []
         assert screen.run("hello again") == ["echo: hello again"]
         assert roles_and_text(screen.chat.session) == [
-            ("user", "hello again"), ("assistant", "echo: hello again")]
+            ("user", "hello again"),
+            ("assistant", "echo: hello again"),
+        ]
 
 
 def test_an_unreachable_endpoint_is_one_line_and_the_session_stays_intact():
@@ -135,7 +149,8 @@ def test_a_missing_api_key_is_one_line(monkeypatch):
     screen = Screen(store, get_provider("gpt-4o-mini"))
     assert screen.run("hello") == [
         "Error: No API key for https://api.openai.com/v1/chat/completions; set $OPENAI_API_KEY "
-        "or pass api_key=, or point --base-url at a local server"]
+        "or pass api_key=, or point --base-url at a local server"
+    ]
     assert screen.chat.session.entry_ids() == []
 
 
@@ -146,11 +161,16 @@ def test_a_chat_through_the_anthropic_api_records_the_tool_round_trip():
     with FakeAnthropicServer([tool_call("echo", {"text": "pong"}, id="toolu_1"), "Done."]) as srv:
         screen = Screen(store, get_provider("claude-test", base_url=srv.base_url, api_key="k"))
         assert screen.run("ping") == ['→ echo({"text": "pong"})', "← echo: pong", "Done."]
-        assert srv.requests[1].body["messages"][-1] == {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "pong"}]}
+        assert srv.requests[1].body["messages"][-1] == {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "pong"}],
+        }
     assert roles_and_text(screen.chat.session) == [
-        ("user", "ping"), ("assistant", '→ echo({"text": "pong"}) [toolu_1]'),
-        ("user", "← result [toolu_1]: pong"), ("assistant", "Done.")]
+        ("user", "ping"),
+        ("assistant", '→ echo({"text": "pong"}) [toolu_1]'),
+        ("user", "← result [toolu_1]: pong"),
+        ("assistant", "Done."),
+    ]
     model = screen.chat.session.context().model
     assert (model.provider, model.model_id) == ("anthropic", "claude-test")
 
@@ -162,7 +182,8 @@ def test_a_session_locked_by_another_writer_is_one_line_and_asks_no_model(jsonl_
     screen = Screen(jsonl_store, provider, session=jsonl_store.open(holder.id))
     assert screen.run("hello") == [
         f"Error: Session '{holder.id}' is locked by pid {os.getpid()}; close the other writer "
-        "or open read-only"]
+        "or open read-only"
+    ]
     assert provider.calls == []
     holder.close()
     assert screen.run("hello") == ["echo: hello"]
@@ -173,18 +194,26 @@ def test_the_chat_command_reads_piped_lines(tmp_path):
 
     from threadline.cli.main import cli
 
-    res = CliRunner().invoke(cli, ["--store", str(tmp_path), "chat", "--model", "test"],
-                             input="hello\n/tag first\n/undo\n")
+    res = CliRunner().invoke(
+        cli,
+        ["--store", str(tmp_path), "chat", "--model", "test"],
+        input="hello\n/tag first\n/undo\n",
+    )
     lines = res.output.splitlines()
     assert res.exit_code == 0
-    assert lines[1:] == ["echo: hello", "Tag 'first' created at position 2",
-                         "Removed last 1 user message (2 total messages)",
-                         "Tags left behind: first"]
+    assert lines[1:] == [
+        "echo: hello",
+        "Tag 'first' created at position 2",
+        "Removed last 1 user message (2 total messages)",
+        "Tags left behind: first",
+    ]
     sid = re.search(r"session ([0-9a-f-]{36})", lines[0]).group(1)
-    res = CliRunner().invoke(cli, ["--store", str(tmp_path), "chat", "--continue"],
-                             input="/undo first\n")
+    res = CliRunner().invoke(
+        cli, ["--store", str(tmp_path), "chat", "--continue"], input="/undo first\n"
+    )
     assert res.output.splitlines()[1:] == [
-        "Restored to tag 'first' on another branch (removed 0 messages, added 2)"]
+        "Restored to tag 'first' on another branch (removed 0 messages, added 2)"
+    ]
     assert res.output.startswith(f"threadline chat: session {sid} (0 messages)")
 
 
@@ -201,14 +230,20 @@ def test_tag_undo_and_tags_print_the_documented_lines():
     assert screen.run("/tag +") == ["Tag 'tag_1' created at position 4"]
     s = screen.chat.session
     # "/tag - List all tags (same as /tags)", as the tag seed shows
-    assert screen.run("/tag") == screen.run("/tags") == [
-        "Current tags:",
-        f"  [SPECIAL] __session_start__ → position    0 ({clock(s.header.timestamp)})",
-        f"  baseline                    → position    0 "
-        f"({clock(s.state.bookmark_times['baseline'])})",
-        f"  experiment                  → position    4 "
-        f"({clock(s.state.bookmark_times['experiment'])})",
-        f"  tag_1                       → position    4 ({clock(s.state.bookmark_times['tag_1'])})"]
+    assert (
+        screen.run("/tag")
+        == screen.run("/tags")
+        == [
+            "Current tags:",
+            f"  [SPECIAL] __session_start__ → position    0 ({clock(s.header.timestamp)})",
+            f"  baseline                    → position    0 "
+            f"({clock(s.state.bookmark_times['baseline'])})",
+            f"  experiment                  → position    4 "
+            f"({clock(s.state.bookmark_times['experiment'])})",
+            f"  tag_1                       → position    4 "
+            f"({clock(s.state.bookmark_times['tag_1'])})",
+        ]
+    )
     for q in ("three", "four", "five"):
         screen.run(q)
     assert screen.run("/undo 2") == ["Removed last 2 user messages (4 total messages)"]
@@ -222,24 +257,33 @@ def test_tag_undo_and_tags_print_the_documented_lines():
         f"  tag_1                       → position    4 ({times['tag_1']})",
     ]
     assert screen.run("/undo experiment") == ["Restored to tag 'experiment' (removed 2 messages)"]
-    assert screen.run("/undo baseline") == ["Restored to tag 'baseline' (removed 4 messages)",
-                                            "Tags left behind: experiment, tag_1"]
+    assert screen.run("/undo baseline") == [
+        "Restored to tag 'baseline' (removed 4 messages)",
+        "Tags left behind: experiment, tag_1",
+    ]
     assert screen.run("/undo nope") == [
-        f"Error: Tag 'nope' not found in session '{s.id}'; type /tags to list the tags"]
+        f"Error: Tag 'nope' not found in session '{s.id}'; type /tags to list the tags"
+    ]
     assert screen.run("/undo 0") == [
-        "Error: Undo count must be a whole number of at least 1 (got 0)"]
+        "Error: Undo count must be a whole number of at least 1 (got 0)"
+    ]
 
 
 def test_undo_to_an_invalid_tag_prints_the_error_and_removes_it():
     store = tl.open_store("memory://")
     s = store.create()
-    ids = [s.append_message("user", "q0"), s.append_message("assistant", "a0"),
-           s.append_message("user", "q1"), s.append_message("assistant", "a1")]
+    ids = [
+        s.append_message("user", "q0"),
+        s.append_message("assistant", "a0"),
+        s.append_message("user", "q1"),
+        s.append_message("assistant", "a1"),
+    ]
     s.tag("experiment", 1)
     s.append_compaction("summary", ids[2])
     screen = Screen(store, TestProvider(), session=s)
     assert screen.run("/undo experiment") == [
-        "Error: Tag 'experiment' is no longer valid (hash mismatch). Tag removed."]
+        "Error: Tag 'experiment' is no longer valid (hash mismatch). Tag removed."
+    ]
     assert "experiment" not in s.state.bookmarks
 
 
@@ -256,11 +300,13 @@ def test_clear_tree_branch_and_label():
     ]
     assert screen.run(f"/label {q1[:8]} first question") == [f"Label on {q1}: first question"]
     assert screen.run("/clear") == [
-        "Conversation cleared (removed 2 messages); the old messages stay in the tree"]
+        "Conversation cleared (removed 2 messages); the old messages stay in the tree"
+    ]
     assert screen.run("/context") == ["(the context is empty)"]
     assert screen.run("/branch first question") == [f"Leaf moved to {q1} (1 messages in context)"]
     assert screen.run("/branch zzz") == [
-        f"Error: No entry 'zzz' in session '{s.id}'; /tree shows the entry ids"]
+        f"Error: No entry 'zzz' in session '{s.id}'; /tree shows the entry ids"
+    ]
     assert screen.run("/context") == ["[0] user: one"]
 
 
@@ -271,14 +317,20 @@ def test_compact_summarizes_and_a_tag_in_the_compacted_part_becomes_invalid():
         screen.run(q)
     screen.run("/tag early 2")
     assert screen.run("/compact 20") == [
-        "Compacted 4 messages into a summary (207 tokens before); context: 8 -> 5 messages"]
+        "Compacted 4 messages into a summary (207 tokens before); context: 8 -> 5 messages"
+    ]
     s = screen.chat.session
     assert [m.text for m in s.context().messages][1:] == [
-        "three", "echo: three", "four", "echo: four"]
+        "three",
+        "echo: three",
+        "four",
+        "echo: four",
+    ]
     assert screen.run("/tags")[-1] == "Removed 1 invalid tag(s): early"
-    assert screen.run("/undo 2") == ["Removed last 2 user messages (5 total messages)",
-                                     "4 earlier messages are back in view (the history before "
-                                     "a compaction)"]
+    assert screen.run("/undo 2") == [
+        "Removed last 2 user messages (5 total messages)",
+        "4 earlier messages are back in view (the history before a compaction)",
+    ]
     assert [m.text for m in s.context().messages] == ["one", "echo: one", "two", "echo: two"]
 
 
@@ -289,7 +341,8 @@ def test_undo_when_the_view_holds_no_user_message_clears_it():
         screen.run(q)
     screen.run("/compact 0")  # keeps only the last reply after the summary
     assert screen.run("/undo") == [
-        "Cleared the view (2 total messages); it held no user messages to undo"]
+        "Cleared the view (2 total messages); it held no user messages to undo"
+    ]
 
 
 def test_branch_with_summarize_records_a_summary_of_the_branch_left_behind():
@@ -301,8 +354,10 @@ def test_branch_with_summarize_records_a_summary_of_the_branch_left_behind():
     a1 = s.entry_ids()[2]
     out = screen.run(f"/branch {a1[:8]} --summarize")
     summary_id = s.leaf_id
-    assert out == [f"Leaf moved to {a1} with a summary of the branch left behind "
-                   f"({summary_id}); 3 messages in context"]
+    assert out == [
+        f"Leaf moved to {a1} with a summary of the branch left behind "
+        f"({summary_id}); 3 messages in context"
+    ]
     assert s.entry(summary_id).type == "branch_summary"
     assert [m.role for m in s.context().messages] == ["user", "assistant", "branchSummary"]
 
@@ -318,17 +373,20 @@ def test_fork_sessions_and_resume_switch_the_session():
     assert roles_and_text(screen.chat.session) == [("user", "one"), ("assistant", "echo: one")]
     listing = screen.run("/sessions")
     assert sorted(line[:2] + line[2:38] for line in listing) == sorted(
-        [f"* {second}", f"  {first}"])
+        [f"* {second}", f"  {first}"]
+    )
     assert screen.run(f"/resume {first}") == [f"Resumed session {first} (2 messages)"]
-    assert screen.run("/resume nope") == ["Error: No session 'nope' in this store; /sessions "
-                                          "lists them"]
+    assert screen.run("/resume nope") == [
+        "Error: No session 'nope' in this store; /sessions lists them"
+    ]
 
 
 def test_help_and_unknown_commands():
     store = tl.open_store("memory://")
     screen = Screen(store, TestProvider())
     assert screen.run("/help") == ["Type a message to chat, or a command:"] + [
-        f"  {cmd} {usage}" for cmd, usage in COMMANDS.items()]
+        f"  {cmd} {usage}" for cmd, usage in COMMANDS.items()
+    ]
     assert screen.run("/nope") == ["Error: Unknown command /nope; type /help for the list"]
     assert screen.chat.handle("/quit") is False
 
@@ -372,8 +430,11 @@ def test_the_prompt_loop_reads_lines_until_quit():
         screen.chat.run(input=pipe, output=DummyOutput())
     s = screen.chat.session
     out = screen.take()
-    assert out[1:4] == ["echo: hello", "Tag 'baseline' created at position 0",
-                        "Restored to tag 'baseline' (removed 2 messages)"]
+    assert out[1:4] == [
+        "echo: hello",
+        "Tag 'baseline' created at position 0",
+        "Restored to tag 'baseline' (removed 2 messages)",
+    ]
     assert out[4:] == [line for line in out[4:] if line[:2] in ("  ", "• ")]
     assert len(out[4:]) == 3
     assert s.leaf_id is None
@@ -391,14 +452,16 @@ class Tmux:
         self.name = "chat"
         self.status_file = status_file
         status_file.unlink(missing_ok=True)
-        program = " ".join(["env", *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
-                            *map(shlex.quote, command)])
+        program = " ".join(
+            ["env", *(f"{k}={shlex.quote(v)}" for k, v in env.items()), *map(shlex.quote, command)]
+        )
         line = f"{program}; echo $? > {shlex.quote(str(status_file))}; sleep 60"
         self._tmux("new-session", "-d", "-s", self.name, "-x", "200", "-y", "50", line)
 
     def _tmux(self, *args: str) -> str:
-        res = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
-                             text=True, check=True)
+        res = subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=True
+        )
         return res.stdout
 
     def send(self, text: str, enter: bool = True) -> None:
@@ -431,8 +494,7 @@ class Tmux:
             if written.endswith("\n"):
                 return int(written)
             if time.monotonic() > deadline:
-                raise AssertionError(f"the program did not exit; the screen was:\n"
-                                     f"{self.screen()}")
+                raise AssertionError(f"the program did not exit; the screen was:\n{self.screen()}")
             time.sleep(0.05)
 
     def close(self) -> None:
@@ -440,12 +502,18 @@ class Tmux:
 
 
 def chat_in_terminal(store_dir: Path, base_url: str, *args: str) -> Tmux:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"),
-           "TERM": "xterm-256color", "NO_COLOR": "1"}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "TERM": "xterm-256color",
+        "NO_COLOR": "1",
+    }
     program = str(Path(sys.executable).parent / "threadline")
-    return Tmux([program, "--store", str(store_dir), "chat",
-                 "--model", "m", "--base-url", base_url, *args], env,
-                store_dir.parent / "exit-status")
+    return Tmux(
+        [program, "--store", str(store_dir), "chat", "--model", "m", "--base-url", base_url, *args],
+        env,
+        store_dir.parent / "exit-status",
+    )
 
 
 def test_the_repl_in_a_real_terminal_chats_tags_undoes_and_resumes(tmp_path, server):
@@ -506,9 +574,12 @@ def test_the_repl_in_a_real_terminal_chats_tags_undoes_and_resumes(tmp_path, ser
         ("assistant", "Echo said pong."),
     ]
     assert [(t.name, t.position, t.status) for t in s.tags()] == [
-        ("__session_start__", 0, "valid"), ("first", 4, "valid")]
-    abandoned = [e for e in s.entries() if e.type == "message"
-                 and e.payload.text == "second question"]
+        ("__session_start__", 0, "valid"),
+        ("first", 4, "valid"),
+    ]
+    abandoned = [
+        e for e in s.entries() if e.type == "message" and e.payload.text == "second question"
+    ]
     assert len(abandoned) == 1
     assert msgspec.to_builtins(s.tags()[1])["status"] == "valid"
 
@@ -535,8 +606,12 @@ def test_streamed_reasoning_gets_its_own_line_and_is_kept_in_the_reply():
             yield StreamEvent(kind="thinking", text="Let me ")
             yield StreamEvent(kind="thinking", text="think.")
             yield StreamEvent(kind="text", text="Answer.")
-            yield StreamEvent(kind="done", message=tl.Message(
-                role="assistant", content=[thinking("Let me think."), tl.text("Answer.")]))
+            yield StreamEvent(
+                kind="done",
+                message=tl.Message(
+                    role="assistant", content=[thinking("Let me think."), tl.text("Answer.")]
+                ),
+            )
 
     screen = Screen(store, Thinker())
     assert screen.run("q") == ["Let me think.", "Answer."]
@@ -547,9 +622,14 @@ def test_streamed_reasoning_gets_its_own_line_and_is_kept_in_the_reply():
 def test_the_repl_compacts_by_itself_once_the_context_passes_the_window() -> None:
     store = tl.open_store("memory://")
     buf = io.StringIO()
-    chat = Chat(store, store.create(), TestProvider(),
-                console=Console(file=buf, width=200, color_system=None),
-                context_window=1_000, reserve_tokens=200)
+    chat = Chat(
+        store,
+        store.create(),
+        TestProvider(),
+        console=Console(file=buf, width=200, color_system=None),
+        context_window=1_000,
+        reserve_tokens=200,
+    )
     for i in range(12):
         assert chat.handle(f"question {i} " + "words " * 40) is True
     s = chat.session
@@ -566,8 +646,13 @@ def test_the_chat_command_refuses_a_reserve_that_leaves_no_room(tmp_path: Path) 
 
     from threadline.cli.main import cli
 
-    res = CliRunner().invoke(cli, ["--store", str(tmp_path), "chat", "--context-window", "100",
-                                   "--reserve-tokens", "100"], input="")
+    res = CliRunner().invoke(
+        cli,
+        ["--store", str(tmp_path), "chat", "--context-window", "100", "--reserve-tokens", "100"],
+        input="",
+    )
     assert res.exit_code == 2
-    assert res.output == ("Error: --reserve-tokens 100 leaves no room in a context window of "
-                          "100 tokens; lower it or raise --context-window\n")
+    assert res.output == (
+        "Error: --reserve-tokens 100 leaves no room in a context window of "
+        "100 tokens; lower it or raise --context-window\n"
+    )

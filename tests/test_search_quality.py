@@ -37,20 +37,25 @@ def build_corpus(store: tl.Store, spec: list[list[str]]) -> dict[str, str]:
     return sessions
 
 
-def relevant_ids(store: tl.Store, sessions: dict[str, str],
-                 relevant: list[list[str]]) -> set[tuple[str, str]]:
+def relevant_ids(
+    store: tl.Store, sessions: dict[str, str], relevant: list[list[str]]
+) -> set[tuple[str, str]]:
     out = set()
     for name, needle in relevant:
         s = store.open(sessions[name], read_only=True)
         for e in s.entries():
-            if e.type == "message" and e.message.is_user_input \
-                    and needle.lower() in " ".join(e.message.text.split()).lower():
+            if (
+                e.type == "message"
+                and e.message.is_user_input
+                and needle.lower() in " ".join(e.message.text.split()).lower()
+            ):
                 out.add((s.id, e.id))
     return out
 
 
-def recall_at_10(catalog: Catalog, queries: list[dict[str, Any]],
-                 truth: list[set[tuple[str, str]]], mode: str) -> tuple[int, list[str]]:
+def recall_at_10(
+    catalog: Catalog, queries: list[dict[str, Any]], truth: list[set[tuple[str, str]]], mode: str
+) -> tuple[int, list[str]]:
     """How many queries have a relevant message in the top 10, and which missed."""
     found = 0
     missed = []
@@ -88,8 +93,10 @@ def test_hybrid_recall_at_10_beats_keyword_only_and_semantic_only(corpus: Any) -
     for mode in ("keyword", "semantic", "hybrid"):
         figures[mode], misses[mode] = recall_at_10(store.catalog, queries, truth, mode)
     ARTIFACT.parent.mkdir(exist_ok=True)
-    ARTIFACT.write_text(json.dumps({"queries": len(queries), "recall_at_10": figures,
-                                    "missed": misses}, indent=2) + "\n")
+    ARTIFACT.write_text(
+        json.dumps({"queries": len(queries), "recall_at_10": figures, "missed": misses}, indent=2)
+        + "\n"
+    )
     assert figures["hybrid"] > figures["keyword"], figures
     assert figures["hybrid"] > figures["semantic"], figures
 
@@ -97,8 +104,12 @@ def test_hybrid_recall_at_10_beats_keyword_only_and_semantic_only(corpus: Any) -
 # -- the relevance floor, on the example sessions a new user imports first ----------------------
 
 #: queries about things no example session discusses: every hit would be noise
-UNRELATED = ["kubernetes helm chart", "terraform aws lambda deployment",
-             "recipe for chocolate cake", "quarterly tax filing deadline"]
+UNRELATED = [
+    "kubernetes helm chart",
+    "terraform aws lambda deployment",
+    "recipe for chocolate cake",
+    "quarterly tax filing deadline",
+]
 
 
 @pytest.fixture(scope="module")
@@ -115,8 +126,9 @@ def examples_store() -> Any:
 
 def test_queries_about_nothing_in_the_examples_return_no_hit(examples_store: Any) -> None:
     for mode in ("keyword", "semantic", "hybrid"):
-        assert {q: examples_store.catalog.search(q, mode=mode) for q in UNRELATED} == \
-            {q: [] for q in UNRELATED}, mode
+        assert {q: examples_store.catalog.search(q, mode=mode) for q in UNRELATED} == {
+            q: [] for q in UNRELATED
+        }, mode
 
 
 def test_the_floor_keeps_the_labelled_answers_over_the_examples(examples_store: Any) -> None:
@@ -130,10 +142,16 @@ def test_the_floor_keeps_the_labelled_answers_over_the_examples(examples_store: 
     found = {}
     for floor in (0.0, cat.embedder.min_similarity):
         cat.embedder.min_similarity = floor
-        found[floor] = sorted(q["query"] for q in queries if any(
-            needle.lower() in " ".join(h.snippet.split()).lower()
-            or needle.lower() in _text(examples_store, h) for h in cat.search(q["query"], k=10)
-            for _f, needle in q["relevant"]))
+        found[floor] = sorted(
+            q["query"]
+            for q in queries
+            if any(
+                needle.lower() in " ".join(h.snippet.split()).lower()
+                or needle.lower() in _text(examples_store, h)
+                for h in cat.search(q["query"], k=10)
+                for _f, needle in q["relevant"]
+            )
+        )
     assert found[0.0] == found[0.3]
     assert len(found[0.3]) == 28
 

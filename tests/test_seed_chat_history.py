@@ -18,8 +18,13 @@ OLD = [
     {"type": "reasoning", "id": "rs_1", "summary": []},
     {"type": "function_call", "call_id": "call_1", "name": "ls", "arguments": "{}"},
     {"type": "function_call_output", "call_id": "call_1", "output": "a.txt"},
-    {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
-     "content": [{"type": "output_text", "text": "One file: a.txt"}]},
+    {
+        "type": "message",
+        "role": "assistant",
+        "id": "msg_1",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "One file: a.txt"}],
+    },
     {"role": "assistant", "content": [{"type": "output_text", "text": "Done."}]},
 ]
 
@@ -30,12 +35,20 @@ def test_the_manager_migrates_an_old_file_on_first_load_and_says_so(tmp_path: Pa
     said: list[str] = []
     mgr = ChatHistoryManager(path, echo=said.append)
     [backup] = sorted(tmp_path.glob("chat_history.json.*.bak"))
-    assert said == [f"Migrated {path} to the wrapped format: 6 entries wrapped with id, ts, "
-                    f"type and size; backup at {backup}"]
+    assert said == [
+        f"Migrated {path} to the wrapped format: 6 entries wrapped with id, ts, "
+        f"type and size; backup at {backup}"
+    ]
     assert json.loads(backup.read_text()) == OLD
     wrapped = mgr.get_wrapped_history()
-    assert [e["type"] for e in wrapped] == ["input_text", "reasoning", "function_call",
-                                            "function_call_output", "message", "output_text"]
+    assert [e["type"] for e in wrapped] == [
+        "input_text",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "message",
+        "output_text",
+    ]
     assert all(set(e) == {"id", "ts", "type", "size", "content"} for e in wrapped)
     assert wrapped[0]["size"] == len(json.dumps(OLD[0]).encode())
     # get_history() still returns exactly what OpenAI expects
@@ -48,9 +61,12 @@ def test_the_manager_migrates_an_old_file_on_first_load_and_says_so(tmp_path: Pa
 def test_add_append_get_and_delete_by_id(tmp_path: Path) -> None:
     mgr = ChatHistoryManager(tmp_path / "chat_history.json", echo=lambda _: None)
     first = mgr.add_entry({"role": "user", "content": [{"type": "input_text", "text": "hi"}]})
-    ids = mgr.append_entries([
-        {"type": "reasoning", "id": "rs_2", "summary": []},
-        {"role": "assistant", "content": [{"type": "output_text", "text": "hello"}]}])
+    ids = mgr.append_entries(
+        [
+            {"type": "reasoning", "id": "rs_2", "summary": []},
+            {"role": "assistant", "content": [{"type": "output_text", "text": "hello"}]},
+        ]
+    )
     assert len({first, *ids}) == 3
     entry = mgr.get_entry_by_id(ids[0])
     assert entry is not None and entry["type"] == "reasoning" and entry["id"] == ids[0]
@@ -60,8 +76,10 @@ def test_add_append_get_and_delete_by_id(tmp_path: Path) -> None:
     assert mgr.delete_entries_by_ids(doomed) == 1
     assert [e["id"] for e in mgr.get_wrapped_history()] == [first, ids[1]]
     stats = mgr.get_stats()
-    assert (stats["total_entries"], sorted(stats["stats_by_type"])) == (2, ["input_text",
-                                                                           "output_text"])
+    assert (stats["total_entries"], sorted(stats["stats_by_type"])) == (
+        2,
+        ["input_text", "output_text"],
+    )
     assert mgr.delete_all() == 2 and mgr.get_history() == []
 
 
@@ -87,8 +105,10 @@ def test_migrate_chat_history_reports_detailed_statistics(tmp_path: Path) -> Non
         "Sizes: <1KB: 6, 1-10KB: 0, 10-100KB: 0, >=100KB: 0",
     ]
     again = CliRunner().invoke(cli, ["migrate-chat-history", str(path)])
-    assert again.output.splitlines()[0] == f"{path} is already in the wrapped format; nothing " \
-                                           "to migrate"
+    assert (
+        again.output.splitlines()[0] == f"{path} is already in the wrapped format; nothing "
+        "to migrate"
+    )
     missing = CliRunner().invoke(cli, ["migrate-chat-history", str(tmp_path / "none.json")])
     assert missing.exit_code == 2 and "does not exist" in missing.output
 
@@ -98,11 +118,22 @@ def test_export_keeps_content_exactly_as_stored(tmp_path: Path) -> None:
     path.write_text(json.dumps(OLD), encoding="utf-8")
     wrapped = ChatHistoryManager(path, echo=lambda _: None).get_wrapped_history()
     store = tl.open_store(tmp_path / "store")
-    res = CliRunner().invoke(cli, ["--store", str(tmp_path / "store"), "import", "chat_history",
-                                   str(path), "--session-id", "ch"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "--store",
+            str(tmp_path / "store"),
+            "import",
+            "chat_history",
+            str(path),
+            "--session-id",
+            "ch",
+        ],
+    )
     assert res.exit_code == 0, res.output
-    out = CliRunner().invoke(cli, ["--store", str(tmp_path / "store"), "export", "ch",
-                                   "--format", "chat_history"])
+    out = CliRunner().invoke(
+        cli, ["--store", str(tmp_path / "store"), "export", "ch", "--format", "chat_history"]
+    )
     assert out.exit_code == 0, out.output
     assert json.loads(out.output) == wrapped  # ids, ts, type, size and content, unchanged
     assert store.open("ch").context().messages[5].text == "Done."
@@ -118,9 +149,13 @@ def test_history_tools_answer_with_the_seeds_fields() -> None:
     s.append_message("system", "be brief")
     metas = s.metadata()
     assert [(m.type, m.entry_type) for m in metas] == [
-        ("input_text", "message"), ("function_call", "message"),
-        ("function_call_output", "message"), ("reasoning", "message"),
-        ("output_text", "message"), ("message", "message")]
+        ("input_text", "message"),
+        ("function_call", "message"),
+        ("function_call_output", "message"),
+        ("reasoning", "message"),
+        ("output_text", "message"),
+        ("message", "message"),
+    ]
     assert all(m.ts == m.timestamp and m.size > 0 for m in metas)
     st = s.stats()
     assert st["total_entries"] == 6

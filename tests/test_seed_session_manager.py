@@ -24,7 +24,9 @@ def _seed_simple_session(directory: Path) -> Path:
         '"message":{"role":"user","content":[{"type":"text","text":{"content":"Hello"}}]}}\n'
         '{"type":"message","id":"msg-2","parent_id":"msg-1","timestamp":"2024-01-01T10:00:02Z",'
         '"message":{"role":"assistant","content":[{"type":"text","text":{"content":"Hi there!"}}]}}'
-        "\n", encoding="utf-8")
+        "\n",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -47,13 +49,16 @@ def test_show_takes_a_session_file_path(tmp_path: Path) -> None:
     path = _seed_simple_session(tmp_path / "elsewhere")
     res = CliRunner().invoke(cli, ["--store", str(tmp_path / "store"), "show", str(path)])
     assert res.exit_code == 0, res.output
-    assert res.output == ("Session sess-123: 2 entries, 2 messages in the file, 2 in context; "
-                          "model -, thinking off\n"
-                          "[0] user msg-1\n    Hello\n[1] assistant msg-2\n    Hi there!\n")
+    assert res.output == (
+        "Session sess-123: 2 entries, 2 messages in the file, 2 in context; "
+        "model -, thinking off\n"
+        "[0] user msg-1\n    Hello\n[1] assistant msg-2\n    Hi there!\n"
+    )
 
 
-def test_list_rows_carry_the_sessions_path_or_url(store: tl.store.BaseStore,
-                                                  tmp_path: Path) -> None:
+def test_list_rows_carry_the_sessions_path_or_url(
+    store: tl.store.BaseStore, tmp_path: Path
+) -> None:
     s = store.create(session_id="listed")
     s.append_message("user", "hi")
     s.close()
@@ -65,8 +70,9 @@ def test_list_rows_carry_the_sessions_path_or_url(store: tl.store.BaseStore,
     assert store.open_path(row.path).id == "listed"
 
 
-def test_fork_from_a_session_file_into_another_store(store: tl.store.BaseStore,
-                                                     tmp_path: Path) -> None:
+def test_fork_from_a_session_file_into_another_store(
+    store: tl.store.BaseStore, tmp_path: Path
+) -> None:
     path = _seed_simple_session(tmp_path / "elsewhere")
     copy = store.fork_from(path)
     assert copy.header.parent_session == "sess-123"
@@ -85,8 +91,9 @@ def test_fork_cli_from_another_store(tmp_path: Path) -> None:
     src_dir = tmp_path / "src"
     _seed_simple_session(src_dir)
     dest = tmp_path / "dest"
-    res = CliRunner().invoke(cli, ["--store", str(dest), "fork", "sess-123", "--from-store",
-                                   str(src_dir)])
+    res = CliRunner().invoke(
+        cli, ["--store", str(dest), "fork", "sess-123", "--from-store", str(src_dir)]
+    )
     assert res.exit_code == 0, res.output
     new_id = res.output.strip()
     assert tl.open_store(dest).open(new_id).entry_ids() == ["msg-1", "msg-2"]
@@ -99,8 +106,15 @@ def test_append_parents_to_the_leaf_unless_a_parent_is_given(tmp_path: Path) -> 
     m3 = s.append_message("user", "Actually, tell me a joke.", parent_id=m1)
     assert s.entry(m3).parent_id == m1 and s.leaf_id == m3
     # a whole record in the file's shape, without parent_id: under the leaf
-    r = s.append({"type": "message", "message": {"role": "assistant", "content": [
-        {"type": "text", "text": {"content": "Why did the chicken…"}}]}})
+    r = s.append(
+        {
+            "type": "message",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": {"content": "Why did the chicken…"}}],
+            },
+        }
+    )
     assert s.entry(r).parent_id == m3
     # with a parent given in the record
     r2 = s.append({"type": "custom", "parent_id": m2, "custom": {"custom_type": "x", "data": 1}})
@@ -110,20 +124,38 @@ def test_append_parents_to_the_leaf_unless_a_parent_is_given(tmp_path: Path) -> 
 def test_append_message_accepts_provider_shaped_content() -> None:
     s = tl.open_store("memory://").create()
     a = s.append_message("user", [{"type": "text", "text": "x"}])
-    b = s.append_message("assistant", [
-        {"type": "output_text", "text": "calling"},
-        {"type": "tool_use", "id": "call_abc", "name": "read_file", "input": {"path": "main.go"}}])
-    c = s.append_message("tool", [{"type": "tool_result", "tool_use_id": "call_abc",
-                                   "content": "package main..."}])
+    b = s.append_message(
+        "assistant",
+        [
+            {"type": "output_text", "text": "calling"},
+            {
+                "type": "tool_use",
+                "id": "call_abc",
+                "name": "read_file",
+                "input": {"path": "main.go"},
+            },
+        ],
+    )
+    c = s.append_message(
+        "tool", [{"type": "tool_result", "tool_use_id": "call_abc", "content": "package main..."}]
+    )
     d = s.append_message("user", [{"text": "a Gemini part"}])
     enc = [msgspec_builtins(s.entry(e).message.content) for e in (a, b, c, d)]  # type: ignore[union-attr]
     assert enc == [
         [{"type": "text", "text": {"content": "x"}}],
-        [{"type": "text", "text": {"content": "calling"}},
-         {"type": "tool_use", "tool_use": {"id": "call_abc", "name": "read_file",
-                                           "input": {"path": "main.go"}}}],
-        [{"type": "tool_result", "tool_result": {"tool_use_id": "call_abc",
-                                                 "content": "package main..."}}],
+        [
+            {"type": "text", "text": {"content": "calling"}},
+            {
+                "type": "tool_use",
+                "tool_use": {"id": "call_abc", "name": "read_file", "input": {"path": "main.go"}},
+            },
+        ],
+        [
+            {
+                "type": "tool_result",
+                "tool_result": {"tool_use_id": "call_abc", "content": "package main..."},
+            }
+        ],
         [{"type": "text", "text": {"content": "a Gemini part"}}],
     ]
 
@@ -137,10 +169,10 @@ def msgspec_builtins(value: object) -> object:
 def _long_tool_turn(s: tl.Session, calls: int) -> None:
     s.append_message("user", "Read main.go and the files it imports")
     for k in range(calls):
-        s.append_message("assistant", [tl.tool_use(f"call_{k}", "read_file",
-                                                   {"path": f"pkg{k}.go"})])
-        body = "\n".join(f"func helper{k}_{n}(x int) int {{ return x * {n} }}"
-                         for n in range(120))
+        s.append_message(
+            "assistant", [tl.tool_use(f"call_{k}", "read_file", {"path": f"pkg{k}.go"})]
+        )
+        body = "\n".join(f"func helper{k}_{n}(x int) int {{ return x * {n} }}" for n in range(120))
         s.append_message("tool", [tl.tool_result(f"call_{k}", body)])
 
 
@@ -153,7 +185,10 @@ def test_compaction_splits_a_turn_whose_newest_tool_exchange_exceeds_the_budget(
     plan = prepare_compaction(s, keep_recent_tokens=300)
     # the newest exchange (call_1 and its result) is kept whole; the turn's start is summarized
     assert (plan.is_split_turn, plan.first_kept_entry_id, plan.kept_ids) == (
-        True, path[3], path[3:])
+        True,
+        path[3],
+        path[3:],
+    )
     assert plan.turn_prefix_ids == path[:3]
     before = plan.tokens_before
     compact(s, keep_recent_tokens=300)
@@ -171,8 +206,11 @@ def test_compaction_never_goes_between_a_tool_call_and_its_result() -> None:
     s = tl.open_store("memory://").create()
     _long_tool_turn(s, 2)
     s.append_message("assistant", [tl.tool_use("call_9", "read_file", {"path": "x.go"})])
-    with pytest.raises(UserError, match=r"ends with a tool call waiting for its result "
-                                        r"\(call_9\); compact after the result is appended"):
+    with pytest.raises(
+        UserError,
+        match=r"ends with a tool call waiting for its result "
+        r"\(call_9\); compact after the result is appended",
+    ):
         prepare_compaction(s, keep_recent_tokens=300)
 
 

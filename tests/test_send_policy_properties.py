@@ -33,25 +33,43 @@ from threadline.model.content import (
     tool_use,
 )
 
-SETTINGS = settings(max_examples=60, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 words = st.from_regex(r"[a-z][a-z ]{0,11}", fullmatch=True)
 
-STEPS = st.lists(st.one_of(
-    st.tuples(st.just("user"), words),
-    st.tuples(st.just("blank_user"), st.sampled_from(["", " ", "\n"])),
-    st.tuples(st.just("assistant"), words),
-    st.tuples(st.just("aborted"), st.none()),
-    # calls, split over messages?, which results come, a user text before them?, order
-    st.tuples(st.just("turn"), st.tuples(st.integers(1, 3), st.booleans(),
-                                         st.lists(st.booleans(), min_size=3, max_size=3),
-                                         st.booleans(), st.booleans())),
-    st.tuples(st.just("stray_result"), words),
-    st.tuples(st.just("compaction"), st.integers(0, 40)),
-    st.tuples(st.just("branch"), st.integers(0, 40)),
-    st.tuples(st.just("op"), st.tuples(st.sampled_from(["snip", "digest", "insert"]),
-                                       st.integers(0, 40), st.integers(0, 3))),
-), min_size=1, max_size=14)
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("user"), words),
+        st.tuples(st.just("blank_user"), st.sampled_from(["", " ", "\n"])),
+        st.tuples(st.just("assistant"), words),
+        st.tuples(st.just("aborted"), st.none()),
+        # calls, split over messages?, which results come, a user text before them?, order
+        st.tuples(
+            st.just("turn"),
+            st.tuples(
+                st.integers(1, 3),
+                st.booleans(),
+                st.lists(st.booleans(), min_size=3, max_size=3),
+                st.booleans(),
+                st.booleans(),
+            ),
+        ),
+        st.tuples(st.just("stray_result"), words),
+        st.tuples(st.just("compaction"), st.integers(0, 40)),
+        st.tuples(st.just("branch"), st.integers(0, 40)),
+        st.tuples(
+            st.just("op"),
+            st.tuples(
+                st.sampled_from(["snip", "digest", "insert"]), st.integers(0, 40), st.integers(0, 3)
+            ),
+        ),
+    ),
+    min_size=1,
+    max_size=14,
+)
 
 
 def build(steps: list[tuple[str, Any]]) -> tl.Session:
@@ -116,21 +134,30 @@ def _strings(value: Any) -> str:
 
 
 def _texts(messages: list[Message]) -> list[str]:
-    return [b.text.content for m in messages if m.role in ("user", "assistant")
-            for b in m.content if isinstance(b, TextBlock) and b.text.content.strip()]
+    return [
+        b.text.content
+        for m in messages
+        if m.role in ("user", "assistant")
+        for b in m.content
+        if isinstance(b, TextBlock) and b.text.content.strip()
+    ]
 
 
 def _sendable(messages: list[Message]) -> bool:
     """A conversation to send: something besides system and blank text (a history of only an
     aborted, empty reply has nothing a provider could be sent)."""
-    return any(m.role != "system" and any(not isinstance(b, TextBlock) or b.text.content.strip()
-                                          for b in m.content) for m in messages)
+    return any(
+        m.role != "system"
+        and any(not isinstance(b, TextBlock) or b.text.content.strip() for b in m.content)
+        for m in messages
+    )
 
 
 @SETTINGS
 @given(STEPS)
 def test_any_session_dumps_valid_for_every_provider_and_strict_refuses_exactly_the_adjusted(
-        steps: list[tuple[str, Any]]) -> None:
+    steps: list[tuple[str, Any]],
+) -> None:
     s = build(steps)
     messages = list(s.context().messages)
     if not _sendable(messages):
@@ -154,7 +181,8 @@ def test_any_session_dumps_valid_for_every_provider_and_strict_refuses_exactly_t
 @SETTINGS
 @given(STEPS)
 def test_after_repair_no_provider_answers_an_interrupted_call_and_undo_restores(
-        steps: list[tuple[str, Any]]) -> None:
+    steps: list[tuple[str, Any]],
+) -> None:
     s = build(steps)
     before = list(s.context().messages)
     done = s.repair(apply=True)
@@ -169,14 +197,36 @@ def test_after_repair_no_provider_answers_an_interrupted_call_and_undo_restores(
 
 # -- any message list, whatever role holds whatever block ------------------------------------
 
-ROLES = ["user", "assistant", "tool", "system", "compactionSummary", "branchSummary",
-         "bashExecution", "custom"]
+ROLES = [
+    "user",
+    "assistant",
+    "tool",
+    "system",
+    "compactionSummary",
+    "branchSummary",
+    "bashExecution",
+    "custom",
+]
 
 
 @st.composite
 def any_block(draw: st.DrawFn, ids: list[str]) -> Block:
-    kind = draw(st.sampled_from(["text", "blank", "image", "image_url", "thinking", "signed",
-                                 "redacted", "call", "result", "result_image"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "text",
+                "blank",
+                "image",
+                "image_url",
+                "thinking",
+                "signed",
+                "redacted",
+                "call",
+                "result",
+                "result_image",
+            ]
+        )
+    )
     if kind == "text":
         return text(draw(words))
     if kind == "blank":
@@ -203,17 +253,24 @@ def any_block(draw: st.DrawFn, ids: list[str]) -> Block:
 @st.composite
 def any_history(draw: st.DrawFn) -> list[Message]:
     ids: list[str] = []
-    return [Message(role=draw(st.sampled_from(ROLES)),
-                    content=draw(st.lists(any_block(ids), max_size=3)))
-            for _ in range(draw(st.integers(1, 7)))]
+    return [
+        Message(
+            role=draw(st.sampled_from(ROLES)), content=draw(st.lists(any_block(ids), max_size=3))
+        )
+        for _ in range(draw(st.integers(1, 7)))
+    ]
 
 
 def _has_content(messages: list[Message]) -> bool:
     """Something a provider can be sent besides system text (a system prompt alone is not a
     conversation: every provider refuses it): a non-blank text, a call, a result or an image."""
-    return any(isinstance(b, (ImageBlock, ToolUseBlock, ToolResultBlock))
-               or (isinstance(b, TextBlock) and b.text.content.strip())
-               for m in messages if m.role != "system" for b in m.content)
+    return any(
+        isinstance(b, (ImageBlock, ToolUseBlock, ToolResultBlock))
+        or (isinstance(b, TextBlock) and b.text.content.strip())
+        for m in messages
+        if m.role != "system"
+        for b in m.content
+    )
 
 
 @SETTINGS

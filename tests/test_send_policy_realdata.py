@@ -19,8 +19,13 @@ from threadline.formats import openai_responses, pi
 from threadline.model.content import Message, TextBlock
 from threadline.model.pairing import INTERRUPTED
 
-TRANSCRIPT_DIRS = {"claude_code": "claude_code", "pi_session": "pi", "chatgpt_export":
-                   "chatgpt_export", "codex_cli": "codex", "google_adk": "google_adk"}
+TRANSCRIPT_DIRS = {
+    "claude_code": "claude_code",
+    "pi_session": "pi",
+    "chatgpt_export": "chatgpt_export",
+    "codex_cli": "codex",
+    "google_adk": "google_adk",
+}
 
 
 def _sources() -> list[tuple[str, str, Any]]:
@@ -67,8 +72,13 @@ def _strings(value: Any, out: list[str]) -> list[str]:
 
 
 def _texts(messages: list[Message]) -> list[str]:
-    return [b.text.content for m in messages if m.role in ("user", "assistant")
-            for b in m.content if isinstance(b, TextBlock) and b.text.content.strip()]
+    return [
+        b.text.content
+        for m in messages
+        if m.role in ("user", "assistant")
+        for b in m.content
+        if isinstance(b, TextBlock) and b.text.content.strip()
+    ]
 
 
 def test_the_sources_cover_every_real_data_folder() -> None:

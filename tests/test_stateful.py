@@ -100,9 +100,9 @@ class Reference:
             shown.append((compaction, "compactionSummary", c.data["summary"]))
             first = c.data["first_kept"]
             if first in path and first != compaction:
-                walk = path[path.index(first):]
+                walk = path[path.index(first) :]
             else:
-                walk = path[path.index(compaction) + 1:]
+                walk = path[path.index(compaction) + 1 :]
         for eid in walk:
             e = self.entries[eid]
             if e.kind == "message":
@@ -114,8 +114,9 @@ class Reference:
 
 # -- the machine ---------------------------------------------------------------------------------
 
-TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
-               max_size=12) | st.sampled_from(["a\u2028b", "\u2029", "{\"json\": 1}", "\\n"])
+TEXT = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12
+) | st.sampled_from(["a\u2028b", "\u2029", '{"json": 1}', "\\n"])
 NAME = st.sampled_from(["a", "b", "c"])
 
 
@@ -150,8 +151,12 @@ class SessionMachine(RuleBasedStateMachine):
 
     @rule(provider=NAME, model_id=NAME)
     def append_model_change(self, provider: str, model_id: str) -> None:
-        self._add(self.s.append_model_change(provider, model_id), "model_change",
-                  provider=provider, model_id=model_id)
+        self._add(
+            self.s.append_model_change(provider, model_id),
+            "model_change",
+            provider=provider,
+            model_id=model_id,
+        )
 
     @rule(level=st.sampled_from(["low", "medium", "high", "off"]))
     def append_thinking_level(self, level: str) -> None:
@@ -182,8 +187,12 @@ class SessionMachine(RuleBasedStateMachine):
     @rule(data=st.data(), summary=TEXT)
     def append_compaction(self, data: st.DataObject, summary: str) -> None:
         first = self._pick_or_none(data)
-        self._add(self.s.append_compaction(summary, first, 10), "compaction", summary=summary,
-                  first_kept=first)
+        self._add(
+            self.s.append_compaction(summary, first, 10),
+            "compaction",
+            summary=summary,
+            first_kept=first,
+        )
 
     @rule(data=st.data(), summary=st.just("") | TEXT)
     def branch_with_summary(self, data: st.DataObject, summary: str) -> None:
@@ -211,8 +220,7 @@ class SessionMachine(RuleBasedStateMachine):
             other.branch(target)
             self.ref.leaf = target
         other.close()
-        self._add(self.s.append_message("assistant", body), "message", role="assistant",
-                  text=body)
+        self._add(self.s.append_message("assistant", body), "message", role="assistant", text=body)
 
     @rule()
     def fork(self) -> None:
@@ -239,8 +247,9 @@ class SessionMachine(RuleBasedStateMachine):
         assert s.leaf_id == ref.leaf
         assert s.path_ids() == ref.path(ref.leaf)
         self._check_context(ref.leaf, s.context())
-        assert [(n.entry.id, n.parent_id, n.children, n.depth, n.label)
-                for n in s.tree(flat=True)] == ref.flat_tree()
+        assert [
+            (n.entry.id, n.parent_id, n.children, n.depth, n.label) for n in s.tree(flat=True)
+        ] == ref.flat_tree()
         assert s.labels() == ref.labels
         assert [e.id for e in s.entries()] == list(ref.entries)
 
@@ -254,9 +263,14 @@ def test_a_session_behaves_like_the_reference_model(kind: str) -> None:
         # the servers' fsyncs make each step slow; memory and JSONL get the larger budget
         examples = 60 if kind in ("memory", "jsonl") else 20
         run_state_machine_as_test(
-            machine, settings=settings(max_examples=examples, stateful_step_count=30,
-                                       deadline=None,
-                                       suppress_health_check=[HealthCheck.too_slow]))
+            machine,
+            settings=settings(
+                max_examples=examples,
+                stateful_step_count=30,
+                deadline=None,
+                suppress_health_check=[HealthCheck.too_slow],
+            ),
+        )
     finally:
         store.close()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -40,12 +40,16 @@ def owner_exec(store: Any, statement: str) -> None:
 
 
 FAIL_ON_SEQ = {
-    "sqlite": ("CREATE TRIGGER boom BEFORE INSERT ON tl_records WHEN new.seq = 3 "
-               "BEGIN SELECT RAISE(ABORT, 'injected failure'); END;"),
-    "postgres": ("CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                 "IF new.seq = 3 THEN RAISE EXCEPTION 'injected failure'; END IF; RETURN new; "
-                 "END $$; CREATE TRIGGER boom BEFORE INSERT ON tl_records FOR EACH ROW "
-                 "EXECUTE FUNCTION boom();"),
+    "sqlite": (
+        "CREATE TRIGGER boom BEFORE INSERT ON tl_records WHEN new.seq = 3 "
+        "BEGIN SELECT RAISE(ABORT, 'injected failure'); END;"
+    ),
+    "postgres": (
+        "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF new.seq = 3 THEN RAISE EXCEPTION 'injected failure'; END IF; RETURN new; "
+        "END $$; CREATE TRIGGER boom BEFORE INSERT ON tl_records FOR EACH ROW "
+        "EXECUTE FUNCTION boom();"
+    ),
 }
 
 
@@ -55,8 +59,7 @@ def test_sqlite_migrations_apply_from_empty_and_then_apply_nothing(tmp_path: Pat
     first = runner.invoke(cli, ["db", "upgrade", url])
     again = runner.invoke(cli, ["db", "upgrade", url])
     assert (first.exit_code, first.output) == (0, "Applied migrations: sqlite 1, catalog 1\n")
-    assert (again.exit_code, again.output) == (
-        0, "The schema is up to date; nothing to apply.\n")
+    assert (again.exit_code, again.output) == (0, "The schema is up to date; nothing to apply.\n")
 
 
 def test_postgres_migrations_apply_from_empty_and_then_apply_nothing() -> None:
@@ -66,22 +69,34 @@ def test_postgres_migrations_apply_from_empty_and_then_apply_nothing() -> None:
         first = runner.invoke(cli, ["db", "upgrade", PG_URL, "--schema", schema])
         again = runner.invoke(cli, ["db", "upgrade", PG_URL, "--schema", schema])
         with psycopg.connect(PG_URL) as conn:
-            tables = {r[0] for r in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))}
+            tables = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+                )
+            }
     finally:
         with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
-                sql.Identifier(schema)))
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
     assert (first.exit_code, first.output) == (0, "Applied migrations: postgres 1, postgres 2\n")
-    assert (again.exit_code, again.output) == (
-        0, "The schema is up to date; nothing to apply.\n")
-    assert tables == {"tl_schema_migrations", "tl_sessions", "tl_records", "tl_vectors",
-                      "tl_session_tags", "tl_tag_tokens", "tl_tenant_roles"}
+    assert (again.exit_code, again.output) == (0, "The schema is up to date; nothing to apply.\n")
+    assert tables == {
+        "tl_schema_migrations",
+        "tl_sessions",
+        "tl_records",
+        "tl_vectors",
+        "tl_session_tags",
+        "tl_tag_tokens",
+        "tl_tenant_roles",
+    }
 
 
 def test_postgres_store_refuses_a_schema_that_was_never_migrated() -> None:
-    with pytest.raises(StoreError, match=r"schema is at version 0, threadline needs 2; run: "
-                                         r"threadline db upgrade URL"):
+    with pytest.raises(
+        StoreError,
+        match=r"schema is at version 0, threadline needs 2; run: "
+        r"threadline db upgrade URL",
+    ):
         tl.open_store(PG_URL, tenant="x", schema="t_never_migrated_here")
 
 
@@ -103,11 +118,19 @@ def test_list_reads_the_list_columns_not_the_records(kind: str, tmp_path: Path) 
             s.append_message("assistant", "an answer")
             s.append_session_info("named")
         # spoil every stored record: a listing that parsed them would change
-        owner_exec(st, "UPDATE tl_records SET raw = CAST('garbage' AS "
-                   + ("BLOB" if kind == "sqlite" else "bytea") + ");")
+        owner_exec(
+            st,
+            "UPDATE tl_records SET raw = CAST('garbage' AS "
+            + ("BLOB" if kind == "sqlite" else "bytea")
+            + ");",
+        )
         [row] = st.list()
         assert (row.id, row.name, row.message_count, row.first_message) == (
-            s.id, "named", 2, "first question")
+            s.id,
+            "named",
+            2,
+            "first question",
+        )
     finally:
         st.close()
 
@@ -122,8 +145,12 @@ def test_a_failed_append_writes_nothing(kind: str, tmp_path: Path) -> None:
         parent = s.leaf_id
         recs = []
         for i in range(3):  # seqs 2, 3, 4: the second one fails inside the transaction
-            rec = MessageEntry(id=new_id(), parent_id=parent, timestamp="2024-01-01T00:00:0"
-                               f"{i}Z", message=Message(role="user", content=[text(f"m{i}")]))
+            rec = MessageEntry(
+                id=new_id(),
+                parent_id=parent,
+                timestamp=f"2024-01-01T00:00:0{i}Z",
+                message=Message(role="user", content=[text(f"m{i}")]),
+            )
             recs.append(rec)
             parent = rec.id
         with pytest.raises(StoreError, match=r"failed \(injected failure\); nothing was written"):
@@ -155,8 +182,9 @@ def test_a_writer_in_another_process_is_refused_with_its_pid(kind: str, tmp_path
     url = PG_URL if kind == "postgres" else st.url
     schema = getattr(st.backend, "schema", "-")
     s = st.create()
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, url, schema, s.id],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, url, schema, s.id], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline() == "held\n"
@@ -169,8 +197,10 @@ def test_a_writer_in_another_process_is_refused_with_its_pid(kind: str, tmp_path
         if proc.stdout is not None:
             proc.stdout.close()
     s.append_message("user", "after the other writer died")  # its lock went with it
-    assert [e.message.text for e in s.entries()] == ["from the other process",
-                                                      "after the other writer died"]
+    assert [e.message.text for e in s.entries()] == [
+        "from the other process",
+        "after the other writer died",
+    ]
     s.close()
     st.close()
 
@@ -180,8 +210,10 @@ def test_sqlite_takes_over_the_writer_row_of_a_dead_process(tmp_path: Path) -> N
     s = st.create()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    st.backend.conn.execute("INSERT INTO tl_writers VALUES (?, 'gone', ?, ?, '')",  # type: ignore[attr-defined]
-                    (s.id, tl.store.sqlite._HOST, dead.pid))
+    st.backend.conn.execute(
+        "INSERT INTO tl_writers VALUES (?, 'gone', ?, ?, '')",  # type: ignore[attr-defined]
+        (s.id, tl.store.sqlite._HOST, dead.pid),
+    )
     s.append_message("user", "mine now")
     assert [e.message.text for e in st.open(s.id, read_only=True).entries()] == ["mine now"]
     s.close()

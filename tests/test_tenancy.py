@@ -49,17 +49,30 @@ class World:
     def insert_row(self, table: str, tenant: str) -> tuple[str, list[Any]]:
         sid = self.sessions[tenant]
         return {
-            "tl_sessions": ("INSERT INTO tl_sessions (tenant_id, session_id, header, created, "
-                            "modified) VALUES (%s, %s, %s, '', '')", [tenant, "new-one", b"{}"]),
-            "tl_records": ("INSERT INTO tl_records (tenant_id, session_id, seq, type, raw) "
-                           "VALUES (%s, %s, 99, 'custom', %s)", [tenant, sid, b"{}"]),
+            "tl_sessions": (
+                "INSERT INTO tl_sessions (tenant_id, session_id, header, created, "
+                "modified) VALUES (%s, %s, %s, '', '')",
+                [tenant, "new-one", b"{}"],
+            ),
+            "tl_records": (
+                "INSERT INTO tl_records (tenant_id, session_id, seq, type, raw) "
+                "VALUES (%s, %s, 99, 'custom', %s)",
+                [tenant, sid, b"{}"],
+            ),
             # seq 3 is the session_info record: it has no vector yet
-            "tl_vectors": ("INSERT INTO tl_vectors (tenant_id, session_id, seq, model, vec) "
-                           "VALUES (%s, %s, 3, 'm', %s)", [tenant, sid, b"\0\0\0\0"]),
-            "tl_session_tags": ("INSERT INTO tl_session_tags VALUES (%s, %s, 'new-tag')",
-                                [tenant, sid]),
-            "tl_tag_tokens": ("INSERT INTO tl_tag_tokens VALUES (%s, 'tok', 'delete_tag', '{}', "
-                              "'[]', '')", [tenant]),
+            "tl_vectors": (
+                "INSERT INTO tl_vectors (tenant_id, session_id, seq, model, vec) "
+                "VALUES (%s, %s, 3, 'm', %s)",
+                [tenant, sid, b"\0\0\0\0"],
+            ),
+            "tl_session_tags": (
+                "INSERT INTO tl_session_tags VALUES (%s, %s, 'new-tag')",
+                [tenant, sid],
+            ),
+            "tl_tag_tokens": (
+                "INSERT INTO tl_tag_tokens VALUES (%s, 'tok', 'delete_tag', '{}', '[]', '')",
+                [tenant],
+            ),
         }[table]
 
 
@@ -80,11 +93,13 @@ def as_tenant(conn: Any, tenant: str) -> None:
 
 
 @pytest.mark.parametrize("table", TABLES)
-def test_every_table_has_rows_of_both_tenants_seen_by_the_owner(world: World,
-                                                                table: str) -> None:
+def test_every_table_has_rows_of_both_tenants_seen_by_the_owner(world: World, table: str) -> None:
     with psycopg.connect(PG_URL) as owner:  # the superuser owner bypasses RLS: the ground truth
-        rows = owner.execute(sql.SQL("SELECT DISTINCT tenant_id FROM {}.{} ORDER BY 1").format(
-            sql.Identifier(world.schema), sql.Identifier(table))).fetchall()
+        rows = owner.execute(
+            sql.SQL("SELECT DISTINCT tenant_id FROM {}.{} ORDER BY 1").format(
+                sql.Identifier(world.schema), sql.Identifier(table)
+            )
+        ).fetchall()
     assert rows == [("alpha",), ("beta",)]
 
 
@@ -93,23 +108,27 @@ def test_every_table_has_rows_of_both_tenants_seen_by_the_owner(world: World,
 def test_select_sees_only_the_own_tenants_rows(app: Any, table: str, whose: str) -> None:
     as_tenant(app, "alpha")
     target = "alpha" if whose == "own" else "beta"
-    n = app.execute(sql.SQL("SELECT count(*) FROM {} WHERE tenant_id = %s").format(
-        sql.Identifier(table)), (target,)).fetchone()[0]
+    n = app.execute(
+        sql.SQL("SELECT count(*) FROM {} WHERE tenant_id = %s").format(sql.Identifier(table)),
+        (target,),
+    ).fetchone()[0]
     app.rollback()
     assert (n > 0) == (whose == "own")
 
 
 @pytest.mark.parametrize("table", TABLES)
 @pytest.mark.parametrize("whose", ["own", "other"])
-def test_insert_is_allowed_only_for_the_own_tenant(world: World, app: Any, table: str,
-                                                   whose: str) -> None:
+def test_insert_is_allowed_only_for_the_own_tenant(
+    world: World, app: Any, table: str, whose: str
+) -> None:
     as_tenant(app, "alpha")
     stmt, params = world.insert_row(table, "alpha" if whose == "own" else "beta")
     if whose == "own":
         assert app.execute(stmt, params).rowcount == 1
     else:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege,
-                           match="violates row-level security policy"):
+        with pytest.raises(
+            psycopg.errors.InsufficientPrivilege, match="violates row-level security policy"
+        ):
             app.execute(stmt, params)
     app.rollback()
 
@@ -119,8 +138,12 @@ def test_insert_is_allowed_only_for_the_own_tenant(world: World, app: Any, table
 def test_update_reaches_only_the_own_tenants_rows(app: Any, table: str, whose: str) -> None:
     as_tenant(app, "alpha")
     target = "alpha" if whose == "own" else "beta"
-    n = app.execute(sql.SQL("UPDATE {} SET tenant_id = tenant_id WHERE tenant_id = %s").format(
-        sql.Identifier(table)), (target,)).rowcount
+    n = app.execute(
+        sql.SQL("UPDATE {} SET tenant_id = tenant_id WHERE tenant_id = %s").format(
+            sql.Identifier(table)
+        ),
+        (target,),
+    ).rowcount
     app.rollback()
     assert (n > 0) == (whose == "own")
 
@@ -128,10 +151,14 @@ def test_update_reaches_only_the_own_tenants_rows(app: Any, table: str, whose: s
 @pytest.mark.parametrize("table", TABLES)
 def test_update_cannot_move_a_row_to_another_tenant(app: Any, table: str) -> None:
     as_tenant(app, "alpha")
-    with pytest.raises(psycopg.errors.InsufficientPrivilege,
-                       match="new row violates row-level security policy"):
-        app.execute(sql.SQL("UPDATE {} SET tenant_id = 'beta' WHERE tenant_id = 'alpha'").format(
-            sql.Identifier(table)))
+    with pytest.raises(
+        psycopg.errors.InsufficientPrivilege, match="new row violates row-level security policy"
+    ):
+        app.execute(
+            sql.SQL("UPDATE {} SET tenant_id = 'beta' WHERE tenant_id = 'alpha'").format(
+                sql.Identifier(table)
+            )
+        )
     app.rollback()
 
 
@@ -140,16 +167,16 @@ def test_update_cannot_move_a_row_to_another_tenant(app: Any, table: str) -> Non
 def test_delete_reaches_only_the_own_tenants_rows(app: Any, table: str, whose: str) -> None:
     as_tenant(app, "alpha")
     target = "alpha" if whose == "own" else "beta"
-    n = app.execute(sql.SQL("DELETE FROM {} WHERE tenant_id = %s").format(
-        sql.Identifier(table)), (target,)).rowcount
+    n = app.execute(
+        sql.SQL("DELETE FROM {} WHERE tenant_id = %s").format(sql.Identifier(table)), (target,)
+    ).rowcount
     app.rollback()
     assert (n > 0) == (whose == "own")
 
 
 @pytest.mark.parametrize("table", TABLES)
 def test_without_a_tenant_setting_nothing_is_visible(app: Any, table: str) -> None:
-    n = app.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))
-                    ).fetchone()[0]
+    n = app.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone()[0]
     app.rollback()
     assert n == 0
 
@@ -159,8 +186,9 @@ def test_the_tenant_setting_does_not_outlive_its_transaction(world: World) -> No
     try:
         assert [s.name for s in st.list()] == ["alpha session"]
         with st.backend.pool.connection() as conn:  # the same (only) pooled connection
-            assert conn.execute("SELECT current_setting('threadline.tenant', true)"
-                                ).fetchone()[0] in (None, "")
+            assert conn.execute("SELECT current_setting('threadline.tenant', true)").fetchone()[
+                0
+            ] in (None, "")
             assert conn.execute("SELECT current_user").fetchone()[0] == APP_ROLE
     finally:
         st.close()
@@ -168,10 +196,12 @@ def test_the_tenant_setting_does_not_outlive_its_transaction(world: World) -> No
 
 def test_the_application_role_neither_owns_the_tables_nor_bypasses_rls(world: World) -> None:
     with psycopg.connect(PG_URL) as owner:
-        role = owner.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s",
-                             (APP_ROLE,)).fetchone()
-        owners = owner.execute("SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = %s",
-                               (world.schema,)).fetchall()
+        role = owner.execute(
+            "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s", (APP_ROLE,)
+        ).fetchone()
+        owners = owner.execute(
+            "SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = %s", (world.schema,)
+        ).fetchall()
     assert role == (False, False)
     assert (APP_ROLE,) not in owners
 
@@ -184,10 +214,14 @@ def test_audit_passes_on_the_migrated_schema(world: World) -> None:
 def test_audit_fails_when_a_table_does_not_force_rls_on_its_owner() -> None:
     schema = pg_schema()
     with psycopg.connect(PG_URL, autocommit=True) as owner:
-        owner.execute(sql.SQL("ALTER TABLE {}.tl_session_tags NO FORCE ROW LEVEL SECURITY"
-                              ).format(sql.Identifier(schema)))
+        owner.execute(
+            sql.SQL("ALTER TABLE {}.tl_session_tags NO FORCE ROW LEVEL SECURITY").format(
+                sql.Identifier(schema)
+            )
+        )
         assert audit_rls(owner, schema) == [
-            "tl_session_tags: row level security not forced (the owner bypasses it)"]
+            "tl_session_tags: row level security not forced (the owner bypasses it)"
+        ]
 
 
 def test_audit_fails_on_a_policy_without_with_check() -> None:
@@ -195,10 +229,13 @@ def test_audit_fails_on_a_policy_without_with_check() -> None:
     with psycopg.connect(PG_URL, autocommit=True) as owner:
         owner.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         owner.execute("DROP POLICY tenant_isolation ON tl_records")
-        owner.execute("CREATE POLICY reads ON tl_records FOR SELECT USING "
-                      "(tenant_id = current_setting('threadline.tenant', true))")
+        owner.execute(
+            "CREATE POLICY reads ON tl_records FOR SELECT USING "
+            "(tenant_id = current_setting('threadline.tenant', true))"
+        )
         assert audit_rls(owner, schema) == [
-            "tl_records: no FOR ALL policy with USING and WITH CHECK on threadline.tenant"]
+            "tl_records: no FOR ALL policy with USING and WITH CHECK on threadline.tenant"
+        ]
 
 
 def test_a_tenant_name_that_looks_like_sql_is_just_a_name(world: World) -> None:
@@ -223,14 +260,15 @@ def test_manage_tags_and_search_stay_within_the_tenant(world: World) -> None:
     try:
         alpha.catalog.embedder = beta.catalog.embedder = None
         assert {h.session_id for h in alpha.catalog.search("secret plans")} == {
-            world.sessions["alpha"]}
+            world.sessions["alpha"]
+        }
         plan = alpha.catalog.find_and_tag("secret plans", "classified")
         assert (plan.count, plan.sample) == (1, ["alpha session"])
         with pytest.raises(UserError, match="Unknown or already used token"):
-            beta.catalog.find_and_tag("secret plans", "classified", dry_run=False,
-                                      token=plan.token)
-        done = alpha.catalog.find_and_tag("secret plans", "classified", dry_run=False,
-                                          token=plan.token)
+            beta.catalog.find_and_tag("secret plans", "classified", dry_run=False, token=plan.token)
+        done = alpha.catalog.find_and_tag(
+            "secret plans", "classified", dry_run=False, token=plan.token
+        )
         assert done.changed == 1
         assert beta.catalog.tags() == {"project": 1}  # its own tag, no "classified"
         assert beta.catalog.session_tags(world.sessions["alpha"]) == []

@@ -57,8 +57,9 @@ def raw(world: dict[str, Any], tenant: str) -> Any:
 
 
 def test_a_tenant_role_store_sees_only_its_tenant(world: dict[str, Any]) -> None:
-    store = tl.open_store(as_role(world["roles"]["alpha"]), schema=world["schema"],
-                          isolation="role", max_size=1)
+    store = tl.open_store(
+        as_role(world["roles"]["alpha"]), schema=world["schema"], isolation="role", max_size=1
+    )
     try:
         assert [r.id for r in store.list()] == [world["sessions"]["alpha"]]
         assert not store.exists(world["sessions"]["beta"])
@@ -68,20 +69,28 @@ def test_a_tenant_role_store_sees_only_its_tenant(world: dict[str, Any]) -> None
 
 @pytest.mark.parametrize("table", TABLES)
 def test_raw_sql_that_sets_another_tenant_still_sees_only_its_own_rows(
-        world: dict[str, Any], table: str) -> None:
+    world: dict[str, Any], table: str
+) -> None:
     with raw(world, "alpha") as conn:
         for setting in ("beta", "gamma"):
             conn.execute("SELECT set_config('threadline.tenant', %s, false)", (setting,))
-            tenants = {r[0] for r in conn.execute(
-                sql.SQL("SELECT DISTINCT tenant_id FROM {}").format(sql.Identifier(table)))}
+            tenants = {
+                r[0]
+                for r in conn.execute(
+                    sql.SQL("SELECT DISTINCT tenant_id FROM {}").format(sql.Identifier(table))
+                )
+            }
             assert tenants <= {"alpha"}
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute("INSERT INTO tl_session_tags VALUES ('beta', %s, 'planted')",
-                         (world["sessions"]["beta"],))
+            conn.execute(
+                "INSERT INTO tl_session_tags VALUES ('beta', %s, 'planted')",
+                (world["sessions"]["beta"],),
+            )
 
 
 def test_raw_sql_cannot_switch_to_the_application_role_or_another_tenant(
-        world: dict[str, Any]) -> None:
+    world: dict[str, Any],
+) -> None:
     with raw(world, "alpha") as conn:
         for target in ("threadline_app", world["roles"]["beta"]):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -108,5 +117,10 @@ def test_role_mode_refuses_roles_that_are_not_tenant_roles(world: dict[str, Any]
     with pytest.raises(StoreError, match="Role isolation needs a login role made by"):
         tl.open_store(PG_URL, schema=world["schema"], isolation="role", max_size=1)
     with pytest.raises(UserError, match="belongs to tenant 'alpha', not 'beta'"):
-        tl.open_store(as_role(world["roles"]["alpha"]), schema=world["schema"],
-                      isolation="role", tenant="beta", max_size=1)
+        tl.open_store(
+            as_role(world["roles"]["alpha"]),
+            schema=world["schema"],
+            isolation="role",
+            tenant="beta",
+            max_size=1,
+        )

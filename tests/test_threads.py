@@ -75,7 +75,8 @@ def assert_one_chain(s: tl.Session, acked: list[str]) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_threads_appending_to_one_shared_session_lose_nothing_and_build_one_chain(
-        backend: str, tmp_path: Path) -> None:
+    backend: str, tmp_path: Path
+) -> None:
     store = quick_store(backend, tmp_path)
     try:
         s = store.create()
@@ -83,8 +84,9 @@ def test_threads_appending_to_one_shared_session_lose_nothing_and_build_one_chai
 
         def work(i: int) -> None:
             for n in range(APPENDS):
-                acked[i].append(s.append_message("user" if n % 2 else "assistant",
-                                                 f"thread {i} message {n}"))
+                acked[i].append(
+                    s.append_message("user" if n % 2 else "assistant", f"thread {i} message {n}")
+                )
                 if n % 100 == 0:
                     assert len(s.context().messages) >= n  # a reader between writes
 
@@ -97,16 +99,16 @@ def test_threads_appending_to_one_shared_session_lose_nothing_and_build_one_chai
         assert_one_chain(again, every)
         assert len(again.context().messages) == THREADS * APPENDS
         for i in range(THREADS):  # each thread's own appends stay in its order
-            order = [m.text for m in again.context().messages
-                     if m.text.startswith(f"thread {i} ")]
+            order = [m.text for m in again.context().messages if m.text.startswith(f"thread {i} ")]
             assert order == [f"thread {i} message {n}" for n in range(APPENDS)]
     finally:
         store.close()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_threads_sharing_one_store_with_many_sessions_lose_nothing(backend: str,
-                                                                    tmp_path: Path) -> None:
+def test_threads_sharing_one_store_with_many_sessions_lose_nothing(
+    backend: str, tmp_path: Path
+) -> None:
     store = quick_store(backend, tmp_path)
     try:
         made: list[dict[str, list[str]]] = [{} for _ in range(THREADS)]
@@ -114,8 +116,9 @@ def test_threads_sharing_one_store_with_many_sessions_lose_nothing(backend: str,
         def work(i: int) -> None:
             for k in range(10):
                 with store.create() as s:
-                    made[i][s.id] = [s.append_message("user", f"t{i} s{k} m{n}")
-                                     for n in range(APPENDS // 10)]
+                    made[i][s.id] = [
+                        s.append_message("user", f"t{i} s{k} m{n}") for n in range(APPENDS // 10)
+                    ]
                 store.list()  # listing while others write
 
         run_threads(THREADS, work)
@@ -129,8 +132,9 @@ def test_threads_sharing_one_store_with_many_sessions_lose_nothing(backend: str,
         store.close()
 
 
-def test_a_failed_append_keeps_every_acknowledged_entry(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_append_keeps_every_acknowledged_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from threadline.store import jsonl
 
     store = tl.open_store(tmp_path)
@@ -188,8 +192,9 @@ def test_an_async_caller_is_not_blocked_by_another_sessions_io(tmp_path: Path) -
         blocker = threading.Thread(target=hold_slow)
         blocker.start()
         held.wait()
-        results = await asyncio.gather(slow.append_message("user", "waited"),
-                                        quick.append_message("user", "at once"), ticker())
+        results = await asyncio.gather(
+            slow.append_message("user", "waited"), quick.append_message("user", "at once"), ticker()
+        )
         blocker.join()
         ctx = await quick.context()
         return [results[0], results[1]], ctx.messages[0].text

@@ -121,14 +121,21 @@ def test_a_path_100000_deep_works_without_recursion() -> None:
 
 
 def test_siblings_are_ordered_by_time_whatever_the_timestamp_precision_or_offset() -> None:
-    rows = [("r", None, T0),
-            ("noon", "r", "2024-01-01T12:00:00Z"),
-            ("noon-and-a-half-second", "r", "2024-01-01T12:00:00.500Z"),
-            ("one-pm-written-in-utc-2", "r", "2024-01-01T11:00:00-02:00"),
-            ("no-timestamp", "r", ""),
-            ("eleven", "r", "2024-01-01T11:00:00.000Z")]
-    expected = ["eleven", "noon", "noon-and-a-half-second", "one-pm-written-in-utc-2",
-                "no-timestamp"]
+    rows = [
+        ("r", None, T0),
+        ("noon", "r", "2024-01-01T12:00:00Z"),
+        ("noon-and-a-half-second", "r", "2024-01-01T12:00:00.500Z"),
+        ("one-pm-written-in-utc-2", "r", "2024-01-01T11:00:00-02:00"),
+        ("no-timestamp", "r", ""),
+        ("eleven", "r", "2024-01-01T11:00:00.000Z"),
+    ]
+    expected = [
+        "eleven",
+        "noon",
+        "noon-and-a-half-second",
+        "one-pm-written-in-utc-2",
+        "no-timestamp",
+    ]
     assert build(*rows).children("r") == expected
     incremental = TreeIndex()
     incremental.add("r", None, T0)

@@ -110,7 +110,8 @@ def test_example_store_walkthrough(page: Page, tmp_path: Path) -> None:
         page.locator("#modal-ok").click()
         expect(page.get_by_test_id("sessions")).to_be_visible()
         listed = page.locator("tr[data-session]").evaluate_all(
-            "els => els.map(e => e.dataset.session)")
+            "els => els.map(e => e.dataset.session)"
+        )
         stored = [r.id for r in tl.open_store(store_dir).list()]
         assert listed == stored
         assert len(stored) == len(examples.available())
@@ -126,8 +127,11 @@ def test_example_store_walkthrough(page: Page, tmp_path: Path) -> None:
         # -- switch branches: a leaf of the tree that is off the current path --------------
         s = before
         on_path = set(s.path_ids())
-        other = next(e for e in s.entry_ids()
-                     if e not in on_path and not s.children(e) and s.entry(e).type == "message")
+        other = next(
+            e
+            for e in s.entry_ids()
+            if e not in on_path and not s.children(e) and s.entry(e).type == "message"
+        )
         page.locator(f'.tree-row[data-entry="{other}"]').click()
         expect(page.get_by_test_id("entry-meta")).to_contain_text(other)
         page.get_by_test_id("btn-branch").click()
@@ -150,7 +154,8 @@ def test_example_store_walkthrough(page: Page, tmp_path: Path) -> None:
         tags = {t.name: t for t in s.tags().tags}
         assert (tags["checkpoint"].position, tags["checkpoint"].status) == (2, "valid")
         expect(page.locator('.ctx-row[data-position="1"] .chip.bookmark')).to_have_text(
-            "⚑ checkpoint")
+            "⚑ checkpoint"
+        )
 
         # -- undo to it ---------------------------------------------------------------------
         page.get_by_test_id("tab-tags").click()
@@ -195,8 +200,7 @@ def test_example_store_walkthrough(page: Page, tmp_path: Path) -> None:
         assert op.state == "inactive"
         assert len(s.context().messages) == 2
         page.get_by_test_id("tab-ops").click()
-        expect(page.locator(f'li[data-op="{op.id}"]')).to_have_attribute("data-state",
-                                                                        "inactive")
+        expect(page.locator(f'li[data-op="{op.id}"]')).to_have_attribute("data-state", "inactive")
         shot(page, "05-operations")
 
         # -- search across sessions: the page lists what the catalog's hybrid search finds --
@@ -210,7 +214,8 @@ def test_example_store_walkthrough(page: Page, tmp_path: Path) -> None:
         found = list(dict.fromkeys(h.session_id for h in hits))
         assert sid in found
         listed = page.locator("tr[data-session]").evaluate_all(
-            "els => els.map(e => e.dataset.session)")
+            "els => els.map(e => e.dataset.session)"
+        )
         assert listed == found
         shot(page, "06-search")
 
@@ -226,14 +231,14 @@ def test_example_store_walkthrough(page: Page, tmp_path: Path) -> None:
         expect(page.locator("#modal")).to_be_hidden()
         tagged = [r.id for r in catalog.sessions(tag="science")]
         assert set(tagged) == set(found)
-        expect(page.locator('a.chip[data-tag="science"]')).to_have_text(
-            f"science ({len(tagged)})")
+        expect(page.locator('a.chip[data-tag="science"]')).to_have_text(f"science ({len(tagged)})")
         page.get_by_role("link", name="clear search").click()
         expect(page.locator("body")).to_have_attribute("data-ready", "#/")
         page.locator('a.chip[data-tag="science"]').click()
         expect(page.locator("body")).to_have_attribute("data-ready", "#/?tag=science")
         listed = page.locator("tr[data-session]").evaluate_all(
-            "els => els.map(e => e.dataset.session)")
+            "els => els.map(e => e.dataset.session)"
+        )
         assert listed == tagged
 
 
@@ -244,8 +249,12 @@ def test_ten_thousand_messages_keep_the_dom_bounded(page: Page, tmp_path: Path) 
     parent = None
     for i in range(10_000):
         role = "user" if i % 2 == 0 else "assistant"
-        rec = MessageEntry(id=new_id(), parent_id=parent, timestamp=f"2025-01-01T00:00:{i:05d}Z",
-                           message=tl.Message(role=role, content=[tl.text(f"message number {i}")]))
+        rec = MessageEntry(
+            id=new_id(),
+            parent_id=parent,
+            timestamp=f"2025-01-01T00:00:{i:05d}Z",
+            message=tl.Message(role=role, content=[tl.text(f"message number {i}")]),
+        )
         records.append(rec)
         parent = rec.id
     s.append_records(records)
@@ -261,9 +270,11 @@ def test_ten_thousand_messages_keep_the_dom_bounded(page: Page, tmp_path: Path) 
         page.get_by_test_id("context").evaluate("el => { el.scrollTop = el.scrollHeight; }")
         page.get_by_test_id("tree").evaluate("el => { el.scrollTop = el.scrollHeight; }")
         expect(page.locator('.ctx-row[data-position="9999"]')).to_contain_text(
-            "message number 9999")
+            "message number 9999"
+        )
         expect(page.locator(f'.tree-row[data-entry="{records[-1].id}"]')).to_contain_text(
-            "message number 9999")
+            "message number 9999"
+        )
         assert page.locator(".ctx-row").count() <= 40
         assert page.locator(".tree-row").count() <= 60
 
@@ -278,7 +289,7 @@ def test_tool_pairs_render_in_the_entry_details(page: Page, tmp_path: Path) -> N
     with serve(store) as base:
         open_session(page, base, s.id)
         page.locator(f'.tree-row[data-entry="{call}"]').click()
-        expect(page.get_by_test_id("message")).to_contain_text('→ ls [c1]')
+        expect(page.get_by_test_id("message")).to_contain_text("→ ls [c1]")
         size = disk(tmp_path / "tools", s.id).metadata()
         expected = next(m.size for m in size if m.id == call)
         expect(page.get_by_test_id("entry-size")).to_have_text(f"{expected} bytes")
@@ -304,7 +315,8 @@ def test_tool_pairs_render_in_the_entry_details(page: Page, tmp_path: Path) -> N
 
 
 def test_the_provider_tab_opens_on_the_sessions_format_and_repairs_an_interrupted_call(
-        page: Page, tmp_path: Path) -> None:
+    page: Page, tmp_path: Path
+) -> None:
     store = tl.open_store(tmp_path / "cut")
     s = store.create()
     s.append_model_change("anthropic", "claude-sonnet-4-5")
@@ -317,18 +329,21 @@ def test_the_provider_tab_opens_on_the_sessions_format_and_repairs_an_interrupte
         page.get_by_test_id("tab-payload").click()
         expect(page.get_by_test_id("adjustment-list")).to_contain_text(
             "answered dangling call [1] tool call 'c1' (read) has no result; answered as "
-            "interrupted")
+            "interrupted"
+        )
         expect(page.get_by_test_id("provider")).to_have_value("anthropic")
         shown = json.loads(page.get_by_test_id("payload").inner_text())
-        assert shown == formats.dump_context("anthropic", disk(tmp_path / "cut", s.id)
-                                             .context().messages)
+        assert shown == formats.dump_context(
+            "anthropic", disk(tmp_path / "cut", s.id).context().messages
+        )
         shot(page, "11-provider-adjustments")
         page.get_by_test_id("btn-repair").click()
         confirm_write(page, "Repair interrupted tool calls")
         assert disk(tmp_path / "cut", s.id).repair().calls == []
         page.get_by_test_id("tab-payload").click()
         expect(page.get_by_test_id("adjustments")).to_contain_text(
-            "Sent as it is: the send policy changed nothing.")
+            "Sent as it is: the send policy changed nothing."
+        )
         expect(page.get_by_test_id("btn-repair")).to_have_count(0)
 
 
@@ -341,7 +356,8 @@ def test_sidechains_are_folded_and_open_on_click(page: Page, tmp_path: Path) -> 
     with serve(store) as base:
         open_session(page, base, sid)
         expect(page.locator(".col-head", has_text="sidechain(s) folded")).to_contain_text(
-            "2 sidechain(s) folded")
+            "2 sidechain(s) folded"
+        )
         total = len(s.entry_ids())
         folded = page.get_by_test_id("tree-total").inner_text()
         hidden = total - int(folded.split()[0])
@@ -354,8 +370,7 @@ def test_sidechains_are_folded_and_open_on_click(page: Page, tmp_path: Path) -> 
         shot(page, "09-sidechain-open")
 
 
-def test_the_pages_own_writes_never_read_as_a_change_on_disk(page: Page, tmp_path: Path
-                                                              ) -> None:
+def test_the_pages_own_writes_never_read_as_a_change_on_disk(page: Page, tmp_path: Path) -> None:
     store = tl.open_store(tmp_path / "own")
     s = store.create()
     first = s.append_message("user", "first")
@@ -395,13 +410,13 @@ def test_the_page_reloads_when_another_process_appends(page: Page, tmp_path: Pat
         with tl.open_store(tmp_path / "live").open(s.id) as agent:
             agent.append_message("assistant", "written by an agent")
         expect(page.get_by_test_id("ctx-total")).to_have_text("2 messages", timeout=15_000)
-        expect(page.locator('.ctx-row[data-position="1"]')).to_contain_text(
-            "written by an agent")
+        expect(page.locator('.ctx-row[data-position="1"]')).to_contain_text("written by an agent")
         expect(page.locator("#status")).to_have_text("Reloaded: the session changed on disk")
 
 
 def test_the_viewer_revises_resequences_and_inserts_and_expands_markers(
-        page: Page, tmp_path: Path) -> None:
+    page: Page, tmp_path: Path
+) -> None:
     store_dir = tmp_path / "ops"
     store = tl.open_store(store_dir)
     s = store.create()
@@ -426,11 +441,16 @@ def test_the_viewer_revises_resequences_and_inserts_and_expands_markers(
             "m0",
             f"[threadline marker: revise {rev.id} replaced 2 messages with the 1 below; "
             f'expand_operation("{rev.id}") shows the originals]',
-            "A better first answer.", f"[threadline marker: end of revise {rev.id}]",
-            "m3", "m4", "m5"]
-        expect(page.locator('.ctx-row.marker')).to_have_count(2)
+            "A better first answer.",
+            f"[threadline marker: end of revise {rev.id}]",
+            "m3",
+            "m4",
+            "m5",
+        ]
+        expect(page.locator(".ctx-row.marker")).to_have_count(2)
         assert page.locator(".ctx-row.marker").evaluate_all(
-            "els => els.map(e => e.dataset.position)") == ["1", "3"]
+            "els => els.map(e => e.dataset.position)"
+        ) == ["1", "3"]
 
         # -- resequence 4-5 (the form proposes the reversed order) ------------------------------
         page.locator('.ctx-row[data-position="4"]').click()

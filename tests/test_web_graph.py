@@ -66,23 +66,42 @@ def graph_session(store: Any) -> tuple[str, dict[str, str]]:
         return str(rec.id)
 
     def message(role: str, text: str, at: int, parent_id: str | None) -> MessageEntry:
-        return MessageEntry(id=new_id(), parent_id=parent_id, timestamp=stamp(at),
-                            message=tl.Message(role=role, content=[tl.text(text)]))
+        return MessageEntry(
+            id=new_id(),
+            parent_id=parent_id,
+            timestamp=stamp(at),
+            message=tl.Message(role=role, content=[tl.text(text)]),
+        )
 
     for block in range(BLOCKS):
         add(message("user", f"run step {block}", 10 * n + 10, parent))
         for k in range(3):
-            add(CustomEntry(id=new_id(), parent_id=parent, timestamp=stamp(10 * n + 10),
-                            custom=Custom(custom_type="claude_code:progress", data={"k": k})))
-        answer = add(message("assistant", f"\x1b[32mstep {block} passed\x1b[0m", 10 * n + 10,
-                             parent))
+            add(
+                CustomEntry(
+                    id=new_id(),
+                    parent_id=parent,
+                    timestamp=stamp(10 * n + 10),
+                    custom=Custom(custom_type="claude_code:progress", data={"k": k}),
+                )
+            )
+        answer = add(
+            message("assistant", f"\x1b[32mstep {block} passed\x1b[0m", 10 * n + 10, parent)
+        )
         if block == 0:
             ids["fork"] = answer
         if block == BLOCKS // 2:
-            ids["compaction"] = add(CompactionEntry(
-                id=new_id(), parent_id=parent, timestamp=stamp(10 * n + 10),
-                compaction=Compaction(summary="the first half, summarized",
-                                      first_kept_entry_id=answer, tokens_before=50_000)))
+            ids["compaction"] = add(
+                CompactionEntry(
+                    id=new_id(),
+                    parent_id=parent,
+                    timestamp=stamp(10 * n + 10),
+                    compaction=Compaction(
+                        summary="the first half, summarized",
+                        first_kept_entry_id=answer,
+                        tokens_before=50_000,
+                    ),
+                )
+            )
     ids["leaf"] = str(parent)
     # the abandoned branch: written first, so it is the first child of the fork
     first = message("user", "an abandoned question", 15, ids["fork"])
@@ -95,8 +114,7 @@ def graph_session(store: Any) -> tuple[str, dict[str, str]]:
     return s.id, ids
 
 
-def test_the_tree_shows_branch_lanes_and_hides_bookkeeping_runs(page: Page,
-                                                                 tmp_path: Path) -> None:
+def test_the_tree_shows_branch_lanes_and_hides_bookkeeping_runs(page: Page, tmp_path: Path) -> None:
     store = tl.open_store(tmp_path / "graph", durability="flush")
     sid, ids = graph_session(store)
     with serve(store) as base:
@@ -106,8 +124,10 @@ def test_the_tree_shows_branch_lanes_and_hides_bookkeeping_runs(page: Page,
         expect(page.get_by_test_id("tree-total")).to_have_text("6003 rows")
         expect(page.locator(f'.tree-row[data-entry="{ids["branch"]}"]')).to_be_visible()
         # the abandoned branch keeps lane 0, the active path continues in lane 1
-        assert page.locator(f'.tree-row[data-entry="{ids["branch"]}"]').get_attribute(
-            "data-lane") == "0"
+        assert (
+            page.locator(f'.tree-row[data-entry="{ids["branch"]}"]').get_attribute("data-lane")
+            == "0"
+        )
         fork = page.locator(f'.tree-row[data-entry="{ids["fork"]}"]')
         expect(fork.locator("svg.lanes path.fork")).to_have_count(1)
         assert page.locator('.tree-row.on-path[data-lane="1"]').count() >= 5
@@ -116,14 +136,16 @@ def test_the_tree_shows_branch_lanes_and_hides_bookkeeping_runs(page: Page,
         expect(runs.first).to_have_text("3 bookkeeping entries (3 custom)")
         assert "\x1b" not in page.locator(".tree-row").all_inner_texts()[1]
         expect(page.locator(f'.tree-row[data-entry="{ids["fork"]}"]')).to_contain_text(
-            "step 0 passed")
+            "step 0 passed"
+        )
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "web-graph.png"))
         # the filter off: every progress record is a row of its own
         page.get_by_test_id("bookkeeping").check()
         expect(page.get_by_test_id("tree-total")).to_have_text("10003 rows")
         expect(page.locator('.tree-row[data-type="custom"]').first).to_contain_text(
-            "custom: claude_code:progress")
+            "custom: claude_code:progress"
+        )
         assert page.locator(".tree-row.run-row").count() == 0
         # paged as before: the DOM stays small, the compaction and the leaf are reachable
         assert page.locator(".tree-row").count() <= 60
@@ -132,8 +154,9 @@ def test_the_tree_shows_branch_lanes_and_hides_bookkeeping_runs(page: Page,
         expect(leaf).to_have_class("row tree-row on-path leaf  ")
 
 
-def test_the_range_selection_is_cleared_once_a_digest_is_applied(page: Page,
-                                                                  tmp_path: Path) -> None:
+def test_the_range_selection_is_cleared_once_a_digest_is_applied(
+    page: Page, tmp_path: Path
+) -> None:
     store = tl.open_store(tmp_path / "small")
     with store.create() as s:
         for n in range(4):

@@ -1,10 +1,10 @@
 """threadline: a conversation-history engine for LLM agents.
 
-    import threadline as tl
-    store = tl.open_store()            # ~/.threadline (JSONL files), or a URL
-    s = store.create()
-    s.append_message("user", "Hello")
-    s.context().messages               # what the provider receives
+import threadline as tl
+store = tl.open_store()            # ~/.threadline (JSONL files), or a URL
+s = store.create()
+s.append_message("user", "Hello")
+s.context().messages               # what the provider receives
 """
 
 from threadline import formats

@@ -56,28 +56,39 @@ class AgentSession:
     (see :meth:`active_tags`).
     """
 
-    def __init__(self, session: Session, *, context_window: int, reserve_tokens: int = 16384,
-                 keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS,
-                 summarizer: Summarizer | None = None, summary_max_tokens: int | None = None,
-                 auto_compact: bool = True, infer_tags: bool = False,
-                 auto_repair: bool = True) -> None:
+    def __init__(
+        self,
+        session: Session,
+        *,
+        context_window: int,
+        reserve_tokens: int = 16384,
+        keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS,
+        summarizer: Summarizer | None = None,
+        summary_max_tokens: int | None = None,
+        auto_compact: bool = True,
+        infer_tags: bool = False,
+        auto_repair: bool = True,
+    ) -> None:
         if context_window <= 0 or reserve_tokens < 0 or reserve_tokens >= context_window:
             raise UserError(
                 f"context_window={context_window} and reserve_tokens={reserve_tokens} leave no "
-                "room for the conversation; the reserve must be smaller than the window")
+                "room for the conversation; the reserve must be smaller than the window"
+            )
         threshold = context_window - reserve_tokens
         if keep_recent_tokens >= threshold:
             raise UserError(
                 f"keep_recent_tokens={keep_recent_tokens} is not below the compaction threshold "
                 f"({threshold} = context_window - reserve_tokens), so compaction could never "
-                "bring the context under it; lower keep_recent_tokens")
+                "bring the context under it; lower keep_recent_tokens"
+            )
         self.session = session
         self.context_window = context_window
         self.reserve_tokens = reserve_tokens
         self.keep_recent_tokens = keep_recent_tokens
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
-        self.summary_max_tokens = (summary_max_tokens if summary_max_tokens is not None
-                                   else max(256, reserve_tokens // 2))
+        self.summary_max_tokens = (
+            summary_max_tokens if summary_max_tokens is not None else max(256, reserve_tokens // 2)
+        )
         self.auto_compact = auto_compact
         #: with ``infer_tags``, each request's context activates the tags the latest user turns
         #: point at (``threadline.relevance.infer_active_tags``), so conditional operations
@@ -88,8 +99,10 @@ class AgentSession:
         self.repairs: list[Repair] = []
 
     def __repr__(self) -> str:
-        return (f"<AgentSession {self.session.id} window={self.context_window} "
-                f"reserve={self.reserve_tokens} compactions={len(self.compactions)}>")
+        return (
+            f"<AgentSession {self.session.id} window={self.context_window} "
+            f"reserve={self.reserve_tokens} compactions={len(self.compactions)}>"
+        )
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -154,14 +167,19 @@ class AgentSession:
 
     def plan_compaction(self, keep_recent_tokens: int | None = None) -> CompactionPlan:
         """What :meth:`compact` would do; nothing is written."""
-        return prepare_compaction(self.session, keep_recent_tokens=(
-            self.keep_recent_tokens if keep_recent_tokens is None else keep_recent_tokens))
+        return prepare_compaction(
+            self.session,
+            keep_recent_tokens=(
+                self.keep_recent_tokens if keep_recent_tokens is None else keep_recent_tokens
+            ),
+        )
 
     def compact(self, keep_recent_tokens: int | None = None) -> CompactionResult:
         """Compact now (raises :class:`UserError` when there is nothing to compact)."""
         plan = self.plan_compaction(keep_recent_tokens)
-        result = compact(self.session, self.summarizer, plan=plan,
-                         max_summary_tokens=self.summary_max_tokens)
+        result = compact(
+            self.session, self.summarizer, plan=plan, max_summary_tokens=self.summary_max_tokens
+        )
         self.compactions.append(result)
         return result
 
@@ -173,15 +191,17 @@ class AgentSession:
             plan = self.plan_compaction()
         except UserError:
             return None  # just compacted, or everything is inside the keep window
-        result = compact(self.session, self.summarizer, plan=plan,
-                         max_summary_tokens=self.summary_max_tokens)
+        result = compact(
+            self.session, self.summarizer, plan=plan, max_summary_tokens=self.summary_max_tokens
+        )
         self.compactions.append(result)
         return result
 
     # -- navigation --------------------------------------------------------------------------
 
-    def navigate(self, entry_id: str | None, summarize: bool = True, *,
-                 token_budget: int | None = None) -> str | None:
+    def navigate(
+        self, entry_id: str | None, summarize: bool = True, *, token_budget: int | None = None
+    ) -> str | None:
         """Move the leaf to ``entry_id``; with ``summarize``, append a summary of the path being
         left (entries back to the common ancestor, tool results left out) as a
         ``branch_summary`` and return its id. The summary is written before anything moves, so
@@ -190,10 +210,13 @@ class AgentSession:
             self.session.entry(entry_id)  # raises NotFoundError naming the session
         if summarize:
             plan = prepare_branch_summary(
-                self.session, entry_id,
-                token_budget=token_budget or max(1, self.threshold - self.keep_recent_tokens))
-            summary, details = summarize_branch(self.summarizer, plan,
-                                                max_tokens=self.summary_max_tokens)
+                self.session,
+                entry_id,
+                token_budget=token_budget or max(1, self.threshold - self.keep_recent_tokens),
+            )
+            summary, details = summarize_branch(
+                self.summarizer, plan, max_tokens=self.summary_max_tokens
+            )
             if summary:
                 return self.session.branch_with_summary(entry_id, summary, details)
         if entry_id is None:

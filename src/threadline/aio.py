@@ -64,8 +64,9 @@ class AsyncStore:
         return AsyncSession(await asyncio.to_thread(self.store.create, **kwargs))
 
     async def open(self, session_id: str, *, read_only: bool = False) -> AsyncSession:
-        return AsyncSession(await asyncio.to_thread(self.store.open, session_id,
-                                                    read_only=read_only))
+        return AsyncSession(
+            await asyncio.to_thread(self.store.open, session_id, read_only=read_only)
+        )
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
         attr = getattr(self.store, name)

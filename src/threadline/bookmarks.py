@@ -135,9 +135,14 @@ class InvalidTagError(UserError):
         self.reason = reason
         self.removed = removed
         short = "hash mismatch" if "hash mismatch" in reason else reason
-        tail = "Tag removed." if removed else (
-            "The tag could not be removed because another process holds the session; "
-            "it will be removed by the next listing.")
+        tail = (
+            "Tag removed."
+            if removed
+            else (
+                "The tag could not be removed because another process holds the session; "
+                "it will be removed by the next listing."
+            )
+        )
         super().__init__(f"Tag '{name}' is no longer valid ({short}). {tail}")
 
 
@@ -191,25 +196,45 @@ def _entry_of(session: SessionState, target: str) -> str | None:
 def _status(session: SessionState, view: _View, bm: Bookmark, stamp: str) -> TagStatus:
     special = bm.name == SESSION_START
     if special or bm.target_id is None:
-        return TagStatus(name=bm.name, position=0, status=VALID, timestamp=stamp,
-                         special=special, hash=bm.hash)
+        return TagStatus(
+            name=bm.name, position=0, status=VALID, timestamp=stamp, special=special, hash=bm.hash
+        )
     target = bm.target_id
     where = view.index.get(target)
     if where is not None:
-        return TagStatus(name=bm.name, position=where + 1, status=VALID, entry_id=target,
-                         timestamp=stamp, hash=bm.hash)
+        return TagStatus(
+            name=bm.name,
+            position=where + 1,
+            status=VALID,
+            entry_id=target,
+            timestamp=stamp,
+            hash=bm.hash,
+        )
     entry = _entry_of(session, target)
     p = bm.position
     if entry is not None and entry not in view.path:
-        return TagStatus(name=bm.name, position=p, status=OTHER_BRANCH,
-                         reason=f"Entry {target} is on another branch", entry_id=target,
-                         timestamp=stamp, hash=bm.hash)
+        return TagStatus(
+            name=bm.name,
+            position=p,
+            status=OTHER_BRANCH,
+            reason=f"Entry {target} is on another branch",
+            entry_id=target,
+            timestamp=stamp,
+            hash=bm.hash,
+        )
     if p > view.n:
         reason = f"Position {p} out of range (0-{view.n})"
     else:
         reason = f"Message at position {p} has changed (hash mismatch)"
-    return TagStatus(name=bm.name, position=p, status=INVALID, reason=reason, entry_id=target,
-                     timestamp=stamp, hash=bm.hash)
+    return TagStatus(
+        name=bm.name,
+        position=p,
+        status=INVALID,
+        reason=reason,
+        entry_id=target,
+        timestamp=stamp,
+        hash=bm.hash,
+    )
 
 
 def _all_statuses(session: SessionState, view: _View) -> list[TagStatus]:
@@ -229,14 +254,21 @@ def _valid_names(session: SessionState, view: _View) -> set[str]:
 
 def _remove(session: SessionState, name: str) -> None:
     bm = session.bookmarks[name]
-    session.write("bookmark", Bookmark(name=name, target_id=bm.target_id, position=bm.position,
-                                        hash=bm.hash, removed=True), tree=False)
+    session.write(
+        "bookmark",
+        Bookmark(
+            name=name, target_id=bm.target_id, position=bm.position, hash=bm.hash, removed=True
+        ),
+        tree=False,
+    )
 
 
 def _check_name(name: str) -> None:
     if name.startswith("__"):
-        raise UserError(f"Tag name '{name}' is reserved (names starting with '__' are "
-                        "threadline's own); choose another name")
+        raise UserError(
+            f"Tag name '{name}' is reserved (names starting with '__' are "
+            "threadline's own); choose another name"
+        )
     if not NAME_RE.match(name):
         raise UserError(f"Invalid tag name {name!r}: use 1-64 letters, digits, '_', '.' or '-'")
 
@@ -273,10 +305,17 @@ def tag(session: SessionState, name: str | None = None, position: int | None = N
     else:
         target = view.ids[p - 1]
         digest = content_hash(session.message_for_view_id(target))
-    session.write("bookmark", Bookmark(name=name, target_id=target, position=p, hash=digest),
-                   tree=False)
-    return TagStatus(name=name, position=p, status=VALID, entry_id=target,
-                     timestamp=session.bookmark_times.get(name, ""), hash=digest)
+    session.write(
+        "bookmark", Bookmark(name=name, target_id=target, position=p, hash=digest), tree=False
+    )
+    return TagStatus(
+        name=name,
+        position=p,
+        status=VALID,
+        entry_id=target,
+        timestamp=session.bookmark_times.get(name, ""),
+        hash=digest,
+    )
 
 
 def untag(session: SessionState, name: str) -> None:
@@ -285,8 +324,9 @@ def untag(session: SessionState, name: str) -> None:
     if name.startswith("__"):
         raise UserError(f"Tag '{name}' is threadline's own and cannot be removed")
     if name not in session.bookmarks:
-        raise NotFoundError(f"Tag '{name}' not found in session '{session.id}'",
-                            hint=Hint("list_tags", session.id))
+        raise NotFoundError(
+            f"Tag '{name}' not found in session '{session.id}'", hint=Hint("list_tags", session.id)
+        )
     session.ensure_writer()
     _remove(session, name)
 
@@ -315,8 +355,9 @@ def tags(session: SessionState) -> TagListing:
     return TagListing(tags=items, removed=invalid)
 
 
-def _move(session: SessionState, before: _View, valid_before: set[str], target: str | None
-          ) -> UndoResult:
+def _move(
+    session: SessionState, before: _View, valid_before: set[str], target: str | None
+) -> UndoResult:
     """Move the leaf to ``target`` (``None``: before the first entry) and describe the change."""
     session.move_leaf(target)
     after = _View(session)
@@ -324,15 +365,21 @@ def _move(session: SessionState, before: _View, valid_before: set[str], target: 
     users_gone = sum(1 for vid in gone if before.is_user_input(vid))
     added = sum(1 for vid in after.ids if vid not in before.index)
     left = sorted(valid_before - _valid_names(session, after))
-    return UndoResult(user_messages_removed=users_gone, messages_removed=len(gone),
-                      messages_added=added, tags_left_behind=left, cleared=after.n == 0,
-                      leaf_id=session.leaf)
+    return UndoResult(
+        user_messages_removed=users_gone,
+        messages_removed=len(gone),
+        messages_added=added,
+        tags_left_behind=left,
+        cleared=after.n == 0,
+        leaf_id=session.leaf,
+    )
 
 
 def _restart(session: SessionState) -> None:
     """Re-set ``__session_start__`` so its timestamp records when the conversation restarted."""
-    session.write("bookmark", Bookmark(name=SESSION_START, target_id=None, position=0, hash=None),
-                   tree=False)
+    session.write(
+        "bookmark", Bookmark(name=SESSION_START, target_id=None, position=0, hash=None), tree=False
+    )
 
 
 def undo(session: SessionState, n: int = 1) -> UndoResult:
@@ -371,17 +418,25 @@ def undo_to(session: SessionState, name: str) -> UndoResult:
     else:
         found = session.bookmarks.get(name)
         if found is None:
-            raise NotFoundError(f"Tag '{name}' not found in session '{session.id}'",
-                                hint=Hint("list_tags", session.id))
+            raise NotFoundError(
+                f"Tag '{name}' not found in session '{session.id}'",
+                hint=Hint("list_tags", session.id),
+            )
         bm = found
     st = _status(session, view, bm, session.bookmark_times.get(name, ""))
     if st.status == INVALID:
         _remove(session, name)
         raise InvalidTagError(name, st.reason or "", removed=True)
     if st.position == view.n and st.status == VALID:
-        return UndoResult(user_messages_removed=0, messages_removed=0, tag=name,
-                          position=st.position, already_there=True, leaf_id=session.leaf,
-                          cleared=view.n == 0)
+        return UndoResult(
+            user_messages_removed=0,
+            messages_removed=0,
+            tag=name,
+            position=st.position,
+            already_there=True,
+            leaf_id=session.leaf,
+            cleared=view.n == 0,
+        )
     valid_before = _valid_names(session, view)
     target = None if bm.target_id is None else _entry_of(session, bm.target_id)
     result = _move(session, view, valid_before, target)
@@ -412,14 +467,21 @@ def rename(session: SessionState, old: str, new: str) -> TagStatus:
             raise UserError(f"Tag '{name}' is threadline's own and cannot be renamed")
     _check_name(new)
     if old not in session.bookmarks:
-        raise NotFoundError(f"Tag '{old}' not found in session '{session.id}'; run "
-                            f"'threadline tags {session.id}' to list the tags")
+        raise NotFoundError(
+            f"Tag '{old}' not found in session '{session.id}'; run "
+            f"'threadline tags {session.id}' to list the tags"
+        )
     session.ensure_writer()
     if new in session.bookmarks:
         raise UserError(f"Tag '{new}' already exists; remove it first or choose another name")
     bm = session.bookmarks[old]
-    session.write("bookmark", Bookmark(name=new, target_id=bm.target_id, position=bm.position,
-                                        hash=bm.hash, renamed_from=old), tree=False)
+    session.write(
+        "bookmark",
+        Bookmark(
+            name=new, target_id=bm.target_id, position=bm.position, hash=bm.hash, renamed_from=old
+        ),
+        tree=False,
+    )
     _remove(session, old)
     found = tags(session).get(new)
     assert found is not None
@@ -449,8 +511,10 @@ def history(session: SessionState, name: str) -> list[TagEvent]:
         if bm.name in names and bm.renamed_from:
             names.add(bm.renamed_from)
     if not any(bm.name in names for _stamp, bm in log):
-        raise NotFoundError(f"Tag '{name}' has no history in session '{session.id}'; run "
-                            f"'threadline tags {session.id}' to list the tags")
+        raise NotFoundError(
+            f"Tag '{name}' has no history in session '{session.id}'; run "
+            f"'threadline tags {session.id}' to list the tags"
+        )
     out: list[TagEvent] = []
     alive: set[str] = set()
     left_by_rename: set[str] = set()
@@ -470,8 +534,17 @@ def history(session: SessionState, name: str) -> list[TagEvent]:
             action = "moved" if bm.name in alive else "set"
         if not bm.removed:
             alive.add(bm.name)
-        out.append(TagEvent(name=bm.name, action=action, timestamp=stamp, position=bm.position,
-                            entry_id=bm.target_id, hash=bm.hash, renamed_from=bm.renamed_from))
+        out.append(
+            TagEvent(
+                name=bm.name,
+                action=action,
+                timestamp=stamp,
+                position=bm.position,
+                entry_id=bm.target_id,
+                hash=bm.hash,
+                renamed_from=bm.renamed_from,
+            )
+        )
     return out
 
 
@@ -486,8 +559,15 @@ def export_tags(session: SessionState) -> dict[str, object]:
     for name, bm in session.bookmarks.items():
         if name.startswith("__"):
             continue
-        rows.append({"name": name, "position": bm.position, "entry_id": bm.target_id,
-                     "hash": bm.hash, "timestamp": session.bookmark_times.get(name, "")})
+        rows.append(
+            {
+                "name": name,
+                "position": bm.position,
+                "entry_id": bm.target_id,
+                "hash": bm.hash,
+                "timestamp": session.bookmark_times.get(name, ""),
+            }
+        )
     rows.sort(key=lambda r: (str(r["position"]).zfill(12), str(r["name"])))
     return {"session_id": session.id, "version": EXPORT_VERSION, "tags": rows}
 
@@ -506,14 +586,19 @@ def import_tags(session: SessionState, data: object, *, replace: bool = False) -
     (unless ``replace``), is skipped and reported. All rows are checked before anything is
     written."""
     if not isinstance(data, dict) or not isinstance(data.get("tags"), list):
-        raise UserError('A tag export is {"session_id", "version", "tags": [...]}; give the '
-                        "JSON that export_tags (threadline tag-export) wrote")
+        raise UserError(
+            'A tag export is {"session_id", "version", "tags": [...]}; give the '
+            "JSON that export_tags (threadline tag-export) wrote"
+        )
     plan: list[Bookmark] = []
     result = TagImport(imported=[])
     for k, row in enumerate(data["tags"]):
-        if not isinstance(row, dict) or not isinstance(row.get("name"), str) \
-                or isinstance(row.get("position"), bool) or not isinstance(row.get("position"),
-                                                                            int):
+        if (
+            not isinstance(row, dict)
+            or not isinstance(row.get("name"), str)
+            or isinstance(row.get("position"), bool)
+            or not isinstance(row.get("position"), int)
+        ):
             raise UserError(f"Tag row {k} needs a name and an integer position, got {row!r:.80}")
         name, target = row["name"], row.get("entry_id")
         _check_name(name)
@@ -522,9 +607,14 @@ def import_tags(session: SessionState, data: object, *, replace: bool = False) -
         elif name in session.bookmarks and not replace:
             result.skipped[name] = "a tag with this name exists (pass replace=True to overwrite)"
         else:
-            plan.append(Bookmark(name=name, target_id=None if target is None else str(target),
-                                 position=row["position"],
-                                 hash=None if row.get("hash") is None else str(row["hash"])))
+            plan.append(
+                Bookmark(
+                    name=name,
+                    target_id=None if target is None else str(target),
+                    position=row["position"],
+                    hash=None if row.get("hash") is None else str(row["hash"]),
+                )
+            )
     if plan:
         session.ensure_writer()
     for bm in plan:

@@ -107,12 +107,14 @@ def _starts_turn(entry: Any) -> bool:
     m = _message(entry)
     if m is None:
         return getattr(entry, "type", None) == "branch_summary"
-    return (m.role in ("user", "bashExecution", "custom", "branchSummary")
-            and not _is_tool_result(m))
+    return m.role in ("user", "bashExecution", "custom", "branchSummary") and not _is_tool_result(m)
 
 
-def find_cut_point(entries: Sequence[Any], keep_recent_tokens: int,
-                   estimate_tokens: Callable[[Any], int] | None = None) -> CutPoint:
+def find_cut_point(
+    entries: Sequence[Any],
+    keep_recent_tokens: int,
+    estimate_tokens: Callable[[Any], int] | None = None,
+) -> CutPoint:
     """The cut that keeps at least ``keep_recent_tokens`` of the newest entries.
 
     Walks back from the newest entry adding up tokens (``estimate_tokens(entry)``, default
@@ -133,17 +135,33 @@ def find_cut_point(entries: Sequence[Any], keep_recent_tokens: int,
                 # the newest tool exchange alone is over the budget: keep it whole and cut
                 # before it, at the nearest safe cut point or, inside a turn, before the
                 # assistant message that made the call (a split turn; no pair is separated)
-                cut = next((j for j in range(i, 0, -1) if is_cut_point(entries[j])
-                            or _opens_exchange(entries[j])), 0)
+                cut = next(
+                    (
+                        j
+                        for j in range(i, 0, -1)
+                        if is_cut_point(entries[j]) or _opens_exchange(entries[j])
+                    ),
+                    0,
+                )
             break
     if cut == 0:
         return CutPoint(first_kept_index=0, turn_start_index=-1, is_split_turn=False)
-    while cut > 0 and _message(entries[cut - 1]) is None \
-            and getattr(entries[cut - 1], "type", None) not in ("compaction", "branch_summary"):
+    while (
+        cut > 0
+        and _message(entries[cut - 1]) is None
+        and getattr(entries[cut - 1], "type", None) not in ("compaction", "branch_summary")
+    ):
         cut -= 1
     # the turn is split when the first kept message does not start a turn
-    first_msg = next((entries[j] for j in range(cut, n) if _message(entries[j]) is not None
-                      or getattr(entries[j], "type", None) == "branch_summary"), None)
+    first_msg = next(
+        (
+            entries[j]
+            for j in range(cut, n)
+            if _message(entries[j]) is not None
+            or getattr(entries[j], "type", None) == "branch_summary"
+        ),
+        None,
+    )
     if first_msg is None or _starts_turn(first_msg):
         return CutPoint(first_kept_index=cut, turn_start_index=-1, is_split_turn=False)
     start = next((j for j in range(cut - 1, -1, -1) if _starts_turn(entries[j])), -1)
@@ -161,11 +179,12 @@ def session_tokens(session: Session, leaf_id: str | None = None) -> ContextToken
     messages = ctx.messages  # lazy: only the messages after the last usage are decoded
     path = session.path_ids(leaf_id)
     types = session.state.types
-    last_comp = next((i for i in range(len(path) - 1, -1, -1)
-                      if types[path[i]] == "compaction"), -1)
+    last_comp = next(
+        (i for i in range(len(path) - 1, -1, -1) if types[path[i]] == "compaction"), -1
+    )
     if last_comp < 0:
         return context_tokens(messages)
-    after = set(path[last_comp + 1:])
+    after = set(path[last_comp + 1 :])
     ids = ctx.view.ids()
     usage_from = next((i for i, vid in enumerate(ids) if vid in after), len(ids))
     return context_tokens(messages, usage_from=usage_from)
@@ -173,11 +192,38 @@ def session_tokens(session: Session, leaf_id: str | None = None) -> ContextToken
 
 # -- files read and modified -----------------------------------------------------------------
 
-_READ_TOOLS = frozenset({"read", "read_file", "readfile", "view", "cat", "open", "open_file",
-                         "notebookread", "view_file"})
-_WRITE_TOOLS = frozenset({"write", "write_file", "writefile", "edit", "edit_file", "editfile",
-                          "multiedit", "multi_edit", "create", "create_file", "notebookedit",
-                          "str_replace", "insert", "apply_patch", "patch"})
+_READ_TOOLS = frozenset(
+    {
+        "read",
+        "read_file",
+        "readfile",
+        "view",
+        "cat",
+        "open",
+        "open_file",
+        "notebookread",
+        "view_file",
+    }
+)
+_WRITE_TOOLS = frozenset(
+    {
+        "write",
+        "write_file",
+        "writefile",
+        "edit",
+        "edit_file",
+        "editfile",
+        "multiedit",
+        "multi_edit",
+        "create",
+        "create_file",
+        "notebookedit",
+        "str_replace",
+        "insert",
+        "apply_patch",
+        "patch",
+    }
+)
 _PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "notebook_path")
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.MULTILINE)
 
@@ -218,8 +264,10 @@ def _previous_files(details: Any) -> FileOps | None:
         return None
     read = details.get("read_files")
     modified = details.get("modified_files")
-    return FileOps(read=[str(x) for x in read] if isinstance(read, list) else [],
-                   modified=[str(x) for x in modified] if isinstance(modified, list) else [])
+    return FileOps(
+        read=[str(x) for x in read] if isinstance(read, list) else [],
+        modified=[str(x) for x in modified] if isinstance(modified, list) else [],
+    )
 
 
 # -- planning --------------------------------------------------------------------------------
@@ -253,8 +301,12 @@ class CompactionPlan(msgspec.Struct, kw_only=True):
         return self.cut.is_split_turn
 
 
-def prepare_compaction(session: Session, *, keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS,
-                       estimate_tokens: Callable[[Any], int] | None = None) -> CompactionPlan:
+def prepare_compaction(
+    session: Session,
+    *,
+    keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS,
+    estimate_tokens: Callable[[Any], int] | None = None,
+) -> CompactionPlan:
     """Plan a compaction of the current path; raises :class:`UserError` when there is nothing to
     compact (just compacted, or everything fits in ``keep_recent_tokens``)."""
     if keep_recent_tokens < 0:
@@ -265,14 +317,15 @@ def prepare_compaction(session: Session, *, keep_recent_tokens: int = DEFAULT_KE
         raise UserError(f"Session '{sid}' is empty; there is nothing to compact")
     types = session.state.types
     if types[path[-1]] == "compaction":
-        raise UserError(f"Session '{sid}' was just compacted; add messages before compacting "
-                        "again")
+        raise UserError(f"Session '{sid}' was just compacted; add messages before compacting again")
     last = _message(session.entry(path[-1]))
     if last is not None and last.tool_uses:
         # a compaction entry appended now would sit between the call and its result in the file
         calls = ", ".join(u.id for u in last.tool_uses)
-        raise UserError(f"Session '{sid}' ends with a tool call waiting for its result "
-                        f"({calls}); compact after the result is appended")
+        raise UserError(
+            f"Session '{sid}' ends with a tool call waiting for its result "
+            f"({calls}); compact after the result is appended"
+        )
     last_comp = max((i for i, e in enumerate(path) if types[e] == "compaction"), default=-1)
     start = 0
     previous_summary: str | None = None
@@ -298,31 +351,45 @@ def prepare_compaction(session: Session, *, keep_recent_tokens: int = DEFAULT_KE
         if kept < keep_recent_tokens:
             raise UserError(
                 f"Session '{sid}' has nothing to compact: its {kept} tokens since the last "
-                f"compaction fit in keep_recent_tokens={keep_recent_tokens}; lower --keep-recent")
+                f"compaction fit in keep_recent_tokens={keep_recent_tokens}; lower --keep-recent"
+            )
         raise UserError(
             f"Session '{sid}' has nothing to compact: its {kept} tokens since the last "
             f"compaction are one tool exchange that cannot be cut without separating a call "
-            f"from its result")
+            f"from its result"
+        )
     history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_index
     summarize_ids = _message_ids(region, 0, history_end)
-    prefix_ids = (_message_ids(region, cut.turn_start_index, cut.first_kept_index)
-                  if cut.is_split_turn else [])
+    prefix_ids = (
+        _message_ids(region, cut.turn_start_index, cut.first_kept_index)
+        if cut.is_split_turn
+        else []
+    )
     if not summarize_ids and not prefix_ids:
-        raise UserError(f"Session '{sid}' has nothing to compact: no message precedes the cut; "
-                        "lower --keep-recent")
+        raise UserError(
+            f"Session '{sid}' has nothing to compact: no message precedes the cut; "
+            "lower --keep-recent"
+        )
     summarize = [_as_message(session, e) for e in summarize_ids]
     prefix = [_as_message(session, e) for e in prefix_ids]
-    kept_ids = region_ids[cut.first_kept_index:]
+    kept_ids = region_ids[cut.first_kept_index :]
     estimate = estimate_tokens or estimate_entry
     return CompactionPlan(
-        session_id=sid, leaf_id=session.leaf_id, cut=cut,
+        session_id=sid,
+        leaf_id=session.leaf_id,
+        cut=cut,
         first_kept_entry_id=region_ids[cut.first_kept_index],
-        summarize_ids=summarize_ids, messages_to_summarize=summarize,
-        turn_prefix_ids=prefix_ids, turn_prefix=prefix, kept_ids=kept_ids,
+        summarize_ids=summarize_ids,
+        messages_to_summarize=summarize,
+        turn_prefix_ids=prefix_ids,
+        turn_prefix=prefix,
+        kept_ids=kept_ids,
         tokens_before=session_tokens(session).tokens,
-        kept_tokens=sum(estimate(e) for e in region[cut.first_kept_index:]),
-        previous_summary=previous_summary, previous_compaction_id=previous_id,
-        files=file_ops([*summarize, *prefix], previous_files))
+        kept_tokens=sum(estimate(e) for e in region[cut.first_kept_index :]),
+        previous_summary=previous_summary,
+        previous_compaction_id=previous_id,
+        files=file_ops([*summarize, *prefix], previous_files),
+    )
 
 
 def _message_ids(region: Sequence[Any], lo: int, hi: int) -> list[str]:
@@ -330,8 +397,9 @@ def _message_ids(region: Sequence[Any], lo: int, hi: int) -> list[str]:
     out = []
     for e in region[lo:hi]:
         kind = getattr(e, "type", None)
-        if _message(e) is not None or (kind == "branch_summary"
-                                        and getattr(e.payload, "summary", "")):
+        if _message(e) is not None or (
+            kind == "branch_summary" and getattr(e.payload, "summary", "")
+        ):
             out.append(e.id)
     return out
 
@@ -348,41 +416,59 @@ class CompactionResult(msgspec.Struct, kw_only=True):
     plan: CompactionPlan
 
 
-def compact(session: Session, summarizer: Summarizer | None = None, *,
-            keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS,
-            plan: CompactionPlan | None = None, max_summary_tokens: int | None = None,
-            estimate_tokens: Callable[[Any], int] | None = None) -> CompactionResult:
+def compact(
+    session: Session,
+    summarizer: Summarizer | None = None,
+    *,
+    keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS,
+    plan: CompactionPlan | None = None,
+    max_summary_tokens: int | None = None,
+    estimate_tokens: Callable[[Any], int] | None = None,
+) -> CompactionResult:
     """Summarize and append one compaction entry (default summarizer: extractive).
 
     The summary is produced before anything is written, so a failing summarizer leaves the
     session unchanged. A ``plan`` computed for another leaf is refused.
     """
     if plan is None:
-        plan = prepare_compaction(session, keep_recent_tokens=keep_recent_tokens,
-                                  estimate_tokens=estimate_tokens)
+        plan = prepare_compaction(
+            session, keep_recent_tokens=keep_recent_tokens, estimate_tokens=estimate_tokens
+        )
     elif plan.session_id != session.id or plan.leaf_id != session.leaf_id:
-        raise UserError(f"The compaction plan was made for another leaf of session "
-                        f"'{plan.session_id}'; prepare it again")
+        raise UserError(
+            f"The compaction plan was made for another leaf of session "
+            f"'{plan.session_id}'; prepare it again"
+        )
     summarizer = summarizer or ExtractiveSummarizer()
     summary = build_summary(summarizer, plan, max_tokens=max_summary_tokens)
-    details = {"read_files": plan.files.read, "modified_files": plan.files.modified,
-               "summarizer": summarizer.name,
-               "summarized_entries": len(plan.summarize_ids) + len(plan.turn_prefix_ids),
-               "split_turn": plan.is_split_turn}
-    entry_id = session.append_compaction(summary, plan.first_kept_entry_id, plan.tokens_before,
-                                         details=details)
+    details = {
+        "read_files": plan.files.read,
+        "modified_files": plan.files.modified,
+        "summarizer": summarizer.name,
+        "summarized_entries": len(plan.summarize_ids) + len(plan.turn_prefix_ids),
+        "split_turn": plan.is_split_turn,
+    }
+    entry_id = session.append_compaction(
+        summary, plan.first_kept_entry_id, plan.tokens_before, details=details
+    )
     return CompactionResult(entry_id=entry_id, summary=summary, plan=plan)
 
 
-def build_summary(summarizer: Summarizer, plan: CompactionPlan, *,
-                  max_tokens: int | None = None) -> str:
+def build_summary(
+    summarizer: Summarizer, plan: CompactionPlan, *, max_tokens: int | None = None
+) -> str:
     """The compaction summary text for ``plan`` (history, then the split turn's prefix)."""
-    summary = summarizer.summarize(plan.messages_to_summarize,
-                                   previous_summary=plan.previous_summary, files=plan.files,
-                                   purpose="compaction", max_tokens=max_tokens)
+    summary = summarizer.summarize(
+        plan.messages_to_summarize,
+        previous_summary=plan.previous_summary,
+        files=plan.files,
+        purpose="compaction",
+        max_tokens=max_tokens,
+    )
     if plan.turn_prefix:
-        prefix = summarizer.summarize(plan.turn_prefix, files=None, purpose="turn_prefix",
-                                      max_tokens=max_tokens)
+        prefix = summarizer.summarize(
+            plan.turn_prefix, files=None, purpose="turn_prefix", max_tokens=max_tokens
+        )
         summary = f"{summary.rstrip()}\n\n## Turn in progress\n{_demote(prefix)}"
     return summary
 
@@ -406,15 +492,21 @@ class Summarizer(Protocol):
 
     name: str
 
-    def summarize(self, messages: Sequence[Message], *, previous_summary: str | None = None,
-                  files: FileOps | None = None, purpose: Purpose = "compaction",
-                  max_tokens: int | None = None) -> str: ...
+    def summarize(
+        self,
+        messages: Sequence[Message],
+        *,
+        previous_summary: str | None = None,
+        files: FileOps | None = None,
+        purpose: Purpose = "compaction",
+        max_tokens: int | None = None,
+    ) -> str: ...
 
 
 def first_line(s: str, limit: int = 200) -> str:
     """The first non-blank line of ``s``, cut to ``limit`` characters (with an ellipsis)."""
     line = next((ln.strip() for ln in s.splitlines() if ln.strip()), "")
-    return line if len(line) <= limit else line[:limit - 1].rstrip() + "…"
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 def _request_text(m: Message) -> str:
@@ -453,14 +545,15 @@ def _earlier_summary(prev: str) -> str | None:
     if not prev.strip():
         return None
     if not _is_extractive(prev):
-        return re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 3) + " ", prev.strip(),
-                      flags=re.MULTILINE)
+        return re.sub(
+            r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 3) + " ", prev.strip(), flags=re.MULTILINE
+        )
     start = prev.find("\n" + _EARLIER)
     if start < 0:
         return None
-    body = prev[start + 1 + len(_EARLIER):]
+    body = prev[start + 1 + len(_EARLIER) :]
     end = re.search(r"^## ", body, re.MULTILINE)  # nested headings are all #### or deeper
-    return (body[:end.start()] if end else body).strip() or None
+    return (body[: end.start()] if end else body).strip() or None
 
 
 _COUNT = re.compile(r"^(?P<key>[A-Za-z ]+): (?P<n>\d+)(?: \((?P<detail>.*)\))?$")
@@ -506,16 +599,25 @@ class ExtractiveSummarizer:
     def __init__(self, *, decisions: int = 3) -> None:
         self.decisions = decisions
 
-    def summarize(self, messages: Sequence[Message], *, previous_summary: str | None = None,
-                  files: FileOps | None = None, purpose: Purpose = "compaction",
-                  max_tokens: int | None = None) -> str:
+    def summarize(
+        self,
+        messages: Sequence[Message],
+        *,
+        previous_summary: str | None = None,
+        files: FileOps | None = None,
+        purpose: Purpose = "compaction",
+        max_tokens: int | None = None,
+    ) -> str:
         prev = previous_summary or ""
         earlier = _earlier_summary(prev)
         if earlier is not None and not _is_extractive(prev):
             prev = ""  # nothing to merge section by section
         requests = [r for r in _section(prev, "Goal") if not r.startswith("… ")]
-        folded = sum(int(hit.group(1)) for r in _section(prev, "Goal")
-                     if (hit := re.match(r"… (\d+) earlier requests?", r)))
+        folded = sum(
+            int(hit.group(1))
+            for r in _section(prev, "Goal")
+            if (hit := re.match(r"… (\d+) earlier requests?", r))
+        )
         replies, tools, errors = _progress_counts(_section(prev, "Progress"))
         decisions: list[str] = []
         for m in messages:
@@ -530,27 +632,37 @@ class ExtractiveSummarizer:
         if not decisions:
             decisions = _section(prev, "Key decisions")
             decisions = [] if decisions == ["(none recorded)"] else decisions
-        decisions = decisions[-self.decisions:] if self.decisions else []
+        decisions = decisions[-self.decisions :] if self.decisions else []
 
         def render(skip: int) -> str:
             shown = requests[skip:]
-            goal = ([f"- … {folded + skip} earlier requests"] if folded + skip else [])
+            goal = [f"- … {folded + skip} earlier requests"] if folded + skip else []
             goal += [f"- {r}" for r in shown] or ([] if goal else ["- (none recorded)"])
             tool_detail = ", ".join(f"{t} {c}" for t, c in sorted(tools.items()))
-            progress = [f"- Assistant replies: {replies}",
-                        f"- Tool calls: {sum(tools.values())}"
-                        + (f" ({tool_detail})" if tool_detail else ""),
-                        f"- Tool errors: {errors}"]
+            progress = [
+                f"- Assistant replies: {replies}",
+                f"- Tool calls: {sum(tools.values())}"
+                + (f" ({tool_detail})" if tool_detail else ""),
+                f"- Tool errors: {errors}",
+            ]
             decided = [f"- {d}" for d in decisions] or ["- (none recorded)"]
-            nxt = ([f"- Continue from the latest request: {requests[-1]}"] if requests
-                   else ["- (none recorded)"])
+            nxt = (
+                [f"- Continue from the latest request: {requests[-1]}"]
+                if requests
+                else ["- (none recorded)"]
+            )
             fl = []
             if files and files.read:
                 fl.append(f"- Read: {', '.join(files.read)}")
             if files and files.modified:
                 fl.append(f"- Modified: {', '.join(files.modified)}")
-            parts = [("Goal", goal), ("Progress", progress), ("Key decisions", decided),
-                     ("Next steps", nxt), ("Files", fl or ["- (none)"])]
+            parts = [
+                ("Goal", goal),
+                ("Progress", progress),
+                ("Key decisions", decided),
+                ("Next steps", nxt),
+                ("Files", fl or ["- (none)"]),
+            ]
             if earlier:
                 parts.append(("Earlier summary", [earlier]))
             return "\n\n".join(f"## {name}\n" + "\n".join(lines) for name, lines in parts)
@@ -570,12 +682,12 @@ class ExtractiveSummarizer:
 
 _PURPOSE = {
     "compaction": "The conversation below is the older part of a session that is being "
-                  "compacted: your summary replaces it, and the assistant continues from the "
-                  "summary plus the newest messages.",
+    "compacted: your summary replaces it, and the assistant continues from the "
+    "summary plus the newest messages.",
     "turn_prefix": "The conversation below is the beginning of the current turn (the user's "
-                   "request and the work done so far); the rest of the turn is kept verbatim.",
+    "request and the work done so far); the rest of the turn is kept verbatim.",
     "branch": "The conversation below is a branch the user is leaving to explore another "
-              "path; your summary tells the assistant what was tried there.",
+    "path; your summary tells the assistant what was tried there.",
 }
 
 SYSTEM_PROMPT = (
@@ -601,8 +713,13 @@ def render_transcript(messages: Sequence[Message], *, result_chars: int = 2000) 
                 lines.append(f"[{m.role} tool call] {b.tool_use.name}({args})")
             elif isinstance(b, ToolResultBlock):
                 c = b.tool_result.content
-                body = c if isinstance(c, str) else "\n".join(
-                    p.text.content if isinstance(p, TextBlock) else "[image]" for p in c)
+                body = (
+                    c
+                    if isinstance(c, str)
+                    else "\n".join(
+                        p.text.content if isinstance(p, TextBlock) else "[image]" for p in c
+                    )
+                )
                 if len(body) > result_chars:
                     body = body[:result_chars] + f"… [{len(body) - result_chars} chars cut]"
                 tag = "tool error" if b.tool_result.is_error else "tool result"
@@ -622,47 +739,84 @@ class LLMSummarizer:
 
     name = "llm"
 
-    def __init__(self, provider: Provider, *, timeout: float = 120.0,
-                 max_tokens: int = 4096) -> None:
+    def __init__(
+        self, provider: Provider, *, timeout: float = 120.0, max_tokens: int = 4096
+    ) -> None:
         self.provider = provider
         self.timeout = timeout
         self.max_tokens = max_tokens
 
-    def prompt(self, messages: Sequence[Message], *, previous_summary: str | None = None,
-               files: FileOps | None = None, purpose: Purpose = "compaction",
-               max_tokens: int | None = None) -> str:
+    def prompt(
+        self,
+        messages: Sequence[Message],
+        *,
+        previous_summary: str | None = None,
+        files: FileOps | None = None,
+        purpose: Purpose = "compaction",
+        max_tokens: int | None = None,
+    ) -> str:
         """The user prompt sent to the model (exposed for inspection and tests)."""
-        parts = [_PURPOSE[purpose], "", "<conversation>", render_transcript(messages),
-                 "</conversation>"]
+        parts = [
+            _PURPOSE[purpose],
+            "",
+            "<conversation>",
+            render_transcript(messages),
+            "</conversation>",
+        ]
         if previous_summary:
-            parts += ["", "The summary of what came before (merge it into yours; keep every "
-                      "user request it lists):", "<previous-summary>", previous_summary,
-                      "</previous-summary>"]
+            parts += [
+                "",
+                "The summary of what came before (merge it into yours; keep every "
+                "user request it lists):",
+                "<previous-summary>",
+                previous_summary,
+                "</previous-summary>",
+            ]
         if files and (files.read or files.modified):
-            parts += ["", "Files read: " + (", ".join(files.read) or "none"),
-                      "Files modified: " + (", ".join(files.modified) or "none")]
+            parts += [
+                "",
+                "Files read: " + (", ".join(files.read) or "none"),
+                "Files modified: " + (", ".join(files.modified) or "none"),
+            ]
         budget = f" Stay under {max_tokens} tokens." if max_tokens else ""
-        parts += ["", "Write the summary in Markdown with exactly these sections: "
-                  + ", ".join(f"'## {s}'" for s in SECTIONS)
-                  + ". Goal: what the user wants, listing each request. Progress: what is done "
-                  "and what is in progress. Key decisions: choices made and why. Next steps: "
-                  "what to do next. Files: files read and modified." + budget]
+        parts += [
+            "",
+            "Write the summary in Markdown with exactly these sections: "
+            + ", ".join(f"'## {s}'" for s in SECTIONS)
+            + ". Goal: what the user wants, listing each request. Progress: what is done "
+            "and what is in progress. Key decisions: choices made and why. Next steps: "
+            "what to do next. Files: files read and modified." + budget,
+        ]
         return "\n".join(parts)
 
-    def summarize(self, messages: Sequence[Message], *, previous_summary: str | None = None,
-                  files: FileOps | None = None, purpose: Purpose = "compaction",
-                  max_tokens: int | None = None) -> str:
-        prompt = self.prompt(messages, previous_summary=previous_summary, files=files,
-                             purpose=purpose, max_tokens=max_tokens)
-        reply = self.provider.complete([Message(role="user", content=[text(prompt)])],
-                                       system=SYSTEM_PROMPT,
-                                       max_tokens=min(self.max_tokens, max_tokens or
-                                                      self.max_tokens),
-                                       timeout=self.timeout)
+    def summarize(
+        self,
+        messages: Sequence[Message],
+        *,
+        previous_summary: str | None = None,
+        files: FileOps | None = None,
+        purpose: Purpose = "compaction",
+        max_tokens: int | None = None,
+    ) -> str:
+        prompt = self.prompt(
+            messages,
+            previous_summary=previous_summary,
+            files=files,
+            purpose=purpose,
+            max_tokens=max_tokens,
+        )
+        reply = self.provider.complete(
+            [Message(role="user", content=[text(prompt)])],
+            system=SYSTEM_PROMPT,
+            max_tokens=min(self.max_tokens, max_tokens or self.max_tokens),
+            timeout=self.timeout,
+        )
         summary = reply.text.strip()
         if not summary:
-            raise ProviderError(f"Model '{self.provider.model}' returned an empty summary; "
-                                "retry or use the extractive summarizer")
+            raise ProviderError(
+                f"Model '{self.provider.model}' returned an empty summary; "
+                "retry or use the extractive summarizer"
+            )
         return summary
 
 
@@ -682,9 +836,13 @@ class BranchSummaryPlan(msgspec.Struct, kw_only=True):
     files: FileOps
 
 
-def prepare_branch_summary(session: Session, target_id: str | None, *,
-                           from_leaf: str | None = None,
-                           token_budget: int = 20_000) -> BranchSummaryPlan:
+def prepare_branch_summary(
+    session: Session,
+    target_id: str | None,
+    *,
+    from_leaf: str | None = None,
+    token_budget: int = 20_000,
+) -> BranchSummaryPlan:
     """What a summary of the path being left (``from_leaf``, default the current leaf) covers
     when moving to ``target_id``: entries back to the common ancestor, tool results left out,
     newest first until ``token_budget`` is spent."""
@@ -726,23 +884,35 @@ def prepare_branch_summary(session: Session, target_id: str | None, *,
         chosen.append(m)
     chosen.reverse()
     all_msgs.reverse()
-    return BranchSummaryPlan(from_id=old, target_id=target_id,
-                             common_ancestor_id=old_path[common - 1] if common else None,
-                             entry_ids=abandoned, messages=chosen, files=file_ops(all_msgs))
+    return BranchSummaryPlan(
+        from_id=old,
+        target_id=target_id,
+        common_ancestor_id=old_path[common - 1] if common else None,
+        entry_ids=abandoned,
+        messages=chosen,
+        files=file_ops(all_msgs),
+    )
 
 
-def summarize_branch(summarizer: Summarizer, plan: BranchSummaryPlan, *,
-                     max_tokens: int | None = None) -> tuple[str, dict[str, Any]]:
+def summarize_branch(
+    summarizer: Summarizer, plan: BranchSummaryPlan, *, max_tokens: int | None = None
+) -> tuple[str, dict[str, Any]]:
     """``(summary, details)`` for a ``branch_summary`` entry (empty summary when nothing was
     abandoned)."""
-    details: dict[str, Any] = {"read_files": plan.files.read,
-                               "modified_files": plan.files.modified,
-                               "summarizer": summarizer.name,
-                               "summarized_entries": len(plan.entry_ids)}
+    details: dict[str, Any] = {
+        "read_files": plan.files.read,
+        "modified_files": plan.files.modified,
+        "summarizer": summarizer.name,
+        "summarized_entries": len(plan.entry_ids),
+    }
     if not plan.messages:
         return "", details
-    return (summarizer.summarize(plan.messages, files=plan.files, purpose="branch",
-                                 max_tokens=max_tokens), details)
+    return (
+        summarizer.summarize(
+            plan.messages, files=plan.files, purpose="branch", max_tokens=max_tokens
+        ),
+        details,
+    )
 
 
 __all__ = [

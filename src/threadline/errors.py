@@ -45,8 +45,10 @@ class ThreadlineError(Exception):
     def __init__(self, *args: object, hint: Hint | None = None) -> None:
         if hint is not None and args and isinstance(args[0], str):
             self.core = args[0]
-            args = (f"{args[0]}; {NEUTRAL_HINTS[hint.action].format(session=hint.session_id)}",
-                    *args[1:])
+            args = (
+                f"{args[0]}; {NEUTRAL_HINTS[hint.action].format(session=hint.session_id)}",
+                *args[1:],
+            )
         super().__init__(*args)
         self.hint = hint
 
@@ -91,8 +93,9 @@ class ProviderError(ThreadlineError):
     """A call to an LLM provider failed (missing key, connection, HTTP status, timeout, bad
     stream). The message names the endpoint and the fix; nothing was written to any session."""
 
-    def __init__(self, message: str, *, endpoint: str | None = None,
-                 status: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, endpoint: str | None = None, status: int | None = None
+    ) -> None:
         self.endpoint = endpoint
         self.status = status
         super().__init__(message)
@@ -107,5 +110,6 @@ def malformed_input(what: str, exc: BaseException) -> UserError:
     frames = traceback.extract_tb(exc.__traceback__)
     site = f" in {frames[-1].name}" if frames else ""
     detail = (str(exc).splitlines() or [""])[0][:200]
-    return UserError(f"{what}: malformed input ({type(exc).__name__}{site}: {detail}); nothing "
-                     "was loaded")
+    return UserError(
+        f"{what}: malformed input ({type(exc).__name__}{site}: {detail}); nothing was loaded"
+    )

@@ -52,8 +52,18 @@ _NEEDLE_MIN = 4  # shorter strings are too common to identify purged content in 
 _NEEDLE_MAX = 64
 _PREFIX_MIN = 8  # a torn fragment ending with this much of a purged string is dropped too
 # Schema words that occur in every message: never treated as purged content.
-_VOCABULARY = frozenset(ROLES) | {"text", "image", "tool_use", "tool_result", "thinking",
-                                  "base64", "url", "end_turn", "stop", "length"}
+_VOCABULARY = frozenset(ROLES) | {
+    "text",
+    "image",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "base64",
+    "url",
+    "end_turn",
+    "stop",
+    "length",
+}
 
 
 def on_purge(hook: PurgeHook) -> PurgeHook:
@@ -111,13 +121,17 @@ def _targets(session: SessionState, entry_ids: Sequence[str] | None, all: bool) 
     if all:
         return list(session.slots)
     if entry_ids is None or isinstance(entry_ids, str) or not list(entry_ids):
-        raise UserError(f"purge: name the entries to purge from session '{session.id}' (or pass "
-                        "all=True to purge every entry)")
+        raise UserError(
+            f"purge: name the entries to purge from session '{session.id}' (or pass "
+            "all=True to purge every entry)"
+        )
     out: list[str] = []
     for eid in entry_ids:
         if eid not in session.slots:
-            raise NotFoundError(f"Entry '{eid}' not found in session '{session.id}'",
-                                hint=Hint("list_entries", session.id))
+            raise NotFoundError(
+                f"Entry '{eid}' not found in session '{session.id}'",
+                hint=Hint("list_entries", session.id),
+            )
         if eid not in out:
             out.append(eid)
     return out
@@ -146,10 +160,18 @@ def _is_purged(session: SessionState, entry_id: str) -> bool:
 def _plan(session: SessionState, entry_ids: Sequence[str] | None, all: bool) -> PurgePlan:
     targets = _targets(session, entry_ids, all)
     slots = session.slots
-    items = [PurgeItem(id=e, type=slots[e].type, bytes=session.sizes.get(e, 0),
-                       already_purged=_is_purged(session, e)) for e in targets]
-    pending = [e for e in session.purged
-               if e in slots and not _is_purged(session, e) and e not in targets]
+    items = [
+        PurgeItem(
+            id=e,
+            type=slots[e].type,
+            bytes=session.sizes.get(e, 0),
+            already_purged=_is_purged(session, e),
+        )
+        for e in targets
+    ]
+    pending = [
+        e for e in session.purged if e in slots and not _is_purged(session, e) and e not in targets
+    ]
     doomed = [i.id for i in items if not i.already_purged] + pending
     before = session.context().view.ids()
     gone = set(doomed)
@@ -159,13 +181,21 @@ def _plan(session: SessionState, entry_ids: Sequence[str] | None, all: bool) -> 
     files = [str(p) for p in _companion_files(session)]
     derived = _derived_copies(session, doomed)
     digest = hashlib.sha256()
-    for part in (session.id, *doomed, "|", *(f"{i.id}:{i.bytes}" for i in items), "|",
-                 *derived):
+    for part in (session.id, *doomed, "|", *(f"{i.id}:{i.bytes}" for i in items), "|", *derived):
         digest.update(part.encode() + b"\0")
-    return PurgePlan(session_id=session.id, entry_ids=doomed, items=items,
-                     bytes=sum(session.sizes.get(e, 0) for e in doomed), leaves_view=leaves,
-                     also_leaving_view=also, pending=sorted(pending), files=files,
-                     executed=False, fingerprint=digest.hexdigest()[:32], derived=derived)
+    return PurgePlan(
+        session_id=session.id,
+        entry_ids=doomed,
+        items=items,
+        bytes=sum(session.sizes.get(e, 0) for e in doomed),
+        leaves_view=leaves,
+        also_leaving_view=also,
+        pending=sorted(pending),
+        files=files,
+        executed=False,
+        fingerprint=digest.hexdigest()[:32],
+        derived=derived,
+    )
 
 
 # -- derived copies ----------------------------------------------------------------------------
@@ -199,8 +229,9 @@ def copied_text(session: SessionState, entry_ids: Iterable[str]) -> list[str]:
                 found.add(text)
             for token in text.split():
                 token = token.strip(_EDGE)
-                distinctive = len(token) >= _WORD_MIN or (len(token) >= _TOKEN_MIN
-                                                          and not token.isalpha())
+                distinctive = len(token) >= _WORD_MIN or (
+                    len(token) >= _TOKEN_MIN and not token.isalpha()
+                )
                 if distinctive and token not in _VOCABULARY:
                     found.add(token)
     return sorted(found, key=lambda t: (-len(t), t))
@@ -226,8 +257,11 @@ def _derived_copies(session: SessionState, doomed: Sequence[str]) -> list[str]:
     if not doomed:
         return []
     gone = set(doomed)
-    candidates = [e for e in session.special if session.types.get(e) in _DERIVED_KINDS
-                  and e not in gone and e not in session.purged]
+    candidates = [
+        e
+        for e in session.special
+        if session.types.get(e) in _DERIVED_KINDS and e not in gone and e not in session.purged
+    ]
     if not candidates:
         return []
     copied = copied_text(session, doomed)
@@ -298,8 +332,13 @@ def _needles(session: SessionState, ids: Iterable[str]) -> set[bytes]:
 class _Scrubber:
     """Turns a stored line into its purged form (or None to drop undecodable debris)."""
 
-    def __init__(self, targets: set[str], needles: set[bytes],
-                 derived: set[str] | None = None, copied: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        targets: set[str],
+        needles: set[bytes],
+        derived: set[str] | None = None,
+        copied: Sequence[str] = (),
+    ) -> None:
         self.targets = targets
         self.needles = needles
         self.derived = derived or set()
@@ -321,10 +360,16 @@ class _Scrubber:
             env = envelope_decoder.decode(line)
         except msgspec.DecodeError:
             return None if self.mentions(line) else line
-        if env.id is not None and env.id in self.targets and env.type not in (
-                "leaf", "bookmark", "op_state", "message_tags", "purge"):
-            return encode_record(PurgedEntry(kind=env.type, id=env.id, parent_id=env.parent_id,
-                                             timestamp=env.timestamp or ""))
+        if (
+            env.id is not None
+            and env.id in self.targets
+            and env.type not in ("leaf", "bookmark", "op_state", "message_tags", "purge")
+        ):
+            return encode_record(
+                PurgedEntry(
+                    kind=env.type, id=env.id, parent_id=env.parent_id, timestamp=env.timestamp or ""
+                )
+            )
         if env.id is not None and env.id in self.derived and self.copied:
             obj = msgspec.json.decode(line)
             if isinstance(obj, dict):
@@ -346,8 +391,9 @@ def _raw_header(session: SessionState) -> bytes:
     return session.log.raw_header()
 
 
-def _clean_files(session: SessionState, files: list[Path], scrub: _Scrubber, everything: bool
-                 ) -> None:
+def _clean_files(
+    session: SessionState, files: list[Path], scrub: _Scrubber, everything: bool
+) -> None:
     from threadline.store.jsonl import write_file_atomic
 
     for path in files:
@@ -356,11 +402,15 @@ def _clean_files(session: SessionState, files: list[Path], scrub: _Scrubber, eve
             continue
         data = path.read_bytes()
         if path.name.endswith(".torn"):
-            kept = [] if everything else [
-                frag for frag in data.split(b"\n") if frag and not scrub.mentions(frag)]
+            kept = (
+                []
+                if everything
+                else [frag for frag in data.split(b"\n") if frag and not scrub.mentions(frag)]
+            )
             if kept:
-                write_file_atomic(path.with_name(path.name + ".tmp"), path, None,
-                                  kept, exclusive=False)
+                write_file_atomic(
+                    path.with_name(path.name + ".tmp"), path, None, kept, exclusive=False
+                )
             else:
                 path.unlink()
             continue
@@ -391,11 +441,18 @@ def _notify(session: SessionState, ids: list[str]) -> None:
     if failures:
         raise StoreError(
             f"The entries were purged from session '{session.id}', but a search index could not "
-            f"forget them ({'; '.join(failures)})", hint=Hint("rebuild_catalog"))
+            f"forget them ({'; '.join(failures)})",
+            hint=Hint("rebuild_catalog"),
+        )
 
 
-def purge(session: SessionState, entry_ids: Sequence[str] | None = None, *, all: bool = False,
-          dry_run: bool = True) -> PurgePlan:
+def purge(
+    session: SessionState,
+    entry_ids: Sequence[str] | None = None,
+    *,
+    all: bool = False,
+    dry_run: bool = True,
+) -> PurgePlan:
     """Remove entries' content from the store, keeping their place in the tree.
 
     Returns the :class:`PurgePlan`; with ``dry_run=True`` (the default) nothing changes.
@@ -411,8 +468,12 @@ def purge(session: SessionState, entry_ids: Sequence[str] | None = None, *, all:
     if not doomed and not plan.files:
         return msgspec.structs.replace(plan, executed=True)
     derived = set(plan.derived)
-    scrub = _Scrubber(set(doomed), _needles(session, doomed), derived,
-                      copied_text(session, doomed) if derived else ())
+    scrub = _Scrubber(
+        set(doomed),
+        _needles(session, doomed),
+        derived,
+        copied_text(session, doomed) if derived else (),
+    )
     if new:
         session.write("purge", Purge(entry_ids=new), tree=False)
     if doomed:

@@ -97,21 +97,30 @@ class ImportReport(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     def lines(self) -> list[str]:
         """The report as human-readable lines (what the CLI prints)."""
-        out = [f"{self.source}: line {n}: {why} (kept as a {CORRUPT_LINE} entry)"
-               for n, why in self.corrupt_lines]
+        out = [
+            f"{self.source}: line {n}: {why} (kept as a {CORRUPT_LINE} entry)"
+            for n, why in self.corrupt_lines
+        ]
         out.extend(f"{self.source}: {w}" for w in self.warnings)
         if self.warning_count > len(self.warnings):
-            out.append(f"{self.source}: … and {self.warning_count - len(self.warnings)} more "
-                       "warnings")
+            out.append(
+                f"{self.source}: … and {self.warning_count - len(self.warnings)} more warnings"
+            )
         return out
 
 
 class Draft:
     """A session built in memory, not yet written: records in file order plus header fields."""
 
-    def __init__(self, report: ImportReport, *, source_id: str | None = None,
-                 cwd: str | None = None, metadata: dict[str, Any] | None = None,
-                 created: str | None = None) -> None:
+    def __init__(
+        self,
+        report: ImportReport,
+        *,
+        source_id: str | None = None,
+        cwd: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        created: str | None = None,
+    ) -> None:
         self.report = report
         self.source_id = source_id
         self.cwd = cwd
@@ -144,15 +153,23 @@ class Draft:
             self.messages += 1
         return record.id
 
-    def add_corrupt_line(self, line: int, raw: bytes, problem: str, parent: str | None,
-                         timestamp: str) -> str:
+    def add_corrupt_line(
+        self, line: int, raw: bytes, problem: str, parent: str | None, timestamp: str
+    ) -> str:
         """Report a damaged line and keep its text as a ``custom`` entry under ``parent``."""
         self.report.corrupt(line, problem)
         eid = self.unique_id(f"corrupt-line-{line}")
-        return self.add(CustomEntry(
-            id=eid, parent_id=parent, timestamp=timestamp,
-            custom=Custom(custom_type=CORRUPT_LINE, data={
-                "line": line, "problem": problem, "text": raw.decode("utf-8", "replace")})))
+        return self.add(
+            CustomEntry(
+                id=eid,
+                parent_id=parent,
+                timestamp=timestamp,
+                custom=Custom(
+                    custom_type=CORRUPT_LINE,
+                    data={"line": line, "problem": problem, "text": raw.decode("utf-8", "replace")},
+                ),
+            )
+        )
 
 
 class Importer(Protocol):
@@ -242,8 +259,7 @@ def read_json(source: Source, name: str) -> Any:
         if isinstance(exc, UnicodeDecodeError):
             at = utf8_error_offset(data, exc)
             line_start = data.rfind(NL, 0, at) + 1
-            where = (f"line {data.count(NL, 0, at) + 1}: invalid UTF-8 at byte "
-                     f"{at - line_start}")
+            where = f"line {data.count(NL, 0, at) + 1}: invalid UTF-8 at byte {at - line_start}"
         raise UserError(f"{name}: {where or decode_error_reason(exc)}") from None
 
 
@@ -294,13 +310,22 @@ def _encode(draft: Draft) -> list[bytes]:
     if draft.leaf is not None:
         last_tree = next((r.id for r in reversed(draft.records) if r.tree), None)
         if last_tree != draft.leaf:
-            lines.append(encode(LeafRecord(id=new_id(), parent_id=None, timestamp=now(),
-                                           leaf=Leaf(target_id=draft.leaf))))
+            lines.append(
+                encode(
+                    LeafRecord(
+                        id=new_id(),
+                        parent_id=None,
+                        timestamp=now(),
+                        leaf=Leaf(target_id=draft.leaf),
+                    )
+                )
+            )
     return lines
 
 
-def write(store: Store, drafts: Sequence[Draft], session_ids: Sequence[str | None] | None = None
-          ) -> list[Session]:
+def write(
+    store: Store, drafts: Sequence[Draft], session_ids: Sequence[str | None] | None = None
+) -> list[Session]:
     """Write drafts as new sessions, each in one atomic step; all or nothing.
 
     Every draft is encoded and checked against the ingest limits before the first session is
@@ -371,8 +396,7 @@ def module(fmt: str) -> Any:
     """The importer module for a format name."""
     path = FORMATS.get(fmt)
     if path is None:
-        raise UserError(f"Unknown import format {fmt!r}; use one of: {', '.join(FORMATS)} "
-                        "or auto")
+        raise UserError(f"Unknown import format {fmt!r}; use one of: {', '.join(FORMATS)} or auto")
     return importlib.import_module(path)
 
 
@@ -386,8 +410,15 @@ def prepare(fmt: str, path: Source, *, name: str | None = None) -> list[Draft]:
             drafts: list[Draft] = module(fmt).parse(path, name=label)
         except ThreadlineError:
             raise
-        except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError,
-                RecursionError) as exc:
+        except (
+            TypeError,
+            AttributeError,
+            ValueError,
+            KeyError,
+            IndexError,
+            OverflowError,
+            RecursionError,
+        ) as exc:
             # the importers check what they rely on; this is the net for shapes nobody
             # thought of, so that a damaged file is a UserError naming it, never a traceback
             raise malformed_input(f"{label} ({fmt})", exc) from None
@@ -424,8 +455,9 @@ def imported_from(store: Any, digest: str) -> list[str]:
     return sorted(found)
 
 
-def import_path(store: Any, fmt: str, path: Source, *, session_id: str | None = None,
-                name: str | None = None) -> list[Session]:
+def import_path(
+    store: Any, fmt: str, path: Source, *, session_id: str | None = None, name: str | None = None
+) -> list[Session]:
     """Import one source file as one or more sessions (``fmt`` may be ``"auto"``).
 
     Returns the created sessions; :func:`report_of` gives each one's import report.
@@ -433,17 +465,24 @@ def import_path(store: Any, fmt: str, path: Source, *, session_id: str | None = 
     return import_paths(store, fmt, [path], session_id=session_id, names=[name])
 
 
-def import_paths(store: Any, fmt: str, paths: Sequence[Source], *,
-                 session_id: str | None = None,
-                 names: Sequence[str | None] | None = None) -> list[Session]:
+def import_paths(
+    store: Any,
+    fmt: str,
+    paths: Sequence[Source],
+    *,
+    session_id: str | None = None,
+    names: Sequence[str | None] | None = None,
+) -> list[Session]:
     """Import several files at once, all or nothing: every file is read and checked before the
     first session is written, and a failed write removes the sessions written before it."""
     drafts: list[Draft] = []
     for k, path in enumerate(paths):
         drafts.extend(prepare(fmt, path, name=names[k] if names else None))
     if session_id is not None and len(drafts) > 1:
-        raise UserError(f"{len(drafts)} conversations were found; a session id names one "
-                        "session, so leave it out")
+        raise UserError(
+            f"{len(drafts)} conversations were found; a session id names one "
+            "session, so leave it out"
+        )
     return write(store, drafts, [session_id] * len(drafts) if session_id else None)
 
 
@@ -466,27 +505,38 @@ def detect(path: Source) -> str:
             kind = obj.get("type")
             if kind == "session" and "id" in obj:
                 return "pi"
-            if kind in ("session_meta", "response_item", "event_msg", "turn_context",
-                        "compacted") or ("record_type" in obj) or (
-                            "payload" in obj and "timestamp" in obj):
+            if (
+                kind in ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
+                or ("record_type" in obj)
+                or ("payload" in obj and "timestamp" in obj)
+            ):
                 return "codex"
-            if "uuid" in obj or kind in ("summary", "file-history-snapshot", "queue-operation") \
-                    or "sessionId" in obj or "leafUuid" in obj:
+            if (
+                "uuid" in obj
+                or kind in ("summary", "file-history-snapshot", "queue-operation")
+                or "sessionId" in obj
+                or "leafUuid" in obj
+            ):
                 return "claude_code"
         doc = _try_json(read_bytes(path, name))
         if isinstance(doc, dict):
             if "mapping" in doc:
                 return "chatgpt_export"
-            if "events" in doc or "eval_cases" in doc or "eval_set_id" in doc \
-                    or "conversation" in doc:
+            if (
+                "events" in doc
+                or "eval_cases" in doc
+                or "eval_set_id" in doc
+                or "conversation" in doc
+            ):
                 return "google_adk"
             if "content" in doc and isinstance(doc.get("content"), list):
                 return "chat_history"
-        if err is None and isinstance(obj, dict) and (
-                "uuid" in obj or "parentUuid" in obj):
+        if err is None and isinstance(obj, dict) and ("uuid" in obj or "parentUuid" in obj):
             return "claude_code"
-    raise UserError(f"{name}: cannot tell which format this is; name it instead of 'auto' "
-                    f"(one of: {', '.join(FORMATS)})")
+    raise UserError(
+        f"{name}: cannot tell which format this is; name it instead of 'auto' "
+        f"(one of: {', '.join(FORMATS)})"
+    )
 
 
 def _head(path: Source, name: str, size: int = 1 << 20) -> bytes:

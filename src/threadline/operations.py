@@ -135,19 +135,26 @@ def marker_message(m: Marker) -> Message:
     provider format carries (wrapped as user text where the provider has no slot for it)."""
     n = f"{m.hidden} message{'s' if m.hidden != 1 else ''}"
     if m.place == "snip":
-        body = (f"snip {m.op_id} expanded: the {n} it removed follow; "
-                f'collapse_operation("{m.op_id}") removes them again' if m.expanded else
-                f"snip {m.op_id} removed {n} here; "
-                f'expand_operation("{m.op_id}") shows them')
+        body = (
+            f"snip {m.op_id} expanded: the {n} it removed follow; "
+            f'collapse_operation("{m.op_id}") removes them again'
+            if m.expanded
+            else f'snip {m.op_id} removed {n} here; expand_operation("{m.op_id}") shows them'
+        )
     elif m.place == "expand":
-        body = (f"revise {m.op_id} expanded: the {n} it replaced follow; "
-                f'collapse_operation("{m.op_id}") shows its {m.replacements} replacement(s) again'
-                if m.expanded else
-                f"revise {m.op_id} replaced {n} with the {m.replacements} below; "
-                f'expand_operation("{m.op_id}") shows the originals')
+        body = (
+            f"revise {m.op_id} expanded: the {n} it replaced follow; "
+            f'collapse_operation("{m.op_id}") shows its {m.replacements} replacement(s) again'
+            if m.expanded
+            else f"revise {m.op_id} replaced {n} with the {m.replacements} below; "
+            f'expand_operation("{m.op_id}") shows the originals'
+        )
     else:
-        body = (f"end of the originals of revise {m.op_id}" if m.expanded
-                else f"end of revise {m.op_id}")
+        body = (
+            f"end of the originals of revise {m.op_id}"
+            if m.expanded
+            else f"end of revise {m.op_id}"
+        )
     return Message(role="custom", content=[text(f"[threadline marker: {body}]")])
 
 
@@ -162,9 +169,15 @@ def _synthetic_ids(op_id: str, n: int) -> list[str]:
     return [f"{op_id}:{i}" for i in range(n)]
 
 
-def _apply_one(ids: list[str], op_id: str, op: ContextOp, *, expanded: bool = False,
-               markers: dict[str, Marker] | None = None, members: dict[str, str] | None = None
-               ) -> tuple[list[str] | None, str]:
+def _apply_one(
+    ids: list[str],
+    op_id: str,
+    op: ContextOp,
+    *,
+    expanded: bool = False,
+    markers: dict[str, Marker] | None = None,
+    members: dict[str, str] | None = None,
+) -> tuple[list[str] | None, str]:
     """The view after ``op``, or ``(None, why)`` when the op's entries are not in ``ids``.
 
     A revise puts an ``expand`` marker before and a ``collapse`` marker after its replacements;
@@ -180,21 +193,27 @@ def _apply_one(ids: list[str], op_id: str, op: ContextOp, *, expanded: bool = Fa
             missing = op.start_id if op.start_id not in ids else op.end_id
             return None, f"entry '{missing}' is no longer in the view"
         if kind == "digest":
-            return [*ids[:s], f"{op_id}:0", *ids[e + 1:]], ""
-        originals = ids[s:e + 1]
+            return [*ids[:s], f"{op_id}:0", *ids[e + 1 :]], ""
+        originals = ids[s : e + 1]
         replaced = len(op.messages or ()) if kind == "revise" else 0
         inner = originals if expanded else _synthetic_ids(op_id, replaced)
         spots = ["expand", "collapse"] if kind == "revise" else ["snip"]
         marks = [f"{op_id}:{p}" for p in spots]
         if markers is not None:
             for p, vid in zip(spots, marks, strict=True):
-                markers[vid] = Marker(op_id=op_id, op_kind=kind, place=p, hidden=len(originals),
-                                      replacements=replaced, expanded=expanded)
+                markers[vid] = Marker(
+                    op_id=op_id,
+                    op_kind=kind,
+                    place=p,
+                    hidden=len(originals),
+                    replacements=replaced,
+                    expanded=expanded,
+                )
         if members is not None and expanded:
             for vid in originals:
                 members[vid] = op_id
         middle = [marks[0], *inner, *marks[1:]]
-        return ids[:s] + middle + ids[e + 1:], ""
+        return ids[:s] + middle + ids[e + 1 :], ""
     if kind == "resequence":
         order = op.order or []
         pos = {vid: i for i, vid in enumerate(ids)}
@@ -204,7 +223,7 @@ def _apply_one(ids: list[str], op_id: str, op: ContextOp, *, expanded: bool = Fa
         places = sorted(pos[vid] for vid in order)
         if not order or places[-1] - places[0] + 1 != len(order):
             return None, "its messages are no longer next to each other in the view"
-        return ids[:places[0]] + list(order) + ids[places[-1] + 1:], ""
+        return ids[: places[0]] + list(order) + ids[places[-1] + 1 :], ""
     if kind == "insert":
         new = _synthetic_ids(op_id, len(op.messages or ()))
         if op.after_id is None:
@@ -213,12 +232,17 @@ def _apply_one(ids: list[str], op_id: str, op: ContextOp, *, expanded: bool = Fa
             a = ids.index(op.after_id)
         except ValueError:
             return None, f"entry '{op.after_id}' is no longer in the view"
-        return ids[:a + 1] + new + ids[a + 1:], ""
+        return ids[: a + 1] + new + ids[a + 1 :], ""
     return None, f"unknown operation kind {kind!r} (written by a newer threadline?)"
 
 
-def _run(session: SessionState, ids: list[str], op_ids: Sequence[str], active_tags: frozenset[str],
-         report: dict[str, tuple[Standing, str | None]] | None = None) -> list[str]:
+def _run(
+    session: SessionState,
+    ids: list[str],
+    op_ids: Sequence[str],
+    active_tags: frozenset[str],
+    report: dict[str, tuple[Standing, str | None]] | None = None,
+) -> list[str]:
     if report is None:
         session.members.clear()  # the originals shown are those of the latest view built
     for op_id in op_ids:
@@ -234,11 +258,19 @@ def _run(session: SessionState, ids: list[str], op_ids: Sequence[str], active_ta
             continue
         if op.tags and not active_tags.intersection(op.tags):
             if report is not None:
-                report[op_id] = ("not_applied",
-                                 f"conditional on tags {', '.join(op.tags)}; none is active")
+                report[op_id] = (
+                    "not_applied",
+                    f"conditional on tags {', '.join(op.tags)}; none is active",
+                )
             continue
-        new, why = _apply_one(ids, op_id, op, expanded=_expanded(session, op_id),
-                              markers=session.markers, members=session.members)
+        new, why = _apply_one(
+            ids,
+            op_id,
+            op,
+            expanded=_expanded(session, op_id),
+            markers=session.markers,
+            members=session.members,
+        )
         if new is None:
             if report is not None:
                 report[op_id] = ("inapplicable", why)
@@ -249,8 +281,9 @@ def _run(session: SessionState, ids: list[str], op_ids: Sequence[str], active_ta
     return ids
 
 
-def apply_operations(session: SessionState, ids: list[str], op_ids: list[str],
-                     active_tags: frozenset[str]) -> list[str]:
+def apply_operations(
+    session: SessionState, ids: list[str], op_ids: list[str], active_tags: frozenset[str]
+) -> list[str]:
     """Apply the active operations on the path, in creation order, to the view ids.
 
     ``op_ids`` are the ``context_op`` entries on the path (path order is creation order);
@@ -283,8 +316,9 @@ def _is_result_message(msg: Message) -> bool:
     return bool(msg.tool_results)
 
 
-def _pair_problems(msgs: Sequence[Message], where: Sequence[str], *, open_end: bool
-                   ) -> dict[tuple[str, str], str]:
+def _pair_problems(
+    msgs: Sequence[Message], where: Sequence[str], *, open_end: bool
+) -> dict[tuple[str, str], str]:
     """Tool pairing problems of a stretch of the view, keyed by (kind, tool call id).
 
     ``orphan``: a result with no earlier call; ``separated``: a result whose call is earlier but
@@ -306,10 +340,12 @@ def _pair_problems(msgs: Sequence[Message], where: Sequence[str], *, open_end: b
             j = calls.get(cid)
             if j is None:
                 problems[("orphan", cid)] = (
-                    f"leave the tool_result for call '{cid}' ({at[i]}) without its tool_use")
+                    f"leave the tool_result for call '{cid}' ({at[i]}) without its tool_use"
+                )
             elif non_results[i] - non_results[j + 1] > 0:
                 problems[("separated", cid)] = (
-                    f"separate the tool_use '{cid}' ({at[j]}) from its tool_result ({at[i]})")
+                    f"separate the tool_use '{cid}' ({at[j]}) from its tool_result ({at[i]})"
+                )
             answered.add(cid)
         for u in m.tool_uses:
             calls[u.id] = i
@@ -320,7 +356,8 @@ def _pair_problems(msgs: Sequence[Message], where: Sequence[str], *, open_end: b
     for cid, j in calls.items():
         if cid not in answered and j != last:
             problems[("unanswered", cid)] = (
-                f"leave the tool_use '{cid}' ({at[j]}) without its tool_result")
+                f"leave the tool_use '{cid}' ({at[j]}) without its tool_result"
+            )
     return problems
 
 
@@ -335,11 +372,15 @@ def _check_range(start: int, end: int, n: int, what: str) -> None:
     if n == 0:
         raise UserError(f"{what}: the view is empty; there are no positions to refer to")
     if start > end:
-        raise UserError(f"{what}: start {start} is after end {end}; positions are inclusive, "
-                        "so give the first position, then the last")
+        raise UserError(
+            f"{what}: start {start} is after end {end}; positions are inclusive, "
+            "so give the first position, then the last"
+        )
     if start < 0 or end >= n:
-        raise UserError(f"{what}: positions {start}-{end} are out of range (0-{n - 1}); "
-                        "list the context to see the current positions")
+        raise UserError(
+            f"{what}: positions {start}-{end} are out of range (0-{n - 1}); "
+            "list the context to see the current positions"
+        )
 
 
 def _check_tags(tags: Iterable[str] | None, what: str) -> list[str] | None:
@@ -350,8 +391,10 @@ def _check_tags(tags: Iterable[str] | None, what: str) -> list[str] | None:
     out: list[str] = []
     for t in tags:
         if not isinstance(t, str) or not t.strip() or len(t) > MAX_TAG_LEN:
-            raise UserError(f"{what}: tag {t!r} is not valid; use a non-empty string of at most "
-                            f"{MAX_TAG_LEN} characters")
+            raise UserError(
+                f"{what}: tag {t!r} is not valid; use a non-empty string of at most "
+                f"{MAX_TAG_LEN} characters"
+            )
         if t not in out:
             out.append(t)
     return out or None
@@ -372,8 +415,9 @@ def coerce_message(value: Any) -> Message:
             raise UserError(f"Message {value!r:.80} is not valid: {exc}") from None
         msg = msgspec.structs.replace(msg, content=coerce_content(value["content"]))
     else:
-        raise UserError(f"A message must be a dict with 'role' and 'content', got "
-                        f"{type(value).__name__}")
+        raise UserError(
+            f"A message must be a dict with 'role' and 'content', got {type(value).__name__}"
+        )
     if msg.role not in ROLES:
         raise UserError(f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}")
     return msg
@@ -388,8 +432,9 @@ def _messages(values: Iterable[Any] | None, what: str, *, allow_empty: bool) -> 
     return msgs
 
 
-def _create(session: SessionState, op: ContextOp, ids: list[str], span: tuple[int, int],
-            what: str) -> str:
+def _create(
+    session: SessionState, op: ContextOp, ids: list[str], span: tuple[int, int], what: str
+) -> str:
     """Check that ``op`` applies to ``ids`` without breaking tool pairs, then write it.
 
     ``span`` is the stretch of ``ids`` the op touches (``(a, a)`` for an insert after ``a``,
@@ -414,35 +459,51 @@ def _create(session: SessionState, op: ContextOp, ids: list[str], span: tuple[in
     lo, hi = span
     while 0 < lo <= hi and resolve(ids[lo]).tool_results:
         lo -= 1  # back to the call whose results start the stretch
-    while 0 < lo <= hi and resolve(ids[lo]).role == "assistant" \
-            and resolve(ids[lo - 1]).role == "assistant":
+    while (
+        0 < lo <= hi
+        and resolve(ids[lo]).role == "assistant"
+        and resolve(ids[lo - 1]).role == "assistant"
+    ):
         lo -= 1  # and back over the turn's earlier assistant messages (split parallel calls)
     while hi + 1 < n and resolve(ids[hi + 1]).tool_results:
         hi += 1  # on over the results that follow the stretch
     lo = max(lo, 0)
     open_end = hi >= n - 1
-    before_ids = ids[lo:hi + 1]
-    after_ids = new[lo:len(new) - (n - 1 - hi)]
-    before = _pair_problems([resolve(v) for v in before_ids],
-                            [f"position {lo + i}" for i in range(len(before_ids))],
-                            open_end=open_end)
+    before_ids = ids[lo : hi + 1]
+    after_ids = new[lo : len(new) - (n - 1 - hi)]
+    before = _pair_problems(
+        [resolve(v) for v in before_ids],
+        [f"position {lo + i}" for i in range(len(before_ids))],
+        open_end=open_end,
+    )
     # name the messages by their position in the view the caller sees
     old = {vid: lo + i for i, vid in enumerate(before_ids)}
-    where = [f"position {old[v]}" if v in old else f"new message {v.rpartition(':')[2]}"
-             for v in after_ids]
+    where = [
+        f"position {old[v]}" if v in old else f"new message {v.rpartition(':')[2]}"
+        for v in after_ids
+    ]
     after = _pair_problems([resolve(v) for v in after_ids], where, open_end=open_end)
     fresh = [msg for key, msg in after.items() if key not in before]
     if fresh:
-        raise UserError(f"Refused: {what} would {fresh[0]}; choose positions that keep each tool "
-                        "call together with its result (both inside or both outside)")
+        raise UserError(
+            f"Refused: {what} would {fresh[0]}; choose positions that keep each tool "
+            "call together with its result (both inside or both outside)"
+        )
     return session.write("context_op", op)
 
 
 # -- the operations --------------------------------------------------------------------------
 
 
-def digest(session: SessionState, start: int, end: int, summary: str, *,
-           tags: Iterable[str] | None = None, active_tags: Iterable[str] | None = None) -> str:
+def digest(
+    session: SessionState,
+    start: int,
+    end: int,
+    summary: str,
+    *,
+    tags: Iterable[str] | None = None,
+    active_tags: Iterable[str] | None = None,
+) -> str:
     """Replace positions ``start``..``end`` (inclusive) with one ``system`` message holding
     ``summary``. Returns the op id."""
     what = f"digest of positions {start}-{end}"
@@ -450,38 +511,65 @@ def digest(session: SessionState, start: int, end: int, summary: str, *,
         raise UserError(f"{what}: the summary is empty; give the text that replaces the range")
     ids = _view(session, active_tags)
     _check_range(start, end, len(ids), what)
-    op = ContextOp(kind="digest", start_id=ids[start], end_id=ids[end], summary=summary,
-                   tags=_check_tags(tags, what))
+    op = ContextOp(
+        kind="digest",
+        start_id=ids[start],
+        end_id=ids[end],
+        summary=summary,
+        tags=_check_tags(tags, what),
+    )
     return _create(session, op, ids, (start, end), what)
 
 
-def revise(session: SessionState, start: int, end: int, replacements: Iterable[Any], *,
-           tags: Iterable[str] | None = None, active_tags: Iterable[str] | None = None) -> str:
+def revise(
+    session: SessionState,
+    start: int,
+    end: int,
+    replacements: Iterable[Any],
+    *,
+    tags: Iterable[str] | None = None,
+    active_tags: Iterable[str] | None = None,
+) -> str:
     """Replace positions ``start``..``end`` with ``replacements`` (messages or dicts with
     ``role`` and ``content``; an empty list removes the range). Returns the op id."""
     what = f"revise of positions {start}-{end}"
     msgs = _messages(replacements, what, allow_empty=True)
     ids = _view(session, active_tags)
     _check_range(start, end, len(ids), what)
-    op = ContextOp(kind="revise", start_id=ids[start], end_id=ids[end], messages=msgs,
-                   tags=_check_tags(tags, what))
+    op = ContextOp(
+        kind="revise",
+        start_id=ids[start],
+        end_id=ids[end],
+        messages=msgs,
+        tags=_check_tags(tags, what),
+    )
     return _create(session, op, ids, (start, end), what)
 
 
-def snip(session: SessionState, start: int, end: int, *, tags: Iterable[str] | None = None,
-         active_tags: Iterable[str] | None = None) -> str:
+def snip(
+    session: SessionState,
+    start: int,
+    end: int,
+    *,
+    tags: Iterable[str] | None = None,
+    active_tags: Iterable[str] | None = None,
+) -> str:
     """Remove positions ``start``..``end`` from the view (the op stays listed). Returns the op
     id."""
     what = f"snip of positions {start}-{end}"
     ids = _view(session, active_tags)
     _check_range(start, end, len(ids), what)
-    op = ContextOp(kind="snip", start_id=ids[start], end_id=ids[end],
-                   tags=_check_tags(tags, what))
+    op = ContextOp(kind="snip", start_id=ids[start], end_id=ids[end], tags=_check_tags(tags, what))
     return _create(session, op, ids, (start, end), what)
 
 
-def resequence(session: SessionState, new_order: Sequence[int], *,
-               tags: Iterable[str] | None = None, active_tags: Iterable[str] | None = None) -> str:
+def resequence(
+    session: SessionState,
+    new_order: Sequence[int],
+    *,
+    tags: Iterable[str] | None = None,
+    active_tags: Iterable[str] | None = None,
+) -> str:
     """Reorder messages: ``new_order`` is a permutation of a contiguous range of positions, the
     new order of those positions (``[8, 9, 5, 6, 7]`` moves 8 and 9 before 5). Returns the op
     id."""
@@ -492,19 +580,26 @@ def resequence(session: SessionState, new_order: Sequence[int], *,
     what = f"resequence {order}"
     lo, hi = min(order), max(order)
     if len(set(order)) != len(order) or sorted(order) != list(range(lo, hi + 1)):
-        raise UserError(f"{what}: new_order must list every position from {lo} to {hi} exactly "
-                        "once (a permutation of a contiguous range)")
+        raise UserError(
+            f"{what}: new_order must list every position from {lo} to {hi} exactly "
+            "once (a permutation of a contiguous range)"
+        )
     if order == sorted(order):
         raise UserError(f"{what}: the order is unchanged; nothing to resequence")
     ids = _view(session, active_tags)
     _check_range(lo, hi, len(ids), what)
-    op = ContextOp(kind="resequence", order=[ids[p] for p in order],
-                   tags=_check_tags(tags, what))
+    op = ContextOp(kind="resequence", order=[ids[p] for p in order], tags=_check_tags(tags, what))
     return _create(session, op, ids, (lo, hi), what)
 
 
-def insert(session: SessionState, after: int, messages: Iterable[Any], *,
-           tags: Iterable[str] | None = None, active_tags: Iterable[str] | None = None) -> str:
+def insert(
+    session: SessionState,
+    after: int,
+    messages: Iterable[Any],
+    *,
+    tags: Iterable[str] | None = None,
+    active_tags: Iterable[str] | None = None,
+) -> str:
     """Insert synthetic ``messages`` after position ``after`` (``-1``: at the front). Returns the
     op id."""
     what = f"insert after position {after}"
@@ -514,13 +609,24 @@ def insert(session: SessionState, after: int, messages: Iterable[Any], *,
     ids = _view(session, active_tags)
     if not -1 <= after < len(ids):
         raise UserError(f"{what}: out of range (-1-{len(ids) - 1}); -1 inserts at the front")
-    op = ContextOp(kind="insert", after_id=ids[after] if after >= 0 else None, messages=msgs,
-                   tags=_check_tags(tags, what))
+    op = ContextOp(
+        kind="insert",
+        after_id=ids[after] if after >= 0 else None,
+        messages=msgs,
+        tags=_check_tags(tags, what),
+    )
     return _create(session, op, ids, (after, after) if after >= 0 else (0, -1), what)
 
 
-def tag_messages(session: SessionState, start: int, end: int, tags: Iterable[str], *,
-                 remove: bool = False, active_tags: Iterable[str] | None = None) -> int:
+def tag_messages(
+    session: SessionState,
+    start: int,
+    end: int,
+    tags: Iterable[str],
+    *,
+    remove: bool = False,
+    active_tags: Iterable[str] | None = None,
+) -> int:
     """Add ``tags`` to (or, with ``remove=True``, remove them from) the messages at positions
     ``start``..``end``; they show in ``Context.view``. Returns how many messages were tagged."""
     what = f"tag_messages of positions {start}-{end}"
@@ -529,9 +635,12 @@ def tag_messages(session: SessionState, start: int, end: int, tags: Iterable[str
         raise UserError(f"{what}: give at least one tag")
     ids = _view(session, active_tags)
     _check_range(start, end, len(ids), what)
-    targets = ids[start:end + 1]
-    payload = (MessageTags(target_ids=targets, remove=clean) if remove
-               else MessageTags(target_ids=targets, add=clean))
+    targets = ids[start : end + 1]
+    payload = (
+        MessageTags(target_ids=targets, remove=clean)
+        if remove
+        else MessageTags(target_ids=targets, add=clean)
+    )
     session.write("message_tags", payload, tree=False)
     return len(targets)
 
@@ -541,12 +650,15 @@ def tag_messages(session: SessionState, start: int, end: int, tags: Iterable[str
 
 def _require_op(session: SessionState, op_id: str) -> None:
     if session.types.get(op_id) != "context_op":
-        raise NotFoundError(f"Operation '{op_id}' not found in session '{session.id}'; "
-                            "list the operations to see their ids")
+        raise NotFoundError(
+            f"Operation '{op_id}' not found in session '{session.id}'; "
+            "list the operations to see their ids"
+        )
 
 
-def operations(session: SessionState, active_only: bool = False,
-               active_tags: Iterable[str] | None = None) -> list[OperationInfo]:
+def operations(
+    session: SessionState, active_only: bool = False, active_tags: Iterable[str] | None = None
+) -> list[OperationInfo]:
     """Every op of the session in creation order, with its state and standing relative to the
     current leaf and ``active_tags``. ``active_only`` keeps the ops whose state is active."""
     tags = frozenset(active_tags or ())
@@ -564,19 +676,39 @@ def operations(session: SessionState, active_only: bool = False,
             continue
         rec = session.record(op_id)
         op = rec.context_op if isinstance(rec, ContextOpEntry) else None
-        standing, reason = report.get(op_id, ("not_on_branch",
-                                              "the operation is not on the current branch"))
+        standing, reason = report.get(
+            op_id, ("not_on_branch", "the operation is not on the current branch")
+        )
         if op is None:
-            out.append(OperationInfo(id=op_id, kind="purged", state=state,
-                                     standing="inapplicable", reason="the operation was purged",
-                                     timestamp=rec.timestamp or ""))
+            out.append(
+                OperationInfo(
+                    id=op_id,
+                    kind="purged",
+                    state=state,
+                    standing="inapplicable",
+                    reason="the operation was purged",
+                    timestamp=rec.timestamp or "",
+                )
+            )
             continue
-        out.append(OperationInfo(
-            id=op_id, kind=op.kind, state=state, standing=standing, reason=reason,
-            timestamp=rec.timestamp or "", tags=op.tags, start_id=op.start_id, end_id=op.end_id,
-            after_id=op.after_id, order=op.order, summary=op.summary,
-            message_count=len(op.messages or ()) + (1 if op.kind == "digest" else 0),
-            expanded=_expanded(session, op_id)))
+        out.append(
+            OperationInfo(
+                id=op_id,
+                kind=op.kind,
+                state=state,
+                standing=standing,
+                reason=reason,
+                timestamp=rec.timestamp or "",
+                tags=op.tags,
+                start_id=op.start_id,
+                end_id=op.end_id,
+                after_id=op.after_id,
+                order=op.order,
+                summary=op.summary,
+                message_count=len(op.messages or ()) + (1 if op.kind == "digest" else 0),
+                expanded=_expanded(session, op_id),
+            )
+        )
     return out
 
 
@@ -590,8 +722,11 @@ def toggle(session: SessionState, op_id: str, active: bool) -> OperationInfo:
     _require_op(session, op_id)
     if not isinstance(active, bool):
         raise UserError(f"toggle: active must be true or false, got {active!r}")
-    session.write("op_state", OpState(op_id=op_id, active=active,
-                                      expanded=_expanded(session, op_id)), tree=False)
+    session.write(
+        "op_state",
+        OpState(op_id=op_id, active=active, expanded=_expanded(session, op_id)),
+        tree=False,
+    )
     return _info(session, op_id)
 
 
@@ -600,10 +735,15 @@ def revert(session: SessionState, op_id: str) -> OperationInfo:
     Reverting an op that is already reverted is refused (nothing would change)."""
     _require_op(session, op_id)
     if _info(session, op_id).state == "reverted":
-        raise UserError(f"Operation '{op_id}' is already reverted; nothing changed "
-                        "(switching it on again brings it back)")
-    session.write("op_state", OpState(op_id=op_id, active=False, reverted=True,
-                                      expanded=_expanded(session, op_id)), tree=False)
+        raise UserError(
+            f"Operation '{op_id}' is already reverted; nothing changed "
+            "(switching it on again brings it back)"
+        )
+    session.write(
+        "op_state",
+        OpState(op_id=op_id, active=False, reverted=True, expanded=_expanded(session, op_id)),
+        tree=False,
+    )
     return _info(session, op_id)
 
 
@@ -612,12 +752,21 @@ def _set_expanded(session: SessionState, op_id: str, expanded: bool) -> Operatio
     op = _op_payload(session, op_id)
     if op is None or op.kind not in ("revise", "snip"):
         kind = "purged" if op is None else op.kind
-        raise UserError(f"Operation '{op_id}' is a {kind}; only a revise or a snip has markers "
-                        "to expand and collapse")
+        raise UserError(
+            f"Operation '{op_id}' is a {kind}; only a revise or a snip has markers "
+            "to expand and collapse"
+        )
     st = session.op_states.get(op_id)
-    session.write("op_state", OpState(op_id=op_id, active=st is None or st.active,
-                                      reverted=bool(st and st.reverted), expanded=expanded),
-                  tree=False)
+    session.write(
+        "op_state",
+        OpState(
+            op_id=op_id,
+            active=st is None or st.active,
+            reverted=bool(st and st.reverted),
+            expanded=expanded,
+        ),
+        tree=False,
+    )
     return _info(session, op_id)
 
 

@@ -38,8 +38,16 @@ if TYPE_CHECKING:
     from threadline.context import Context
     from threadline.session import Session
 
-__all__ = ["MessageScore", "Proposal", "RelevancePlan", "apply", "infer_active_tags",
-           "objective_context", "propose", "score_context"]
+__all__ = [
+    "MessageScore",
+    "Proposal",
+    "RelevancePlan",
+    "apply",
+    "infer_active_tags",
+    "objective_context",
+    "propose",
+    "score_context",
+]
 
 DEFAULT_THRESHOLD = 0.2
 DEFAULT_TAG_THRESHOLD = 0.35
@@ -102,11 +110,16 @@ def _text(m: Message) -> str:
 
 def _preview(text: str, limit: int = 80) -> str:
     line = " ".join(text.split())
-    return line if len(line) <= limit else line[:limit - 1] + "…"
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def score_context(session: Session, objective: str, *, embedder: Embedder | None = None,
-                  active_tags: Iterable[str] | None = None) -> list[MessageScore]:
+def score_context(
+    session: Session,
+    objective: str,
+    *,
+    embedder: Embedder | None = None,
+    active_tags: Iterable[str] | None = None,
+) -> list[MessageScore]:
     """Every message of the view (``active_tags`` as for ``context()``) scored against
     ``objective`` with the catalog's embedder (cosine similarity). Markers score 0."""
     if not isinstance(objective, str) or not objective.strip():
@@ -123,8 +136,16 @@ def score_context(session: Session, objective: str, *, embedder: Embedder | None
         target = vectors[0]
         for row, i in enumerate(wanted, start=1):
             sims[i] = float(vectors[row] @ target)
-    return [MessageScore(position=i, id=view[i].id, role=msgs[i].role, score=round(sims[i], 4),
-                         preview=_preview(texts[i])) for i in range(len(msgs))]
+    return [
+        MessageScore(
+            position=i,
+            id=view[i].id,
+            role=msgs[i].role,
+            score=round(sims[i], 4),
+            preview=_preview(texts[i]),
+        )
+        for i in range(len(msgs))
+    ]
 
 
 def _units(msgs: Sequence[Message], kinds: Sequence[str]) -> list[tuple[int, int]]:
@@ -143,10 +164,17 @@ def _units(msgs: Sequence[Message], kinds: Sequence[str]) -> list[tuple[int, int
     return units
 
 
-def propose(session: Session, objective: str, *, embedder: Embedder | None = None,
-            threshold: float = DEFAULT_THRESHOLD, action: Literal["digest", "snip"] = "digest",
-            keep_recent: int = 4, min_messages: int = 2,
-            active_tags: Iterable[str] | None = None) -> RelevancePlan:
+def propose(
+    session: Session,
+    objective: str,
+    *,
+    embedder: Embedder | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    action: Literal["digest", "snip"] = "digest",
+    keep_recent: int = 4,
+    min_messages: int = 2,
+    active_tags: Iterable[str] | None = None,
+) -> RelevancePlan:
     """Propose operations over the stretches of the view least relevant to ``objective``:
     runs of at least ``min_messages`` messages whose every score is below ``threshold``,
     outside the last ``keep_recent`` messages and a leading system prompt, each tool call kept
@@ -166,8 +194,12 @@ def propose(session: Session, objective: str, *, embedder: Embedder | None = Non
     first = 1 if msgs and msgs[0].role == "system" else 0
     runs: list[list[tuple[int, int]]] = [[]]
     for lo, hi in _units(msgs, kinds):
-        low = (lo >= first and hi < frozen_from and kinds[lo] != "marker"
-               and all(scores[k].score < threshold for k in range(lo, hi + 1)))
+        low = (
+            lo >= first
+            and hi < frozen_from
+            and kinds[lo] != "marker"
+            and all(scores[k].score < threshold for k in range(lo, hi + 1))
+        )
         if low:
             runs[-1].append((lo, hi))
         elif runs[-1]:
@@ -179,22 +211,40 @@ def propose(session: Session, objective: str, *, embedder: Embedder | None = Non
         start, end = run[0][0], run[-1][1]
         if end - start + 1 < min_messages:
             continue
-        ids = [s.id for s in scores[start:end + 1]]
+        ids = [s.id for s in scores[start : end + 1]]
         summary = None
         if action == "digest":
-            gist = "; ".join(s.preview for s in scores[start:end + 1][:4] if s.preview)
+            gist = "; ".join(s.preview for s in scores[start : end + 1][:4] if s.preview)
             more = end - start + 1 - min(4, end - start + 1)
-            summary = (f"[{end - start + 1} messages set aside as less relevant to: "
-                       f"{_preview(objective, 120)}] {gist}" + (f"; … {more} more" if more else ""))
-        proposals.append(Proposal(kind=action, start=start, end=end, ids=ids, summary=summary,
-                                  score=max(s.score for s in scores[start:end + 1])))
-    return RelevancePlan(session_id=session.id, leaf_id=session.leaf_id, objective=objective,
-                         threshold=threshold, scores=scores, proposals=proposals,
-                         view_ids=ctx.view.ids(), active_tags=tags)
+            summary = (
+                f"[{end - start + 1} messages set aside as less relevant to: "
+                f"{_preview(objective, 120)}] {gist}" + (f"; … {more} more" if more else "")
+            )
+        proposals.append(
+            Proposal(
+                kind=action,
+                start=start,
+                end=end,
+                ids=ids,
+                summary=summary,
+                score=max(s.score for s in scores[start : end + 1]),
+            )
+        )
+    return RelevancePlan(
+        session_id=session.id,
+        leaf_id=session.leaf_id,
+        objective=objective,
+        threshold=threshold,
+        scores=scores,
+        proposals=proposals,
+        view_ids=ctx.view.ids(),
+        active_tags=tags,
+    )
 
 
-def apply(session: Session, plan: RelevancePlan, *, tags: Iterable[str] | None = None
-          ) -> RelevancePlan:
+def apply(
+    session: Session, plan: RelevancePlan, *, tags: Iterable[str] | None = None
+) -> RelevancePlan:
     """Write exactly the proposed operations (last stretch first, so the earlier positions stay
     right) and return the plan with their op ids in ``applied``, in proposal order. Each is an
     ordinary reversible operation; ``tags`` makes them conditional. A plan made for another
@@ -207,11 +257,11 @@ def apply(session: Session, plan: RelevancePlan, *, tags: Iterable[str] | None =
     made: list[str] = []
     for p in reversed(plan.proposals):
         if p.kind == "digest":
-            op = session.digest(p.start, p.end, p.summary or "", tags=tags,
-                                active_tags=plan.active_tags)
+            op = session.digest(
+                p.start, p.end, p.summary or "", tags=tags, active_tags=plan.active_tags
+            )
         else:
-            op = session.snip(p.start, p.end, tags=tags,
-                              active_tags=plan.active_tags)
+            op = session.snip(p.start, p.end, tags=tags, active_tags=plan.active_tags)
         made.append(op)
     return msgspec.structs.replace(plan, applied=list(reversed(made)))
 
@@ -240,14 +290,19 @@ def known_tags(session: Session) -> dict[str, list[str]]:
     return found
 
 
-def infer_active_tags(session: Session, *, turns: int = 3, embedder: Embedder | None = None,
-                      threshold: float = DEFAULT_TAG_THRESHOLD) -> list[str]:
+def infer_active_tags(
+    session: Session,
+    *,
+    turns: int = 3,
+    embedder: Embedder | None = None,
+    threshold: float = DEFAULT_TAG_THRESHOLD,
+) -> list[str]:
     """The tags the latest ``turns`` user messages point at: a tag is active when all its
     words appear in them (``database-design``: "database" and "design"), or — with an
     embedder (given, or the catalog's when installed) — when its description is at least
     ``threshold`` similar to one of them or to all of them together. Sorted by name."""
     ctx = session.context()
-    recent = [m.text for m in ctx.messages if m.is_user_input][-max(1, turns):]
+    recent = [m.text for m in ctx.messages if m.is_user_input][-max(1, turns) :]
     said = " ".join(recent)
     if not said.strip():
         return []
@@ -274,8 +329,13 @@ def infer_active_tags(session: Session, *, turns: int = 3, embedder: Embedder | 
     return sorted(active)
 
 
-def objective_context(session: Session, *, turns: int = 3, embedder: Embedder | None = None,
-                      threshold: float = DEFAULT_TAG_THRESHOLD) -> tuple[Context, list[str]]:
+def objective_context(
+    session: Session,
+    *,
+    turns: int = 3,
+    embedder: Embedder | None = None,
+    threshold: float = DEFAULT_TAG_THRESHOLD,
+) -> tuple[Context, list[str]]:
     """The context with the tags :func:`infer_active_tags` derives, and those tags."""
     tags = infer_active_tags(session, turns=turns, embedder=embedder, threshold=threshold)
     return session.context(active_tags=tags), tags

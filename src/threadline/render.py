@@ -44,14 +44,22 @@ def block_text(block: Any, *, with_ids: bool = True) -> str:
         return f"→ {block.tool_use.name}({args})"
     if isinstance(block, ToolResultBlock):
         r = block.tool_result
-        body = r.content if isinstance(r.content, str) else " ".join(
-            b.text.content if isinstance(b, TextBlock) else "[image]" for b in r.content)
+        body = (
+            r.content
+            if isinstance(r.content, str)
+            else " ".join(
+                b.text.content if isinstance(b, TextBlock) else "[image]" for b in r.content
+            )
+        )
         if with_ids:
             return f"← result{' error' if r.is_error else ''} [{r.tool_use_id}]: {body}"
         return f"← {'error ' if r.is_error else ''}result: {body}"
     if isinstance(block, ThinkingBlock):
-        return "(thinking, redacted)" if block.thinking.redacted else \
-            f"(thinking) {block.thinking.content}"
+        return (
+            "(thinking, redacted)"
+            if block.thinking.redacted
+            else f"(thinking) {block.thinking.content}"
+        )
     if isinstance(block, ImageBlock):
         src = block.image.source
         return f"[image {src.media_type or src.type}]"

@@ -59,21 +59,35 @@ class Repair(msgspec.Struct, kw_only=True):
     op_ids: list[str] = msgspec.field(default_factory=list)
 
 
-def plan(session: SessionState, active_tags: Iterable[str] | None = None, *,
-         keep_pending: bool = False) -> list[RepairedCall]:
+def plan(
+    session: SessionState, active_tags: Iterable[str] | None = None, *, keep_pending: bool = False
+) -> list[RepairedCall]:
     """The calls of the current context that no result answers; with ``keep_pending``, not
     those of a turn that ends the context (their tools may be running now)."""
     ctx = session.context(active_tags=active_tags)
     ids = ctx.view.ids()
     ends = {p: t.last for t in tool_turns(ctx.messages) for p in range(t.first, t.last + 1)}
     last = len(ids) - 1 if keep_pending else -1
-    return [RepairedCall(position=d.position, answer_after=ends[d.position],
-                         entry_id=ids[d.position], call_id=d.call_id, name=d.name)
-            for d in dangling_calls(ctx.messages) if ends[d.position] != last]
+    return [
+        RepairedCall(
+            position=d.position,
+            answer_after=ends[d.position],
+            entry_id=ids[d.position],
+            call_id=d.call_id,
+            name=d.name,
+        )
+        for d in dangling_calls(ctx.messages)
+        if ends[d.position] != last
+    ]
 
 
-def repair(session: SessionState, *, apply: bool = False,
-           active_tags: Iterable[str] | None = None, keep_pending: bool = False) -> Repair:
+def repair(
+    session: SessionState,
+    *,
+    apply: bool = False,
+    active_tags: Iterable[str] | None = None,
+    keep_pending: bool = False,
+) -> Repair:
     """Answer every interrupted tool call of the current context with a synthetic result.
 
     Preview unless ``apply=True``. ``keep_pending`` leaves the calls of a turn that ends the
@@ -106,8 +120,10 @@ def is_repair(session: SessionState, op_id: str) -> bool:
     rec = session.record(op_id)
     if not isinstance(rec, ContextOpEntry) or rec.context_op.kind != "insert":
         return False
-    return any((m.provider_details or {}).get(MARK, {}).get("repair") is True
-               for m in rec.context_op.messages or ())
+    return any(
+        (m.provider_details or {}).get(MARK, {}).get("repair") is True
+        for m in rec.context_op.messages or ()
+    )
 
 
 def undo_repair(session: SessionState, op_ids: Iterable[str] | None = None) -> list[str]:
@@ -115,14 +131,19 @@ def undo_repair(session: SessionState, op_ids: Iterable[str] | None = None) -> l
     applied on the current branch. Returns the ids reverted; the context is what it was before
     those repairs."""
     if op_ids is None:
-        wanted = [o.id for o in operations.operations(session, active_only=True)
-                  if o.kind == "insert" and o.standing == "applied" and is_repair(session, o.id)]
+        wanted = [
+            o.id
+            for o in operations.operations(session, active_only=True)
+            if o.kind == "insert" and o.standing == "applied" and is_repair(session, o.id)
+        ]
     else:
         wanted = list(op_ids)
         for op_id in wanted:
             if not is_repair(session, op_id):
-                raise UserError(f"Operation '{op_id}' is not a repair; list the operations "
-                                "and revert it with revert() if that is what you want")
+                raise UserError(
+                    f"Operation '{op_id}' is not a repair; list the operations "
+                    "and revert it with revert() if that is what you want"
+                )
     for op_id in wanted:
         operations.revert(session, op_id)
     return wanted

@@ -60,15 +60,15 @@ MAX_TOOL_ROUNDS = 8
 
 COMMANDS: dict[str, str] = {
     "/tag": "[name|+] [position]  tag a position (default: the end; '+': tag_1, tag_2, …); "
-            "alone: list the tags",
+    "alone: list the tags",
     "/tags": "list tags with their status (invalid ones are removed)",
     "/undo": "[N|tag]  undo the last N user messages (default 1), or go back to a tag",
     "/clear": "start the conversation over (nothing is deleted)",
     "/tree": "show the session tree ('*' the leaf, '•' the current path)",
     "/branch": "ENTRY [--summarize]  move the leaf to an entry (id, unique id prefix or label);"
-               " --summarize records a summary of the branch left behind",
+    " --summarize records a summary of the branch left behind",
     "/compact": "[KEEP_TOKENS]  summarize older messages, keeping about KEEP_TOKENS (default"
-                " 20000) of the newest verbatim",
+    " 20000) of the newest verbatim",
     "/label": "ENTRY TEXT  label an entry (no TEXT clears the label)",
     "/fork": "copy this session into a new one and continue there",
     "/sessions": "list the sessions of the store",
@@ -93,13 +93,22 @@ def _echo(tool_input: dict[str, Any]) -> str:
 ToolFn = Callable[[dict[str, Any]], str]
 
 BUILTIN_TOOLS: dict[str, tuple[ToolSpec, ToolFn]] = {
-    "get_time": (ToolSpec(name="get_time", description="The current UTC time (RFC 3339)."),
-                 _get_time),
-    "echo": (ToolSpec(name="echo", description="Return the given text unchanged.",
-                      parameters={"type": "object",
-                                  "properties": {"text": {"type": "string"}},
-                                  "required": ["text"]}),
-             _echo),
+    "get_time": (
+        ToolSpec(name="get_time", description="The current UTC time (RFC 3339)."),
+        _get_time,
+    ),
+    "echo": (
+        ToolSpec(
+            name="echo",
+            description="Return the given text unchanged.",
+            parameters={
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"],
+            },
+        ),
+        _echo,
+    ),
 }
 """The demonstration tools the REPL offers the model: ``get_time`` and ``echo``."""
 
@@ -129,8 +138,9 @@ class SlashCompleter(Completer):
     def __init__(self, chat: Chat) -> None:
         self.chat = chat
 
-    def get_completions(self, document: Document, complete_event: CompleteEvent
-                        ) -> Iterator[Completion]:
+    def get_completions(
+        self, document: Document, complete_event: CompleteEvent
+    ) -> Iterator[Completion]:
         line = document.text_before_cursor
         if not line.startswith("/"):
             return
@@ -157,11 +167,20 @@ class Chat:
     :meth:`run` (the prompt loop) call. ``console`` receives every line of output.
     """
 
-    def __init__(self, store: Store, session: Session, provider: Provider, *,
-                 provider_name: str | None = None, console: Console | None = None,
-                 tools: dict[str, tuple[ToolSpec, ToolFn]] | None = None,
-                 system: str | None = None, summarizer: Summarizer | None = None,
-                 context_window: int | None = None, reserve_tokens: int = 16384) -> None:
+    def __init__(
+        self,
+        store: Store,
+        session: Session,
+        provider: Provider,
+        *,
+        provider_name: str | None = None,
+        console: Console | None = None,
+        tools: dict[str, tuple[ToolSpec, ToolFn]] | None = None,
+        system: str | None = None,
+        summarizer: Summarizer | None = None,
+        context_window: int | None = None,
+        reserve_tokens: int = 16384,
+    ) -> None:
         self.store = store
         self.session = session
         #: with a window, every turn goes through an AgentSession, which compacts the session
@@ -177,8 +196,7 @@ class Chat:
 
     # output
     def say(self, line: str = "", style: str | None = None, end: str = "\n") -> None:
-        self.out.print(line, markup=False, highlight=False, style=style, end=end,
-                       soft_wrap=True)
+        self.out.print(line, markup=False, highlight=False, style=style, end=end, soft_wrap=True)
 
     def error(self, exc: BaseException | str) -> None:
         text = exc.message_for(REPL_HINTS) if isinstance(exc, ThreadlineError) else str(exc)
@@ -189,9 +207,11 @@ class Chat:
     def banner(self) -> None:
         s = self.session
         n = len(s.context().messages)
-        self.say(f"threadline chat: session {s.id} ({n} messages), model "
-                 f"{self.provider_name}/{self.provider.model}. /help for commands, "
-                 "Ctrl-D to quit.")
+        self.say(
+            f"threadline chat: session {s.id} ({n} messages), model "
+            f"{self.provider_name}/{self.provider.model}. /help for commands, "
+            "Ctrl-D to quit."
+        )
 
     def run(self, input: Input | None = None, output: Output | None = None) -> None:
         """Prompt until ``/quit`` or end of input; the session is closed afterwards.
@@ -209,8 +229,12 @@ class Chat:
                 self.session.close()
             return
         prompt: PromptSession[str] = PromptSession(
-            completer=SlashCompleter(self), history=InMemoryHistory(), input=input,
-            output=output, complete_while_typing=False)
+            completer=SlashCompleter(self),
+            history=InMemoryHistory(),
+            input=input,
+            output=output,
+            complete_while_typing=False,
+        )
         self.banner()
         try:
             while True:
@@ -246,8 +270,11 @@ class Chat:
         s.state.ensure_writer()
         fixed = s.repair(apply=True)  # calls a killed or interrupted turn left unanswered
         if fixed.applied:
-            self.say(f"Answered {len(fixed.calls)} interrupted tool call(s) in the log; "
-                     f"`threadline repair {s.id} --undo` reverts it.", style="yellow")
+            self.say(
+                f"Answered {len(fixed.calls)} interrupted tool call(s) in the log; "
+                f"`threadline repair {s.id} --undo` reverts it.",
+                style="yellow",
+            )
         pending: list[Message] = [Message(role="user", content=[text(line)])]
         for _ in range(MAX_TOOL_ROUNDS):
             reply = self._ask(list(s.context().messages) + pending)
@@ -269,31 +296,42 @@ class Chat:
                 self.say(f"← {call.name}: {result}", style="dim")
                 results.append(tool_result(call.id, result, is_error=is_error))
             s.append_message("user", results)
-        self.say(f"Stopped after {MAX_TOOL_ROUNDS} tool rounds; send a message to continue.",
-                 style="yellow")
+        self.say(
+            f"Stopped after {MAX_TOOL_ROUNDS} tool rounds; send a message to continue.",
+            style="yellow",
+        )
 
     def agent(self) -> AgentSession | None:
         """The agent loop over the current session (None without a context window)."""
         if self.context_window is None:
             return None
         keep = min(DEFAULT_KEEP_RECENT_TOKENS, (self.context_window - self.reserve_tokens) // 2)
-        return AgentSession(self.session, context_window=self.context_window,
-                            reserve_tokens=self.reserve_tokens, keep_recent_tokens=keep,
-                            summarizer=self.summarizer)
+        return AgentSession(
+            self.session,
+            context_window=self.context_window,
+            reserve_tokens=self.reserve_tokens,
+            keep_recent_tokens=keep,
+            summarizer=self.summarizer,
+        )
 
     def _auto_compact(self) -> None:
         agent = self.agent()
         result = agent.maybe_compact() if agent is not None else None
         if result is not None:
             n = len(result.plan.summarize_ids) + len(result.plan.turn_prefix_ids)
-            self.say(f"Context compacted automatically: {n} messages summarized "
-                     f"({result.plan.tokens_before} tokens before, window "
-                     f"{self.context_window})", style="yellow")
+            self.say(
+                f"Context compacted automatically: {n} messages summarized "
+                f"({result.plan.tokens_before} tokens before, window "
+                f"{self.context_window})",
+                style="yellow",
+            )
 
     def _record_model(self) -> None:
         model = self.session.context().model
-        if model is None or (model.provider, model.model_id) != (self.provider_name,
-                                                                 self.provider.model):
+        if model is None or (model.provider, model.model_id) != (
+            self.provider_name,
+            self.provider.model,
+        ):
             self.session.append_model_change(self.provider_name, self.provider.model)
 
     def _ask(self, messages: Sequence[Message]) -> Message | None:
@@ -346,10 +384,18 @@ class Chat:
         if cmd in ("/quit", "/exit"):
             return False
         handler = {
-            "/tag": self.cmd_tag, "/tags": self.cmd_tags, "/undo": self.cmd_undo,
-            "/clear": self.cmd_clear, "/tree": self.cmd_tree, "/branch": self.cmd_branch,
-            "/fork": self.cmd_fork, "/sessions": self.cmd_sessions, "/resume": self.cmd_resume,
-            "/context": self.cmd_context, "/help": self.cmd_help, "/compact": self.cmd_compact,
+            "/tag": self.cmd_tag,
+            "/tags": self.cmd_tags,
+            "/undo": self.cmd_undo,
+            "/clear": self.cmd_clear,
+            "/tree": self.cmd_tree,
+            "/branch": self.cmd_branch,
+            "/fork": self.cmd_fork,
+            "/sessions": self.cmd_sessions,
+            "/resume": self.cmd_resume,
+            "/context": self.cmd_context,
+            "/help": self.cmd_help,
+            "/compact": self.cmd_compact,
         }.get(cmd)
         if cmd == "/label":
             self.cmd_label(rest)
@@ -422,8 +468,9 @@ class Chat:
         summarize = "--summarize" in args
         args = [a for a in args if a != "--summarize"]
         if not args:
-            raise UserError("Usage: /branch ENTRY [--summarize] (an id, a unique id prefix or "
-                            "a label)")
+            raise UserError(
+                "Usage: /branch ENTRY [--summarize] (an id, a unique id prefix or a label)"
+            )
         s = self.session
         eid = self.resolve_entry(" ".join(args))
         summary_id = None
@@ -436,8 +483,10 @@ class Chat:
             s.branch(eid)
         n = len(s.context().messages)
         if summary_id is not None:
-            self.say(f"Leaf moved to {eid} with a summary of the branch left behind "
-                     f"({summary_id}); {n} messages in context")
+            self.say(
+                f"Leaf moved to {eid} with a summary of the branch left behind "
+                f"({summary_id}); {n} messages in context"
+            )
         else:
             self.say(f"Leaf moved to {eid} ({n} messages in context)")
 
@@ -453,9 +502,11 @@ class Chat:
         before = len(self.session.context().messages)
         result = compact(self.session, self.summarizer, keep_recent_tokens=keep)
         after = len(self.session.context().messages)
-        self.say(f"Compacted {len(result.plan.summarize_ids) + len(result.plan.turn_prefix_ids)}"
-                 f" messages into a summary ({result.plan.tokens_before} tokens before); "
-                 f"context: {before} -> {after} messages")
+        self.say(
+            f"Compacted {len(result.plan.summarize_ids) + len(result.plan.turn_prefix_ids)}"
+            f" messages into a summary ({result.plan.tokens_before} tokens before); "
+            f"context: {before} -> {after} messages"
+        )
 
     def cmd_label(self, rest: str) -> None:
         ref, _, label = rest.strip().partition(" ")
@@ -493,8 +544,9 @@ class Chat:
         if not matches:
             raise UserError(f"No session '{ref}' in this store; /sessions lists them")
         if len(matches) > 1:
-            raise UserError(f"Session prefix '{ref}' matches {len(matches)} sessions; "
-                            "type more of it")
+            raise UserError(
+                f"Session prefix '{ref}' matches {len(matches)} sessions; type more of it"
+            )
         self._switch(self.store.open(matches[0]))
         n = len(self.session.context().messages)
         self.say(f"Resumed session {self.session.id} ({n} messages)")

@@ -100,13 +100,13 @@ class EntryMeta(msgspec.Struct, kw_only=True):
     parent_id: str | None = None
 
 
-
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def serialized(method: Callable[Concatenate[Session, _P], _R]
-               ) -> Callable[Concatenate[Session, _P], _R]:
+def serialized(
+    method: Callable[Concatenate[Session, _P], _R],
+) -> Callable[Concatenate[Session, _P], _R]:
     """Run a Session method under the session's lock (DESIGN §3, threads): appends from
     several threads serialize, each parents to the leaf at the moment it is written, and a
     reader never sees a half-applied append. The lock is reentrant (methods call each other)."""
@@ -129,8 +129,9 @@ class Session:
 
     __slots__ = ("__weakref__", "_state")
 
-    def __init__(self, store: BaseStore | None, log: Log, loaded: Loaded, *, read_only: bool = False
-                 ) -> None:
+    def __init__(
+        self, store: BaseStore | None, log: Log, loaded: Loaded, *, read_only: bool = False
+    ) -> None:
         self._state = SessionState(store, log, loaded, read_only=read_only)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -225,8 +226,9 @@ class Session:
         return list(self._state.log.raw_lines())
 
     @serialized
-    def append(self, record: KnownRecord | dict[str, Any], *,
-               parent_id: str | object | None = AT_LEAF) -> str:
+    def append(
+        self, record: KnownRecord | dict[str, Any], *, parent_id: str | object | None = AT_LEAF
+    ) -> str:
         """Append one tree entry given whole (a record, or a dict in the file's shape, DESIGN §2)
         as a child of the current leaf, unless ``parent_id`` is given (``None``: a new root); a
         dict's own ``"parent_id"`` key counts as given. The id and timestamp are generated when
@@ -241,13 +243,17 @@ class Session:
             try:
                 rec: Any = msgspec.convert(raw, RECORD_CLASSES[raw.get("type", "")])
             except (KeyError, msgspec.ValidationError) as exc:
-                raise UserError(f"Record {raw!r:.80} is not a known tree entry ({exc}); see "
-                                "DESIGN §2 for the record shapes") from None
+                raise UserError(
+                    f"Record {raw!r:.80} is not a known tree entry ({exc}); see "
+                    "DESIGN §2 for the record shapes"
+                ) from None
         else:
             rec = record
         if not rec.tree:
-            raise UserError(f"append() takes tree entries; a {rec.type!r} record is written by "
-                            "its own method (branch, tag, toggle, …)")
+            raise UserError(
+                f"append() takes tree entries; a {rec.type!r} record is written by "
+                "its own method (branch, tag, toggle, …)"
+            )
         if rec.id in self._state.slots:
             raise UserError(f"Entry id '{rec.id}' already exists in session '{self.id}'")
         parent = self._state.leaf if parent_id is AT_LEAF else parent_id
@@ -298,11 +304,17 @@ class Session:
         return [r.id for r in records]
 
     @serialized
-    def append_message(self, role: str | Message, content: Any = None, *,
-                       model: str | None = None, usage: Usage | dict[str, int] | None = None,
-                       stop_reason: str | None = None,
-                       provider_details: dict[str, Any] | None = None,
-                       parent_id: str | object | None = AT_LEAF) -> str:
+    def append_message(
+        self,
+        role: str | Message,
+        content: Any = None,
+        *,
+        model: str | None = None,
+        usage: Usage | dict[str, int] | None = None,
+        stop_reason: str | None = None,
+        provider_details: dict[str, Any] | None = None,
+        parent_id: str | object | None = AT_LEAF,
+    ) -> str:
         """Append a message as a child of the leaf (or of ``parent_id`` when given; ``None``
         starts a new root); the leaf moves to it. Returns its entry id.
 
@@ -311,8 +323,11 @@ class Session:
         (``[{"type": "text", "text": "x"}]``, Anthropic tool blocks, Gemini parts), or a whole
         :class:`Message`.
         """
-        if parent_id is not AT_LEAF and parent_id is not None \
-                and parent_id not in self._state.slots:
+        if (
+            parent_id is not AT_LEAF
+            and parent_id is not None
+            and parent_id not in self._state.slots
+        ):
             raise self._state.unknown(str(parent_id))
         if isinstance(role, Message):
             msg = role
@@ -323,8 +338,14 @@ class Session:
                 raise UserError("append_message needs content (a string or a list of blocks)")
             if isinstance(usage, dict):
                 usage = msgspec.convert(usage, Usage)
-            msg = Message(role=role, content=coerce_content(content), model=model, usage=usage,
-                          stop_reason=stop_reason, provider_details=provider_details)
+            msg = Message(
+                role=role,
+                content=coerce_content(content),
+                model=model,
+                usage=usage,
+                stop_reason=stop_reason,
+                provider_details=provider_details,
+            )
         if msg.role not in ROLES:
             raise UserError(f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}")
         return self._state.write("message", msg, parent_id=parent_id)
@@ -338,14 +359,25 @@ class Session:
         return self._state.write("thinking_level", ThinkingLevel(thinking_level=level))
 
     @serialized
-    def append_compaction(self, summary: str, first_kept_entry_id: str | None,
-                          tokens_before: int = 0, details: Any = None) -> str:
+    def append_compaction(
+        self,
+        summary: str,
+        first_kept_entry_id: str | None,
+        tokens_before: int = 0,
+        details: Any = None,
+    ) -> str:
         """Record a compaction: the summary replaces the path before ``first_kept_entry_id``."""
         if first_kept_entry_id is not None and first_kept_entry_id not in self._state.slots:
             raise self._state.unknown(first_kept_entry_id)
-        return self._state.write("compaction", Compaction(
-            summary=summary, first_kept_entry_id=first_kept_entry_id,
-            tokens_before=tokens_before, details=details))
+        return self._state.write(
+            "compaction",
+            Compaction(
+                summary=summary,
+                first_kept_entry_id=first_kept_entry_id,
+                tokens_before=tokens_before,
+                details=details,
+            ),
+        )
 
     @serialized
     def append_session_info(self, name: str) -> str:
@@ -415,17 +447,23 @@ class Session:
         for target in path:
             label = self._state.labels.get(target)
             if label and target in on_path:
-                rec = LabelEntry(id=new_id(), parent_id=parent, timestamp=stamp,
-                                 label=Label(target_id=target, label=label))
+                rec = LabelEntry(
+                    id=new_id(),
+                    parent_id=parent,
+                    timestamp=stamp,
+                    label=Label(target_id=target, label=label),
+                )
                 records.append(rec)
                 parent = rec.id
         # tags go with the session: those bound to an entry on the path (or to position 0)
         for name, bm in self._state.bookmarks.items():
             if not name.startswith("__") and (bm.target_id is None or bm.target_id in on_path):
-                records.append(BookmarkRecord(id=new_id(), parent_id=None, timestamp=stamp,
-                                              bookmark=bm))
-        return create_session(self._state.store, parent_session=self.id, cwd=self.header.cwd,
-                              records=records)
+                records.append(
+                    BookmarkRecord(id=new_id(), parent_id=None, timestamp=stamp, bookmark=bm)
+                )
+        return create_session(
+            self._state.store, parent_session=self.id, cwd=self.header.cwd, records=records
+        )
 
     @serialized
     def entry(self, entry_id: str) -> AnyRecord:
@@ -475,8 +513,13 @@ class Session:
         return [self._state.record(e) for e in self.path_ids(leaf_id)]
 
     @serialized
-    def context(self, leaf_id: str | None = None,
-                active_tags: Iterable[str] | None = None, *, markers: bool = True) -> Context:
+    def context(
+        self,
+        leaf_id: str | None = None,
+        active_tags: Iterable[str] | None = None,
+        *,
+        markers: bool = True,
+    ) -> Context:
         """What the model sees at ``leaf_id`` (default: the current leaf), DESIGN §5.
 
         ``markers=False`` leaves out the markers revise and snip put in the view (a bare
@@ -494,9 +537,16 @@ class Session:
         # nothing built here holds a cycle; decoded messages go through the bounded cache
         with bulk_load():
             if flat:
-                return [FlatNode(entry=state.record(eid, False), parent_id=t.parent[eid],
-                                 children=t.children(eid), depth=depth, label=labels.get(eid))
-                        for eid, depth in t.preorder()]
+                return [
+                    FlatNode(
+                        entry=state.record(eid, False),
+                        parent_id=t.parent[eid],
+                        children=t.children(eid),
+                        depth=depth,
+                        label=labels.get(eid),
+                    )
+                    for eid, depth in t.preorder()
+                ]
             nodes: dict[str, TreeNode] = {}
             roots: list[TreeNode] = []
             for eid, _depth in t.preorder():
@@ -522,11 +572,19 @@ class Session:
             shown = kind
             if kind == "message" and content_types:
                 rec = self._state.record(eid)
-                shown = ("purged" if isinstance(rec, PurgedEntry)
-                         else content_type(rec.payload))
+                shown = "purged" if isinstance(rec, PurgedEntry) else content_type(rec.payload)
             stamp = slot.timestamp or ""
-            out.append(EntryMeta(id=eid, ts=stamp, timestamp=stamp, type=shown, entry_type=kind,
-                                 size=sizes.get(eid, 0), parent_id=parents[eid]))
+            out.append(
+                EntryMeta(
+                    id=eid,
+                    ts=stamp,
+                    timestamp=stamp,
+                    type=shown,
+                    entry_type=kind,
+                    size=sizes.get(eid, 0),
+                    parent_id=parents[eid],
+                )
+            )
         return out
 
     @serialized
@@ -545,8 +603,17 @@ class Session:
         sizes = sorted(m.size for m in metas)
         buckets = {"<1KB": 0, "1-10KB": 0, "10-100KB": 0, "100KB-1MB": 0, ">=1MB": 0}
         for s in sizes:
-            key = ("<1KB" if s < 1024 else "1-10KB" if s < 10240 else "10-100KB" if s < 102400
-                   else "100KB-1MB" if s < 1048576 else ">=1MB")
+            key = (
+                "<1KB"
+                if s < 1024
+                else "1-10KB"
+                if s < 10240
+                else "10-100KB"
+                if s < 102400
+                else "100KB-1MB"
+                if s < 1048576
+                else ">=1MB"
+            )
             buckets[key] += 1
         stamps = [m.timestamp for m in metas if m.timestamp]
         top = heapq.nlargest(largest, metas, key=lambda m: m.size)
@@ -633,51 +700,91 @@ class Session:
     # -- context operations (threadline.operations, DESIGN §6) -------------------------------
 
     @serialized
-    def digest(self, start: int, end: int, summary: str, *, tags: Iterable[str] | None = None,
-               active_tags: Iterable[str] | None = None) -> str:
+    def digest(
+        self,
+        start: int,
+        end: int,
+        summary: str,
+        *,
+        tags: Iterable[str] | None = None,
+        active_tags: Iterable[str] | None = None,
+    ) -> str:
         """Replace positions ``start``..``end`` (inclusive) with one ``system`` message holding
         ``summary``. Returns the op id."""
-        return _operations.digest(self._state, start, end, summary, tags=tags,
-                                  active_tags=active_tags)
+        return _operations.digest(
+            self._state, start, end, summary, tags=tags, active_tags=active_tags
+        )
 
     @serialized
-    def revise(self, start: int, end: int, replacements: Iterable[Any], *,
-               tags: Iterable[str] | None = None, active_tags: Iterable[str] | None = None
-               ) -> str:
+    def revise(
+        self,
+        start: int,
+        end: int,
+        replacements: Iterable[Any],
+        *,
+        tags: Iterable[str] | None = None,
+        active_tags: Iterable[str] | None = None,
+    ) -> str:
         """Replace positions ``start``..``end`` with ``replacements`` (messages or dicts with
         ``role`` and ``content``). Returns the op id."""
-        return _operations.revise(self._state, start, end, replacements, tags=tags,
-                                  active_tags=active_tags)
+        return _operations.revise(
+            self._state, start, end, replacements, tags=tags, active_tags=active_tags
+        )
 
     @serialized
-    def snip(self, start: int, end: int, *, tags: Iterable[str] | None = None,
-             active_tags: Iterable[str] | None = None) -> str:
+    def snip(
+        self,
+        start: int,
+        end: int,
+        *,
+        tags: Iterable[str] | None = None,
+        active_tags: Iterable[str] | None = None,
+    ) -> str:
         """Remove positions ``start``..``end`` from the view (the op stays listed)."""
         return _operations.snip(self._state, start, end, tags=tags, active_tags=active_tags)
 
     @serialized
-    def resequence(self, new_order: Sequence[int], *, tags: Iterable[str] | None = None,
-                   active_tags: Iterable[str] | None = None) -> str:
+    def resequence(
+        self,
+        new_order: Sequence[int],
+        *,
+        tags: Iterable[str] | None = None,
+        active_tags: Iterable[str] | None = None,
+    ) -> str:
         """Reorder a contiguous range of positions (``new_order`` is its permutation)."""
         return _operations.resequence(self._state, new_order, tags=tags, active_tags=active_tags)
 
     @serialized
-    def insert(self, after: int, messages: Iterable[Any], *, tags: Iterable[str] | None = None,
-               active_tags: Iterable[str] | None = None) -> str:
+    def insert(
+        self,
+        after: int,
+        messages: Iterable[Any],
+        *,
+        tags: Iterable[str] | None = None,
+        active_tags: Iterable[str] | None = None,
+    ) -> str:
         """Insert synthetic ``messages`` after position ``after`` (``-1``: at the front)."""
-        return _operations.insert(self._state, after, messages, tags=tags,
-                                  active_tags=active_tags)
+        return _operations.insert(self._state, after, messages, tags=tags, active_tags=active_tags)
 
     @serialized
-    def tag_messages(self, start: int, end: int, tags: Iterable[str], *, remove: bool = False,
-                     active_tags: Iterable[str] | None = None) -> int:
+    def tag_messages(
+        self,
+        start: int,
+        end: int,
+        tags: Iterable[str],
+        *,
+        remove: bool = False,
+        active_tags: Iterable[str] | None = None,
+    ) -> int:
         """Add (or remove) message tags on positions ``start``..``end``; not an op."""
-        return _operations.tag_messages(self._state, start, end, tags, remove=remove,
-                                        active_tags=active_tags)
+        return _operations.tag_messages(
+            self._state, start, end, tags, remove=remove, active_tags=active_tags
+        )
 
     @serialized
-    def operations(self, active_only: bool = False, active_tags: Iterable[str] | None = None
-                   ) -> list[OperationInfo]:
+    def operations(
+        self, active_only: bool = False, active_tags: Iterable[str] | None = None
+    ) -> list[OperationInfo]:
         """Every op of the session with its state and standing on the current branch."""
         return _operations.operations(self._state, active_only, active_tags)
 
@@ -705,19 +812,26 @@ class Session:
     # -- purge (threadline.history, DESIGN §3) -----------------------------------------------
 
     @serialized
-    def purge(self, entry_ids: Sequence[str] | None = None, *, all: bool = False,
-              dry_run: bool = True) -> PurgePlan:
+    def purge(
+        self, entry_ids: Sequence[str] | None = None, *, all: bool = False, dry_run: bool = True
+    ) -> PurgePlan:
         """Really delete entries' content from the store (preview unless ``dry_run=False``)."""
         return _history.purge(self._state, entry_ids, all=all, dry_run=dry_run)
 
     @serialized
-    def repair(self, *, apply: bool = False, active_tags: Iterable[str] | None = None,
-               keep_pending: bool = False) -> Repair:
+    def repair(
+        self,
+        *,
+        apply: bool = False,
+        active_tags: Iterable[str] | None = None,
+        keep_pending: bool = False,
+    ) -> Repair:
         """Answer the context's interrupted tool calls in the log with synthetic results
         (preview unless ``apply=True``; ``keep_pending`` leaves a turn that ends the context
         alone); reversible with :meth:`undo_repair`. See :mod:`threadline.repair`."""
-        return _repair.repair(self._state, apply=apply, active_tags=active_tags,
-                              keep_pending=keep_pending)
+        return _repair.repair(
+            self._state, apply=apply, active_tags=active_tags, keep_pending=keep_pending
+        )
 
     @serialized
     def undo_repair(self, op_ids: Iterable[str] | None = None) -> list[str]:
@@ -742,14 +856,25 @@ def open_session(backend: BaseStore, session_id: str, *, read_only: bool = False
         return Session(backend, log, log.load(), read_only=read_only)
 
 
-def create_session(backend: BaseStore, *, session_id: str | None = None,
-                   parent_session: str | None = None, cwd: str | None = None,
-                   metadata: dict[str, Any] | None = None, records: Sequence[Any] = ()
-                   ) -> Session:
+def create_session(
+    backend: BaseStore,
+    *,
+    session_id: str | None = None,
+    parent_session: str | None = None,
+    cwd: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    records: Sequence[Any] = (),
+) -> Session:
     """Create a session in ``backend``, with prepared records written in one atomic step."""
     sid = check_session_id(session_id) if session_id is not None else new_id()
-    header = SessionHeader(id=sid, version=1, timestamp=now(), parent_session=parent_session,
-                           cwd=cwd, metadata=metadata)
+    header = SessionHeader(
+        id=sid,
+        version=1,
+        timestamp=now(),
+        parent_session=parent_session,
+        cwd=cwd,
+        metadata=metadata,
+    )
     check_value(metadata or {}, depth=2)
     lines = []
     for rec in records:
@@ -767,7 +892,13 @@ def fork_session(backend: BaseStore, session_id: str) -> Session:
         raise not_found(session_id)
     src = backend.open_log(session_id)
     loaded = src.load()
-    header = SessionHeader(id=new_id(), version=1, timestamp=now(), parent_session=session_id,
-                           cwd=loaded.header.cwd, metadata=loaded.header.metadata)
+    header = SessionHeader(
+        id=new_id(),
+        version=1,
+        timestamp=now(),
+        parent_session=session_id,
+        cwd=loaded.header.cwd,
+        metadata=loaded.header.metadata,
+    )
     log = backend.create_log(header, list(src.raw_lines()))
     return Session(backend, log, log.load())

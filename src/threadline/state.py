@@ -309,8 +309,10 @@ class SessionState:
     # -- reading -----------------------------------------------------------------------------
 
     def unknown(self, entry_id: str) -> NotFoundError:
-        return NotFoundError(f"Entry '{entry_id}' not found in session '{self.id}'",
-                             hint=Hint("list_entries", self.id))
+        return NotFoundError(
+            f"Entry '{entry_id}' not found in session '{self.id}'",
+            hint=Hint("list_entries", self.id),
+        )
 
     def record(self, entry_id: str, keep: bool = True) -> AnyRecord:
         """The decoded entry. ``keep``: a decoded message replaces its lazy slot (what the
@@ -365,8 +367,13 @@ class SessionState:
             raise self.unknown(leaf_id)
         return self.tree.path(leaf_id)
 
-    def context(self, leaf_id: str | None = None,
-                active_tags: Iterable[str] | None = None, *, markers: bool = True) -> Context:
+    def context(
+        self,
+        leaf_id: str | None = None,
+        active_tags: Iterable[str] | None = None,
+        *,
+        markers: bool = True,
+    ) -> Context:
         """What the model sees at ``leaf_id`` (default: the current leaf), DESIGN §5;
         ``markers=False`` leaves the revise/snip markers out (not cached)."""
         tags = frozenset(active_tags or ())
@@ -404,14 +411,21 @@ class SessionState:
         kind = self.types.get(view_id)
         tags = list(self.message_tags.get(view_id, ()))
         if kind is not None:
-            return ViewItem(id=view_id, kind=kind, entry_id=view_id, tags=tags,
-                            op_id=self.members.get(view_id))
+            return ViewItem(
+                id=view_id, kind=kind, entry_id=view_id, tags=tags, op_id=self.members.get(view_id)
+            )
         mark = self.markers.get(view_id)
         if mark is not None:
-            return ViewItem(id=view_id, kind="marker", entry_id=mark.op_id, tags=tags,
-                            op_id=mark.op_id, hidden=mark.hidden, expanded=mark.expanded)
-        return ViewItem(id=view_id, kind="synthetic", entry_id=view_id.rsplit(":", 1)[0],
-                        tags=tags)
+            return ViewItem(
+                id=view_id,
+                kind="marker",
+                entry_id=mark.op_id,
+                tags=tags,
+                op_id=mark.op_id,
+                hidden=mark.hidden,
+                expanded=mark.expanded,
+            )
+        return ViewItem(id=view_id, kind="synthetic", entry_id=view_id.rsplit(":", 1)[0], tags=tags)
 
     def build_view(self, path: list[str], active_tags: frozenset[str]) -> ViewState:
         """The view over ``path`` (root .. leaf ids), uncached (DESIGN §5)."""

@@ -139,18 +139,29 @@ class Store:
             url, _, sid = target.rpartition("#")
             if target == self.location(sid) or url == self.url:
                 return self.open(sid, read_only=read_only)
-            raise UserError(f"{target!r} is a session of another store; open that store "
-                            "(threadline.open_store) and its session there")
+            raise UserError(
+                f"{target!r} is a session of another store; open that store "
+                "(threadline.open_store) and its session there"
+            )
         return open_path(target, read_only=read_only)
 
     def fork_from(self, source: str | os.PathLike[str] | Session) -> Session:
         """A new session in *this* store holding a copy of every record of ``source``: an open
         session of any store, or a session file / location (:meth:`open_path`). The copy names
         its source in ``parent_session``."""
-        src = (self.open_path(source, read_only=True) if isinstance(source, (str, os.PathLike))
-               else source)
-        header = SessionHeader(id=new_id(), version=1, timestamp=now(), parent_session=src.id,
-                               cwd=src.header.cwd, metadata=src.header.metadata)
+        src = (
+            self.open_path(source, read_only=True)
+            if isinstance(source, (str, os.PathLike))
+            else source
+        )
+        header = SessionHeader(
+            id=new_id(),
+            version=1,
+            timestamp=now(),
+            parent_session=src.id,
+            cwd=src.header.cwd,
+            metadata=src.header.metadata,
+        )
         self.backend.create_log(header, src.raw_lines())
         return self.open(header.id)
 
@@ -214,9 +225,12 @@ def open_path(path: str | os.PathLike[str], *, read_only: bool = False) -> Sessi
     JSONL store on its directory: ``threadline.open_path("runs/abc.jsonl")``."""
     p = Path(path).expanduser()
     if p.suffix != ".jsonl":
-        raise UserError(f"{str(path)!r} is not a session file; give the path of a "
-                        "<session id>.jsonl file")
+        raise UserError(
+            f"{str(path)!r} is not a session file; give the path of a <session id>.jsonl file"
+        )
     if not p.is_file():
-        raise UserError(f"Session file {str(path)!r} does not exist; check the path "
-                        "(threadline sessions --json lists each session's path)")
+        raise UserError(
+            f"Session file {str(path)!r} does not exist; check the path "
+            "(threadline sessions --json lists each session's path)"
+        )
     return open_store(p.parent).open(p.stem, read_only=read_only)

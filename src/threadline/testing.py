@@ -65,8 +65,9 @@ Reply = str | Message | list[Block] | HTTPFailure | Hang | Malformed | BaseExcep
 _call_counter = iter(range(1, 1 << 62))
 
 
-def tool_call(name: str, input: Any = None, id: str | None = None, *,
-              text_before: str = "") -> Message:
+def tool_call(
+    name: str, input: Any = None, id: str | None = None, *, text_before: str = ""
+) -> Message:
     """A scripted assistant reply that calls one tool (optionally after some text)."""
     blocks: list[Block] = [text(text_before)] if text_before else []
     blocks.append(tool_use(id or f"call_{next(_call_counter)}", name, input or {}))
@@ -109,8 +110,9 @@ class TestProvider:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, replies: Sequence[Reply] = (), *, model: str = "test",
-                 chunk_size: int = 8) -> None:
+    def __init__(
+        self, replies: Sequence[Reply] = (), *, model: str = "test", chunk_size: int = 8
+    ) -> None:
         self.model = model
         self.replies: list[Reply] = list(replies)
         self.chunk_size = max(1, chunk_size)
@@ -119,43 +121,64 @@ class TestProvider:
     def __repr__(self) -> str:
         return f"TestProvider(model={self.model!r}, {len(self.replies)} scripted replies left)"
 
-    def complete(self, messages: Sequence[Message], *, system: str | None = None,
-                 tools: Sequence[ToolSpec] = (), max_tokens: int | None = None,
-                 timeout: float = 60.0) -> Message:
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        system: str | None = None,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        timeout: float = 60.0,
+    ) -> Message:
         """The next reply, whole."""
-        events = list(self.stream(messages, system=system, tools=tools, max_tokens=max_tokens,
-                                  timeout=timeout))
+        events = list(
+            self.stream(
+                messages, system=system, tools=tools, max_tokens=max_tokens, timeout=timeout
+            )
+        )
         final = events[-1].message
         assert final is not None
         return final
 
-    def stream(self, messages: Sequence[Message], *, system: str | None = None,
-               tools: Sequence[ToolSpec] = (), max_tokens: int | None = None,
-               timeout: float = 60.0) -> Iterator[StreamEvent]:
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        system: str | None = None,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        timeout: float = 60.0,
+    ) -> Iterator[StreamEvent]:
         """The next reply as text chunks, tool calls, then ``done``."""
         msgs = list(messages)
-        self.calls.append({"messages": msgs, "system": system, "tools": list(tools),
-                           "max_tokens": max_tokens})
+        self.calls.append(
+            {"messages": msgs, "system": system, "tools": list(tools), "max_tokens": max_tokens}
+        )
         scripted = self.replies.pop(0) if self.replies else echo_reply(msgs)
         if isinstance(scripted, BaseException):
             raise scripted
         if isinstance(scripted, (HTTPFailure, Hang, Malformed)):
-            raise ProviderError(f"TestProvider: scripted {type(scripted).__name__}; "
-                                "script a text reply instead", endpoint="test://")
+            raise ProviderError(
+                f"TestProvider: scripted {type(scripted).__name__}; script a text reply instead",
+                endpoint="test://",
+            )
         reply = _as_message(scripted)
         for block in reply.content:
             if isinstance(block, TextBlock):
                 s = block.text.content
                 for i in range(0, len(s), self.chunk_size):
-                    yield StreamEvent(kind="text", text=s[i:i + self.chunk_size])
+                    yield StreamEvent(kind="text", text=s[i : i + self.chunk_size])
             elif isinstance(block, ToolUseBlock):
-                yield StreamEvent(kind="tool_use", text=block.tool_use.name,
-                                  tool_use=block.tool_use)
+                yield StreamEvent(
+                    kind="tool_use", text=block.tool_use.name, tool_use=block.tool_use
+                )
         prompt = estimate([system or "", msgs])
         out = estimate(reply.content)
         final = msgspec.structs.replace(
-            reply, model=reply.model or self.model,
-            usage=reply.usage or Usage(input=prompt, output=out, total=prompt + out))
+            reply,
+            model=reply.model or self.model,
+            usage=reply.usage or Usage(input=prompt, output=out, total=prompt + out),
+        )
         yield StreamEvent(kind="done", message=final)
 
 
@@ -209,8 +232,9 @@ class _FakeServer:
         server.daemon_threads = True
         self._server = server
         self._port = int(server.server_address[1])
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True,
-                                        name=type(self).__name__)
+        self._thread = threading.Thread(
+            target=server.serve_forever, daemon=True, name=type(self).__name__
+        )
         self._thread.start()
         return self
 
@@ -259,15 +283,27 @@ class _FakeServer:
             body = None
         state = self._state
         with state.lock:
-            state.requests.append(RecordedRequest(
-                path=h.path, headers={k.lower(): v for k, v in h.headers.items()}, body=body))
+            state.requests.append(
+                RecordedRequest(
+                    path=h.path, headers={k.lower(): v for k, v in h.headers.items()}, body=body
+                )
+            )
         if h.path != self.path:
-            self._send_json(h, 404, {"error": {"message": f"no route {h.path}",
-                                               "type": "not_found"}})
+            self._send_json(
+                h, 404, {"error": {"message": f"no route {h.path}", "type": "not_found"}}
+            )
             return
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            self._send_json(h, 400, {"error": {"message": "body needs a messages array",
-                                               "type": "invalid_request_error"}})
+            self._send_json(
+                h,
+                400,
+                {
+                    "error": {
+                        "message": "body needs a messages array",
+                        "type": "invalid_request_error",
+                    }
+                },
+            )
             return
         with state.lock:
             reply: Reply | None = state.replies.pop(0) if state.replies else None
@@ -276,8 +312,9 @@ class _FakeServer:
             h.close_connection = True
             return
         if isinstance(reply, HTTPFailure):
-            self._send_json(h, reply.status, {"error": {"message": reply.message,
-                                                        "type": "server_error"}})
+            self._send_json(
+                h, reply.status, {"error": {"message": reply.message, "type": "server_error"}}
+            )
             return
         if isinstance(reply, Malformed):
             self._send_raw(h, 200, "text/event-stream", reply.body.encode())
@@ -295,8 +332,11 @@ class _FakeServer:
                 if isinstance(c, str):
                     return f"echo: {c}"
                 if isinstance(c, list):
-                    texts = [p.get("text", "") for p in c
-                             if isinstance(p, dict) and p.get("type") == "text"]
+                    texts = [
+                        p.get("text", "")
+                        for p in c
+                        if isinstance(p, dict) and p.get("type") == "text"
+                    ]
                     if texts:
                         return f"echo: {chr(10).join(texts)}"
         return "echo: "
@@ -306,7 +346,7 @@ class _FakeServer:
 
     def _chunks(self, s: str) -> list[str]:
         n = max(1, self.chunk_size)
-        return [s[i:i + n] for i in range(0, len(s), n)] or [""]
+        return [s[i : i + n] for i in range(0, len(s), n)] or [""]
 
     @staticmethod
     def _send_json(h: BaseHTTPRequestHandler, status: int, payload: Any) -> None:
@@ -338,43 +378,120 @@ class FakeOpenAIServer(_FakeServer):
 
     def _reply(self, h: BaseHTTPRequestHandler, body: dict[str, Any], message: Message) -> None:
         content = message.text or None
-        calls: list[dict[str, Any]] = [{"id": u.id, "type": "function",
-                  "function": {"name": u.name, "arguments": json.dumps(u.input)}}
-                 for u in message.tool_uses]
+        calls: list[dict[str, Any]] = [
+            {
+                "id": u.id,
+                "type": "function",
+                "function": {"name": u.name, "arguments": json.dumps(u.input)},
+            }
+            for u in message.tool_uses
+        ]
         finish = "tool_calls" if calls else "stop"
         prompt = estimate(body["messages"])
         completion = estimate(msgspec.to_builtins(message.content))
-        usage = {"prompt_tokens": prompt, "completion_tokens": completion,
-                 "total_tokens": prompt + completion}
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
         model = body.get("model", "fake")
-        base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-                "model": model}
+        base = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+        }
         if not body.get("stream"):
             msg: dict[str, Any] = {"role": "assistant", "content": content}
             if calls:
                 msg["tool_calls"] = calls
-            self._send_json(h, 200, {**base, "object": "chat.completion", "choices": [
-                {"index": 0, "message": msg, "finish_reason": finish}], "usage": usage})
+            self._send_json(
+                h,
+                200,
+                {
+                    **base,
+                    "object": "chat.completion",
+                    "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+                    "usage": usage,
+                },
+            )
             return
         events: list[tuple[str | None, Any]] = [
-            (None, {**base, "choices": [{"index": 0, "delta": {"role": "assistant"},
-                                         "finish_reason": None}]})]
+            (
+                None,
+                {
+                    **base,
+                    "choices": [
+                        {"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}
+                    ],
+                },
+            )
+        ]
         if content:
-            events += [(None, {**base, "choices": [{"index": 0, "delta": {"content": piece},
-                                                    "finish_reason": None}]})
-                       for piece in self._chunks(content)]
+            events += [
+                (
+                    None,
+                    {
+                        **base,
+                        "choices": [
+                            {"index": 0, "delta": {"content": piece}, "finish_reason": None}
+                        ],
+                    },
+                )
+                for piece in self._chunks(content)
+            ]
         for i, call in enumerate(calls):
             args = call["function"]["arguments"]
             half = len(args) // 2
-            events.append((None, {**base, "choices": [{"index": 0, "delta": {"tool_calls": [
-                {"index": i, "id": call["id"], "type": "function",
-                 "function": {"name": call["function"]["name"], "arguments": args[:half]}}]},
-                "finish_reason": None}]}))
-            events.append((None, {**base, "choices": [{"index": 0, "delta": {"tool_calls": [
-                {"index": i, "function": {"arguments": args[half:]}}]},
-                "finish_reason": None}]}))
-        events.append((None, {**base, "choices": [{"index": 0, "delta": {},
-                                                   "finish_reason": finish}]}))
+            events.append(
+                (
+                    None,
+                    {
+                        **base,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": {
+                                    "tool_calls": [
+                                        {
+                                            "index": i,
+                                            "id": call["id"],
+                                            "type": "function",
+                                            "function": {
+                                                "name": call["function"]["name"],
+                                                "arguments": args[:half],
+                                            },
+                                        }
+                                    ]
+                                },
+                                "finish_reason": None,
+                            }
+                        ],
+                    },
+                )
+            )
+            events.append(
+                (
+                    None,
+                    {
+                        **base,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": {
+                                    "tool_calls": [
+                                        {"index": i, "function": {"arguments": args[half:]}}
+                                    ]
+                                },
+                                "finish_reason": None,
+                            }
+                        ],
+                    },
+                )
+            )
+        events.append(
+            (None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        )
         if (body.get("stream_options") or {}).get("include_usage"):
             events.append((None, {**base, "choices": [], "usage": usage}))
         events.append((None, "[DONE]"))
@@ -390,33 +507,87 @@ class FakeAnthropicServer(_FakeServer):
         model = body.get("model", "fake")
         prompt = estimate([body.get("system") or "", body["messages"]])
         completion = estimate(msgspec.to_builtins(message.content))
-        ev: list[tuple[str | None, Any]] = [("message_start", {
-            "type": "message_start", "message": {
-                "id": "msg_fake", "type": "message", "role": "assistant", "model": model,
-                "content": [], "usage": {"input_tokens": prompt, "output_tokens": 1}}})]
+        ev: list[tuple[str | None, Any]] = [
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "msg_fake",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": model,
+                        "content": [],
+                        "usage": {"input_tokens": prompt, "output_tokens": 1},
+                    },
+                },
+            )
+        ]
         index = 0
         if message.text:
-            ev.append(("content_block_start", {"type": "content_block_start", "index": index,
-                                               "content_block": {"type": "text", "text": ""}}))
-            ev += [("content_block_delta", {"type": "content_block_delta", "index": index,
-                                            "delta": {"type": "text_delta", "text": piece}})
-                   for piece in self._chunks(message.text)]
+            ev.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                )
+            )
+            ev += [
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "text_delta", "text": piece},
+                    },
+                )
+                for piece in self._chunks(message.text)
+            ]
             ev.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
             index += 1
         for u in message.tool_uses:
             args = json.dumps(u.input)
-            ev.append(("content_block_start", {"type": "content_block_start", "index": index,
-                                               "content_block": {"type": "tool_use", "id": u.id,
-                                                                 "name": u.name, "input": {}}}))
-            ev.append(("content_block_delta", {"type": "content_block_delta", "index": index,
-                                               "delta": {"type": "input_json_delta",
-                                                         "partial_json": args}}))
+            ev.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {
+                            "type": "tool_use",
+                            "id": u.id,
+                            "name": u.name,
+                            "input": {},
+                        },
+                    },
+                )
+            )
+            ev.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": args},
+                    },
+                )
+            )
             ev.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
             index += 1
         stop = "tool_use" if message.tool_uses else "end_turn"
-        ev.append(("message_delta", {"type": "message_delta",
-                                     "delta": {"stop_reason": stop},
-                                     "usage": {"output_tokens": completion}}))
+        ev.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop},
+                    "usage": {"output_tokens": completion},
+                },
+            )
+        )
         ev.append(("message_stop", {"type": "message_stop"}))
         self._send_sse(h, ev)
 

@@ -63,15 +63,17 @@ def use_tokenizer(name: str | None) -> None:
         try:
             import bpe_openai  # type: ignore[import-untyped,import-not-found,unused-ignore]
         except ImportError:
-            raise UserError(f"Tokenizer {name!r} needs the bpe-openai package; run "
-                            "pip install -e '.[tokenizer]' in the threadline clone or unset "
-                            "$THREADLINE_TOKENIZER"
-                            ) from None
+            raise UserError(
+                f"Tokenizer {name!r} needs the bpe-openai package; run "
+                "pip install -e '.[tokenizer]' in the threadline clone or unset "
+                "$THREADLINE_TOKENIZER"
+            ) from None
         try:
             encoding = bpe_openai.get_encoding(name)
         except Exception as exc:  # the package raises its own error types for unknown names
-            raise UserError(f"Unknown tokenizer {name!r} ({exc}); use o200k_base or "
-                            "cl100k_base") from None
+            raise UserError(
+                f"Unknown tokenizer {name!r} ({exc}); use o200k_base or cl100k_base"
+            ) from None
     encode = encoding.encode_ordinary
     _counter = lambda s: len(encode(s))  # noqa: E731
     _counter_name = name
@@ -173,8 +175,9 @@ def context_tokens(messages: Sequence[Message], *, usage_from: int = 0) -> Conte
         if m.role == "assistant" and m.usage is not None and usage_tokens(m.usage) > 0:
             used = usage_tokens(m.usage)
             rest = sum(estimate_message(messages[j]) for j in range(i + 1, n))
-            return ContextTokens(tokens=used + rest, usage_tokens=used, estimated_tokens=rest,
-                                 usage_index=i)
+            return ContextTokens(
+                tokens=used + rest, usage_tokens=used, estimated_tokens=rest, usage_index=i
+            )
     est = sum(estimate_message(m) for m in messages)
     return ContextTokens(tokens=est, usage_tokens=0, estimated_tokens=est, usage_index=-1)
 

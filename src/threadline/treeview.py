@@ -79,9 +79,13 @@ class TreeShape:
         return n
 
 
-def layout(shape: TreeShape, *, keep: set[str] | frozenset[str] = frozenset(),
-           hide_bookkeeping: bool = False,
-           fold: Callable[[str, str | None], bool] | None = None) -> list[GraphRow]:
+def layout(
+    shape: TreeShape,
+    *,
+    keep: set[str] | frozenset[str] = frozenset(),
+    hide_bookkeeping: bool = False,
+    fold: Callable[[str, str | None], bool] | None = None,
+) -> list[GraphRow]:
     """The rows of the whole tree. ``keep``: ids never collapsed into a run (the leaf, labelled
     entries); ``fold(entry_id, parent_id)``: whether to draw an entry with its subtree folded."""
     rows: list[GraphRow] = []
@@ -111,10 +115,20 @@ def layout(shape: TreeShape, *, keep: set[str] | frozenset[str] = frozenset(),
         if not shown:
             active.discard(lane)
         kind = shape.types.get(eid, "")
-        collapsible = (hide_bookkeeping and kind in BOOKKEEPING_TYPES and eid not in keep
-                       and len(shown) <= 1 and not folded)
-        if collapsible and run_tail is not None and run_tail == parent and rows \
-                and rows[-1].lane == lane:
+        collapsible = (
+            hide_bookkeeping
+            and kind in BOOKKEEPING_TYPES
+            and eid not in keep
+            and len(shown) <= 1
+            and not folded
+        )
+        if (
+            collapsible
+            and run_tail is not None
+            and run_tail == parent
+            and rows
+            and rows[-1].lane == lane
+        ):
             last = rows[-1]
             last.run += 1
             last.run_types[kind] = last.run_types.get(kind, 0) + 1
@@ -123,9 +137,16 @@ def layout(shape: TreeShape, *, keep: set[str] | frozenset[str] = frozenset(),
             run_tail = eid
         else:
             through = sorted(active - {lane} - set(forks))
-            row = GraphRow(id=eid, depth=depth, lane=lane, through=through, forks=forks,
-                           children=len(kids), folded=folded,
-                           hidden=shape.descendants(eid) if folded else 0)
+            row = GraphRow(
+                id=eid,
+                depth=depth,
+                lane=lane,
+                through=through,
+                forks=forks,
+                children=len(kids),
+                folded=folded,
+                hidden=shape.descendants(eid) if folded else 0,
+            )
             if collapsible:
                 row.run = 1
                 row.run_types = {kind: 1}

@@ -127,8 +127,9 @@ class Filters(msgspec.Struct, kw_only=True):
         return None if self.until is None else self.until + "~"
 
 
-def indexable(slots: Sequence[Slot]
-              ) -> tuple[list[tuple[str, str, str, str, str | None]], list[str]]:
+def indexable(
+    slots: Sequence[Slot],
+) -> tuple[list[tuple[str, str, str, str, str | None]], list[str]]:
     """``(entry_id, role, timestamp, body, embed_text)`` of every message with text among
     ``slots``, and the entry ids that ``purge`` records among them remove."""
     rows = []
@@ -143,8 +144,9 @@ def indexable(slots: Sequence[Slot]
         if isinstance(rec, MessageEntry):
             body = message_text(rec.message)
             if body.strip():
-                rows.append((rec.id, rec.message.role, rec.timestamp, body,
-                             embed_text(rec.message)))
+                rows.append(
+                    (rec.id, rec.message.role, rec.timestamp, body, embed_text(rec.message))
+                )
         elif isinstance(rec, PurgeRecord):
             purged.extend(rec.payload.entry_ids)
     return rows, purged
@@ -161,13 +163,70 @@ def validate_tag(tag: str | None, what: str = "tag") -> str:
 
 # Words too common to rank by (PostgreSQL's english configuration drops them too); a query made
 # of nothing else keeps them.
-STOP_WORDS = frozenset({
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "could", "did", "do", "does",
-    "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me",
-    "my", "no", "not", "of", "on", "or", "our", "so", "such", "that", "the", "their", "then",
-    "there", "these", "they", "this", "to", "was", "we", "were", "what", "when", "where", "which",
-    "who", "why", "will", "with", "would", "you", "your"
-})
+STOP_WORDS = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "so",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    }
+)
 
 
 def fts_terms(query: str) -> list[str]:
@@ -192,8 +251,9 @@ def set_digest(session_ids: Sequence[str]) -> str:
 class Catalog:
     """Search, listing and session tags over one store. Backends implement the ``_`` hooks."""
 
-    def __init__(self, store: BaseStore, embedder: Embedder | Literal["default"] | None
-                 = "default") -> None:
+    def __init__(
+        self, store: BaseStore, embedder: Embedder | Literal["default"] | None = "default"
+    ) -> None:
         self.store = store
         self._embedder_choice = embedder
         self._lock = threading.RLock()
@@ -219,9 +279,18 @@ class Catalog:
 
     # -- search -------------------------------------------------------------------------------
 
-    def search(self, query: str, k: int = 10, mode: Mode = "hybrid", *, role: str | None = None,
-               session: str | None = None, tag: str | None = None, since: str | None = None,
-               until: str | None = None) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        mode: Mode = "hybrid",
+        *,
+        role: str | None = None,
+        session: str | None = None,
+        tag: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> list[Hit]:
         """The ``k`` best messages for ``query``. ``mode``: ``hybrid`` (keyword and semantic
         fused by reciprocal rank; keyword only when no embedder is installed), ``keyword`` or
         ``semantic``. Filters: ``role``, ``session`` (id), ``tag`` (session tag), ``since`` and
@@ -248,8 +317,7 @@ class Catalog:
             sem = self._semantic(query, f, pool)
             return self._fuse(kw, sem, query, k)
 
-    def _fuse(self, kw: list[Hit], sem: list[tuple[Key, float]], query: str, k: int
-              ) -> list[Hit]:
+    def _fuse(self, kw: list[Hit], sem: list[tuple[Key, float]], query: str, k: int) -> list[Hit]:
         scores: dict[Key, float] = {}
         for rank, hit in enumerate(kw):
             key = (hit.session_id, hit.entry_id)
@@ -259,15 +327,24 @@ class Catalog:
         best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
         known = {(h.session_id, h.entry_id): h for h in kw}
         missing = [key for key, _ in best if key not in known]
-        described = {(h.session_id, h.entry_id): h
-                     for h in self._describe([(key, 0.0) for key in missing], query)}
+        described = {
+            (h.session_id, h.entry_id): h
+            for h in self._describe([(key, 0.0) for key in missing], query)
+        }
         out = []
         for key, score in best:
             found = known.get(key) or described.get(key)
             if found is not None:
-                out.append(Hit(session_id=key[0], entry_id=key[1], score=score,
-                               snippet=found.snippet, role=found.role,
-                               timestamp=found.timestamp))
+                out.append(
+                    Hit(
+                        session_id=key[0],
+                        entry_id=key[1],
+                        score=score,
+                        snippet=found.snippet,
+                        role=found.role,
+                        timestamp=found.timestamp,
+                    )
+                )
         return out
 
     def _semantic(self, query: str, f: Filters, limit: int) -> list[tuple[Key, float]]:
@@ -307,8 +384,11 @@ class Catalog:
             import numpy as np
 
             keys, blobs = self._load_vectors(embedder)
-            matrix = (np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(keys), -1)
-                      if keys else np.zeros((0, embedder.dim), dtype=np.float32))
+            matrix = (
+                np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(keys), -1)
+                if keys
+                else np.zeros((0, embedder.dim), dtype=np.float32)
+            )
             self._vec_cache = cache = (stamp, keys, matrix)
         return cache[1], cache[2]
 
@@ -333,8 +413,9 @@ class Catalog:
                 n = self._message_count()
                 return IndexStatus(messages=n, embedded=0, total=0, semantic=False)
             done, total = self._vector_counts(embedder)
-            return IndexStatus(messages=self._message_count(), embedded=done, total=total,
-                               semantic=True)
+            return IndexStatus(
+                messages=self._message_count(), embedded=done, total=total, semantic=True
+            )
 
     def index(self, progress: Callable[[int, int], None] | None = None) -> IndexStatus:
         """Bring the whole index up to date now: the keyword index, then a vector for every
@@ -351,9 +432,14 @@ class Catalog:
                 self._embed_pending(embedder, None, progress, done, total)
             return self.index_status()
 
-    def _embed_pending(self, embedder: Embedder, max_seconds: float | None = None,
-                       progress: Callable[[int, int], None] | None = None, done: int = 0,
-                       total: int = 0) -> bool:
+    def _embed_pending(
+        self,
+        embedder: Embedder,
+        max_seconds: float | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        done: int = 0,
+        total: int = 0,
+    ) -> bool:
         """Embed indexed messages without a vector for ``embedder``; stop once ``max_seconds``
         have passed. True when none is left."""
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
@@ -365,8 +451,10 @@ class Catalog:
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             vecs = embedder.embed([text for _, text in rows])
-            self._store_vectors(embedder, [(ref, vecs[i].astype("float32").tobytes())
-                                           for i, (ref, _) in enumerate(rows)])
+            self._store_vectors(
+                embedder,
+                [(ref, vecs[i].astype("float32").tobytes()) for i, (ref, _) in enumerate(rows)],
+            )
             done += len(rows)
             if progress is not None:
                 progress(min(done, total), total)
@@ -382,11 +470,19 @@ class Catalog:
             t = sorted(tags.get(s.id, ()))
             if tag is not None and tag not in t:
                 continue
-            rows.append(CatalogSession(id=s.id, name=s.name, created=s.created,
-                                       modified=s.modified, message_count=s.message_count,
-                                       first_message=s.first_message,
-                                       parent_session=s.parent_session, tags=t,
-                                       damaged=s.damaged))
+            rows.append(
+                CatalogSession(
+                    id=s.id,
+                    name=s.name,
+                    created=s.created,
+                    modified=s.modified,
+                    message_count=s.message_count,
+                    first_message=s.first_message,
+                    parent_session=s.parent_session,
+                    tags=t,
+                    damaged=s.damaged,
+                )
+            )
         return rows
 
     def session_tags(self, session_id: str) -> list[str]:
@@ -403,8 +499,9 @@ class Catalog:
                     counts[t] = counts.get(t, 0) + 1
         return dict(sorted(counts.items()))
 
-    def find_and_tag(self, query: str | None, tag: str | None, dry_run: bool = True,
-                     token: str | None = None) -> TagPlan | TagResult:
+    def find_and_tag(
+        self, query: str | None, tag: str | None, dry_run: bool = True, token: str | None = None
+    ) -> TagPlan | TagResult:
         """Tag every session with a message matching ``query`` (all its words, or semantically
         close when an embedder is installed). Preview by default."""
         if not query or not str(query).strip():
@@ -415,12 +512,12 @@ class Catalog:
             self.sync()
             ids = self._matching_sessions(query)
             if not ids:
-                raise UserError(f"No sessions found matching '{query}'. Try a broader search "
-                                "term.")
+                raise UserError(f"No sessions found matching '{query}'. Try a broader search term.")
             return self._plan_or_apply("find_and_tag", args, ids, dry_run, token)
 
-    def delete_tag(self, tag: str | None, dry_run: bool = True, token: str | None = None
-                   ) -> TagPlan | TagResult:
+    def delete_tag(
+        self, tag: str | None, dry_run: bool = True, token: str | None = None
+    ) -> TagPlan | TagResult:
         """Remove ``tag`` from every session that has it. Preview by default."""
         tag = validate_tag(tag, "tag to delete")
         with self._lock:
@@ -429,8 +526,13 @@ class Catalog:
                 raise UserError(f"No sessions have tag '{tag}'.")
             return self._plan_or_apply("delete_tag", {"tag": tag}, ids, dry_run, token)
 
-    def merge_tags(self, tag_from: str | None, tag_to: str | None, dry_run: bool = True,
-                   token: str | None = None) -> TagPlan | TagResult:
+    def merge_tags(
+        self,
+        tag_from: str | None,
+        tag_to: str | None,
+        dry_run: bool = True,
+        token: str | None = None,
+    ) -> TagPlan | TagResult:
         """Rename ``tag_from`` to ``tag_to`` on every session that has it. Preview by default."""
         tag_from = validate_tag(tag_from, "tag_from")
         tag_to = validate_tag(tag_to, "tag_to")
@@ -440,45 +542,62 @@ class Catalog:
             ids = self._tagged(tag_from)
             if not ids:
                 raise UserError(f"No sessions have tag '{tag_from}'.")
-            return self._plan_or_apply("merge_tags", {"tag_from": tag_from, "tag_to": tag_to},
-                                       ids, dry_run, token)
+            return self._plan_or_apply(
+                "merge_tags", {"tag_from": tag_from, "tag_to": tag_to}, ids, dry_run, token
+            )
 
     def _target_tag(self, op: str, args: dict[str, str]) -> str:
         return args["tag_to"] if op == "merge_tags" else args["tag"]
 
-    def _plan_or_apply(self, op: str, args: dict[str, str], ids: list[str], dry_run: bool,
-                       token: str | None) -> TagPlan | TagResult:
+    def _plan_or_apply(
+        self, op: str, args: dict[str, str], ids: list[str], dry_run: bool, token: str | None
+    ) -> TagPlan | TagResult:
         tagged = set(self._tagged(self._target_tag(op, args)))
         already = sum(1 for s in ids if s in tagged) if op != "delete_tag" else 0
         if dry_run:
             token = secrets.token_urlsafe(18)
             self._save_token(token, op, json.dumps(args, sort_keys=True), sorted(ids))
             sample = self._sample(ids)
-            return TagPlan(operation=op, count=len(ids), sample=sample, already_tagged=already,
-                           token=token, message=_plan_message(op, args, len(ids), sample,
-                                                              already))
+            return TagPlan(
+                operation=op,
+                count=len(ids),
+                sample=sample,
+                already_tagged=already,
+                token=token,
+                message=_plan_message(op, args, len(ids), sample, already),
+            )
         if not token:
-            raise UserError(f"{op} with dry_run=False needs the token of a preview; call it with "
-                            "dry_run=True first")
+            raise UserError(
+                f"{op} with dry_run=False needs the token of a preview; call it with "
+                "dry_run=True first"
+            )
         saved = self._load_token(token)
         if saved is None:
             raise UserError("Unknown or already used token; preview again with dry_run=True")
         if saved[0] != op or saved[1] != json.dumps(args, sort_keys=True):
-            raise UserError(f"This token was issued for another operation ({saved[0]} "
-                            f"{saved[1]}); preview this one with dry_run=True")
+            raise UserError(
+                f"This token was issued for another operation ({saved[0]} "
+                f"{saved[1]}); preview this one with dry_run=True"
+            )
         planned = saved[2]
         if set_digest(planned) != set_digest(ids):
-            raise UserError(f"The sessions this {op} applies to changed since the preview "
-                            f"({len(planned)} then, {len(ids)} now); preview again with "
-                            "dry_run=True")
+            raise UserError(
+                f"The sessions this {op} applies to changed since the preview "
+                f"({len(planned)} then, {len(ids)} now); preview again with "
+                "dry_run=True"
+            )
         try:
             changed, already = self._apply(op, args, planned, token)
         except UserError:
             raise
         except Exception as exc:
             raise StoreError(f"Tag operation failed. No changes were made. ({exc})") from None
-        return TagResult(operation=op, changed=changed, already_tagged=already,
-                         message=_result_message(op, args, changed, already))
+        return TagResult(
+            operation=op,
+            changed=changed,
+            already_tagged=already,
+            message=_result_message(op, args, changed, already),
+        )
 
     def _sample(self, ids: list[str]) -> list[str]:
         chosen = sorted(ids)[:SAMPLE_SIZE]
@@ -562,8 +681,7 @@ class Catalog:
     def _load_token(self, token: str) -> tuple[str, str, list[str]] | None:
         raise NotImplementedError
 
-    def _apply(self, op: str, args: dict[str, str], ids: list[str], token: str
-               ) -> tuple[int, int]:
+    def _apply(self, op: str, args: dict[str, str], ids: list[str], token: str) -> tuple[int, int]:
         """Apply a tag operation to ``ids`` and consume ``token``, in one transaction;
         returns ``(changed, already_tagged)``."""
         raise NotImplementedError
@@ -577,18 +695,25 @@ def _names(sample: list[str], count: int) -> str:
     return ", ".join(sample) + ("…" if count > len(sample) else "")
 
 
-def _plan_message(op: str, args: dict[str, str], count: int, sample: list[str],
-                  already: int) -> str:
+def _plan_message(
+    op: str, args: dict[str, str], count: int, sample: list[str], already: int
+) -> str:
     if op == "find_and_tag":
         extra = f" ({already} already have it)" if already else ""
-        return (f"Found {_sessions(count)} matching '{args['query']}'. Sample: "
-                f"{_names(sample, count)}. Would apply tag '{args['tag']}' to all {count}{extra}. "
-                "Shall I proceed?")
+        return (
+            f"Found {_sessions(count)} matching '{args['query']}'. Sample: "
+            f"{_names(sample, count)}. Would apply tag '{args['tag']}' to all {count}{extra}. "
+            "Shall I proceed?"
+        )
     if op == "delete_tag":
-        return (f"Tag '{args['tag']}' appears on {_sessions(count)}: {_names(sample, count)}. "
-                "Would remove it from all. Shall I proceed?")
-    return (f"Would rename '{args['tag_from']}' → '{args['tag_to']}' on {_sessions(count)}: "
-            f"{_names(sample, count)}. Shall I proceed?")
+        return (
+            f"Tag '{args['tag']}' appears on {_sessions(count)}: {_names(sample, count)}. "
+            "Would remove it from all. Shall I proceed?"
+        )
+    return (
+        f"Would rename '{args['tag_from']}' → '{args['tag_to']}' on {_sessions(count)}: "
+        f"{_names(sample, count)}. Shall I proceed?"
+    )
 
 
 def _result_message(op: str, args: dict[str, str], changed: int, already: int) -> str:
@@ -612,5 +737,5 @@ def _plain_snippet(body: str, query: str, width: int = 120) -> str:
         if pos >= 0:
             break
     start = max(0, pos - width // 3) if pos >= 0 else 0
-    text = body[start:start + width].replace("\n", " ")
+    text = body[start : start + width].replace("\n", " ")
     return ("…" if start else "") + text + ("…" if start + width < len(body) else "")

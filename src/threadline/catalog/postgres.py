@@ -19,8 +19,9 @@ class PostgresCatalog(Catalog):
 
     store: PostgresStore
 
-    def __init__(self, store: PostgresStore,
-                 embedder: Embedder | Literal["default"] | None = "default") -> None:
+    def __init__(
+        self, store: PostgresStore, embedder: Embedder | Literal["default"] | None = "default"
+    ) -> None:
         super().__init__(store, embedder)
 
     def _where(self, f: Filters) -> tuple[str, list[Any]]:
@@ -39,8 +40,10 @@ class PostgresCatalog(Catalog):
             parts.append("r.timestamp <= %s")
             params.append(f.until_bound)
         if f.tag:
-            parts.append("r.session_id IN (SELECT session_id FROM tl_session_tags WHERE "
-                         "tenant_id = %s AND tag = %s)")
+            parts.append(
+                "r.session_id IN (SELECT session_id FROM tl_session_tags WHERE "
+                "tenant_id = %s AND tag = %s)"
+            )
             params.extend([self.store.tenant, f.tag])
         return "".join(" AND " + p for p in parts), params
 
@@ -63,19 +66,34 @@ class PostgresCatalog(Catalog):
                 f"FROM tl_records r, {self._OR_QUERY} query "
                 f"WHERE r.tenant_id = %s AND r.body IS NOT NULL AND r.tsv @@ query.q{where} "
                 "ORDER BY 3 DESC, r.session_id, r.seq LIMIT %s",
-                [terms, query, self.store.tenant, *params, limit]).fetchall()
+                [terms, query, self.store.tenant, *params, limit],
+            ).fetchall()
         need = terms_needed(terms)
-        return [Hit(session_id=r[0], entry_id=r[1], score=float(r[2]), snippet=r[3], role=r[4],
-                    timestamp=r[5]) for r in rows if r[6] >= need]
+        return [
+            Hit(
+                session_id=r[0],
+                entry_id=r[1],
+                score=float(r[2]),
+                snippet=r[3],
+                role=r[4],
+                timestamp=r[5],
+            )
+            for r in rows
+            if r[6] >= need
+        ]
 
     def _keyword_sessions(self, query: str) -> list[str]:
         if not fts_terms(query):
             return []
         with self.store.tx() as conn:
-            return [r[0] for r in conn.execute(
-                "SELECT DISTINCT session_id FROM tl_records WHERE tenant_id = %s AND "
-                "body IS NOT NULL AND tsv @@ plainto_tsquery('english', %s)",
-                (self.store.tenant, query))]
+            return [
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT session_id FROM tl_records WHERE tenant_id = %s AND "
+                    "body IS NOT NULL AND tsv @@ plainto_tsquery('english', %s)",
+                    (self.store.tenant, query),
+                )
+            ]
 
     def _describe(self, found: list[tuple[Key, float]], query: str) -> list[Hit]:
         from threadline.catalog.base import _plain_snippet
@@ -83,28 +101,44 @@ class PostgresCatalog(Catalog):
         out = []
         with self.store.tx() as conn:
             for (sid, eid), score in found:
-                row = conn.execute("SELECT role, timestamp, body FROM tl_records WHERE "
-                                   "tenant_id = %s AND session_id = %s AND id = %s AND body IS "
-                                   "NOT NULL LIMIT 1", (self.store.tenant, sid, eid)).fetchone()
+                row = conn.execute(
+                    "SELECT role, timestamp, body FROM tl_records WHERE "
+                    "tenant_id = %s AND session_id = %s AND id = %s AND body IS "
+                    "NOT NULL LIMIT 1",
+                    (self.store.tenant, sid, eid),
+                ).fetchone()
                 if row is not None:
-                    out.append(Hit(session_id=sid, entry_id=eid, score=score,
-                                   snippet=_plain_snippet(row[2], query), role=row[0],
-                                   timestamp=row[1]))
+                    out.append(
+                        Hit(
+                            session_id=sid,
+                            entry_id=eid,
+                            score=score,
+                            snippet=_plain_snippet(row[2], query),
+                            role=row[0],
+                            timestamp=row[1],
+                        )
+                    )
         return out
 
     def _allowed(self, f: Filters) -> set[Key]:
         where, params = self._where(f)
         with self.store.tx() as conn:
-            rows = conn.execute(f"SELECT r.session_id, r.id FROM tl_records r WHERE "
-                                f"r.tenant_id = %s AND r.body IS NOT NULL{where}",
-                                [self.store.tenant, *params]).fetchall()
+            rows = conn.execute(
+                f"SELECT r.session_id, r.id FROM tl_records r WHERE "
+                f"r.tenant_id = %s AND r.body IS NOT NULL{where}",
+                [self.store.tenant, *params],
+            ).fetchall()
         return {(r[0], r[1]) for r in rows}
 
     def _vector_stamp(self, embedder: Embedder) -> Any:
         with self.store.tx() as conn:
-            return tuple(conn.execute("SELECT count(*), coalesce(sum(seq), 0) FROM tl_vectors "
-                                      "WHERE tenant_id = %s AND model = %s",
-                                      (self.store.tenant, embedder.name)).fetchone())
+            return tuple(
+                conn.execute(
+                    "SELECT count(*), coalesce(sum(seq), 0) FROM tl_vectors "
+                    "WHERE tenant_id = %s AND model = %s",
+                    (self.store.tenant, embedder.name),
+                ).fetchone()
+            )
 
     def _load_vectors(self, embedder: Embedder) -> tuple[list[Key], list[bytes]]:
         with self.store.tx() as conn:
@@ -112,21 +146,28 @@ class PostgresCatalog(Catalog):
                 "SELECT r.session_id, r.id, v.vec FROM tl_vectors v JOIN tl_records r ON "
                 "r.tenant_id = v.tenant_id AND r.session_id = v.session_id AND r.seq = v.seq "
                 "WHERE v.tenant_id = %s AND v.model = %s ORDER BY v.session_id, v.seq",
-                (self.store.tenant, embedder.name)).fetchall()
+                (self.store.tenant, embedder.name),
+            ).fetchall()
         return [(r[0], r[1]) for r in rows], [bytes(r[2]) for r in rows]
 
     def _message_count(self) -> int:
         with self.store.tx() as conn:
-            row = conn.execute("SELECT count(*) FROM tl_records WHERE tenant_id = %s AND body IS "
-                               "NOT NULL", (self.store.tenant,)).fetchone()
+            row = conn.execute(
+                "SELECT count(*) FROM tl_records WHERE tenant_id = %s AND body IS NOT NULL",
+                (self.store.tenant,),
+            ).fetchone()
         return int(row[0])
 
     def _vector_counts(self, embedder: Embedder) -> tuple[int, int]:
         with self.store.tx() as conn:
-            total = conn.execute("SELECT count(*) FROM tl_records WHERE tenant_id = %s AND "
-                                 "etext IS NOT NULL", (self.store.tenant,)).fetchone()[0]
-            done = conn.execute("SELECT count(*) FROM tl_vectors WHERE tenant_id = %s AND "
-                                "model = %s", (self.store.tenant, embedder.name)).fetchone()[0]
+            total = conn.execute(
+                "SELECT count(*) FROM tl_records WHERE tenant_id = %s AND etext IS NOT NULL",
+                (self.store.tenant,),
+            ).fetchone()[0]
+            done = conn.execute(
+                "SELECT count(*) FROM tl_vectors WHERE tenant_id = %s AND model = %s",
+                (self.store.tenant, embedder.name),
+            ).fetchone()[0]
         return int(done), int(total)
 
     def _pending_vectors(self, embedder: Embedder, limit: int) -> list[tuple[Any, str]]:
@@ -135,7 +176,8 @@ class PostgresCatalog(Catalog):
                 "SELECT r.session_id, r.seq, r.etext FROM tl_records r WHERE r.tenant_id = %s "
                 "AND r.etext IS NOT NULL AND NOT EXISTS (SELECT 1 FROM tl_vectors v WHERE "
                 "v.tenant_id = r.tenant_id AND v.session_id = r.session_id AND v.seq = r.seq "
-                "AND v.model = %s) LIMIT %s", (self.store.tenant, embedder.name, limit)
+                "AND v.model = %s) LIMIT %s",
+                (self.store.tenant, embedder.name, limit),
             ).fetchall()
         return [((r[0], r[1]), r[2]) for r in rows]
 
@@ -145,7 +187,8 @@ class PostgresCatalog(Catalog):
                 "INSERT INTO tl_vectors (tenant_id, session_id, seq, model, vec) VALUES "
                 "(%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, session_id, seq) DO UPDATE SET "
                 "model = excluded.model, vec = excluded.vec",
-                [(self.store.tenant, ref[0], ref[1], embedder.name, blob) for ref, blob in rows])
+                [(self.store.tenant, ref[0], ref[1], embedder.name, blob) for ref, blob in rows],
+            )
 
     def rebuild(self) -> None:
         """Drop the tenant's vectors (they are recomputed on the next semantic search); the
@@ -156,67 +199,89 @@ class PostgresCatalog(Catalog):
 
     def forget(self, session_id: str, entry_ids: Sequence[str]) -> None:
         with self.store.tx() as conn:
-            conn.execute("DELETE FROM tl_vectors v USING tl_records r WHERE v.tenant_id = %s "
-                         "AND r.tenant_id = v.tenant_id AND r.session_id = v.session_id AND "
-                         "r.seq = v.seq AND r.session_id = %s AND r.id = ANY(%s)",
-                         (self.store.tenant, session_id, list(entry_ids)))
-            conn.execute("UPDATE tl_records SET body = NULL, etext = NULL, role = NULL WHERE "
-                         "tenant_id = %s "
-                         "AND session_id = %s AND id = ANY(%s)",
-                         (self.store.tenant, session_id, list(entry_ids)))
+            conn.execute(
+                "DELETE FROM tl_vectors v USING tl_records r WHERE v.tenant_id = %s "
+                "AND r.tenant_id = v.tenant_id AND r.session_id = v.session_id AND "
+                "r.seq = v.seq AND r.session_id = %s AND r.id = ANY(%s)",
+                (self.store.tenant, session_id, list(entry_ids)),
+            )
+            conn.execute(
+                "UPDATE tl_records SET body = NULL, etext = NULL, role = NULL WHERE "
+                "tenant_id = %s "
+                "AND session_id = %s AND id = ANY(%s)",
+                (self.store.tenant, session_id, list(entry_ids)),
+            )
         self._vec_cache = None
 
     def _all_tags(self) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
         with self.store.tx() as conn:
-            for sid, tag in conn.execute("SELECT session_id, tag FROM tl_session_tags WHERE "
-                                         "tenant_id = %s", (self.store.tenant,)):
+            for sid, tag in conn.execute(
+                "SELECT session_id, tag FROM tl_session_tags WHERE tenant_id = %s",
+                (self.store.tenant,),
+            ):
                 out.setdefault(sid, set()).add(tag)
         return out
 
     def _tagged(self, tag: str) -> list[str]:
         with self.store.tx() as conn:
-            return [r[0] for r in conn.execute(
-                "SELECT session_id FROM tl_session_tags WHERE tenant_id = %s AND tag = %s "
-                "ORDER BY session_id", (self.store.tenant, tag))]
+            return [
+                r[0]
+                for r in conn.execute(
+                    "SELECT session_id FROM tl_session_tags WHERE tenant_id = %s AND tag = %s "
+                    "ORDER BY session_id",
+                    (self.store.tenant, tag),
+                )
+            ]
 
     def _save_token(self, token: str, op: str, args: str, ids: list[str]) -> None:
         with self.store.tx() as conn:
-            conn.execute("INSERT INTO tl_tag_tokens VALUES (%s, %s, %s, %s, %s, %s)",
-                         (self.store.tenant, token, op, args, json.dumps(ids), now()))
+            conn.execute(
+                "INSERT INTO tl_tag_tokens VALUES (%s, %s, %s, %s, %s, %s)",
+                (self.store.tenant, token, op, args, json.dumps(ids), now()),
+            )
 
     def _load_token(self, token: str) -> tuple[str, str, list[str]] | None:
         with self.store.tx() as conn:
-            row = conn.execute("SELECT operation, args, session_ids FROM tl_tag_tokens WHERE "
-                               "tenant_id = %s AND token = %s", (self.store.tenant, token)
-                               ).fetchone()
+            row = conn.execute(
+                "SELECT operation, args, session_ids FROM tl_tag_tokens WHERE "
+                "tenant_id = %s AND token = %s",
+                (self.store.tenant, token),
+            ).fetchone()
         return None if row is None else (row[0], row[1], json.loads(row[2]))
 
-    def _apply(self, op: str, args: dict[str, str], ids: list[str], token: str
-               ) -> tuple[int, int]:
+    def _apply(self, op: str, args: dict[str, str], ids: list[str], token: str) -> tuple[int, int]:
         t = self.store.tenant
         with self.store.tx() as conn:
-            gone = conn.execute("DELETE FROM tl_tag_tokens WHERE tenant_id = %s AND token = %s",
-                                (t, token)).rowcount
+            gone = conn.execute(
+                "DELETE FROM tl_tag_tokens WHERE tenant_id = %s AND token = %s", (t, token)
+            ).rowcount
             if gone != 1:
                 raise UserError("Unknown or already used token; preview again with dry_run=True")
             if op == "find_and_tag":
                 changed = conn.execute(
                     "INSERT INTO tl_session_tags (tenant_id, session_id, tag) SELECT %s, s, %s "
                     "FROM unnest(%s::text[]) AS s ON CONFLICT DO NOTHING",
-                    (t, args["tag"], ids)).rowcount
+                    (t, args["tag"], ids),
+                ).rowcount
                 return changed, len(ids) - changed
             if op == "delete_tag":
                 changed = conn.execute(
                     "DELETE FROM tl_session_tags WHERE tenant_id = %s AND tag = %s AND "
-                    "session_id = ANY(%s)", (t, args["tag"], ids)).rowcount
+                    "session_id = ANY(%s)",
+                    (t, args["tag"], ids),
+                ).rowcount
                 return changed, 0
-            conn.execute("DELETE FROM tl_session_tags WHERE tenant_id = %s AND tag = %s AND "
-                         "session_id = ANY(%s)", (t, args["tag_from"], ids))
+            conn.execute(
+                "DELETE FROM tl_session_tags WHERE tenant_id = %s AND tag = %s AND "
+                "session_id = ANY(%s)",
+                (t, args["tag_from"], ids),
+            )
             added = conn.execute(
                 "INSERT INTO tl_session_tags (tenant_id, session_id, tag) SELECT %s, s, %s "
                 "FROM unnest(%s::text[]) AS s ON CONFLICT DO NOTHING",
-                (t, args["tag_to"], ids)).rowcount
+                (t, args["tag_to"], ids),
+            ).rowcount
             return len(ids), len(ids) - added
 
     def add_tags(self, session_id: str, tags: Sequence[str]) -> None:
@@ -225,11 +290,16 @@ class PostgresCatalog(Catalog):
 
         clean = [validate_tag(t) for t in tags]
         with self.store.tx() as conn, conn.cursor() as cur:
-            cur.executemany("INSERT INTO tl_session_tags VALUES (%s, %s, %s) ON CONFLICT DO "
-                            "NOTHING", [(self.store.tenant, session_id, t) for t in clean])
+            cur.executemany(
+                "INSERT INTO tl_session_tags VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                [(self.store.tenant, session_id, t) for t in clean],
+            )
 
     def remove_tags(self, session_id: str, tags: Sequence[str]) -> None:
         """Untag one session directly."""
         with self.store.tx() as conn:
-            conn.execute("DELETE FROM tl_session_tags WHERE tenant_id = %s AND session_id = %s "
-                         "AND tag = ANY(%s)", (self.store.tenant, session_id, list(tags)))
+            conn.execute(
+                "DELETE FROM tl_session_tags WHERE tenant_id = %s AND session_id = %s "
+                "AND tag = ANY(%s)",
+                (self.store.tenant, session_id, list(tags)),
+            )

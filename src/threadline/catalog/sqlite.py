@@ -33,8 +33,12 @@ if TYPE_CHECKING:
 class SqliteCatalog(Catalog):
     """The catalog in a SQLite database: FTS5 for keywords, float32 blobs for vectors."""
 
-    def __init__(self, store: BaseStore, path: str,
-                 embedder: Embedder | Literal["default"] | None = "default") -> None:
+    def __init__(
+        self,
+        store: BaseStore,
+        path: str,
+        embedder: Embedder | Literal["default"] | None = "default",
+    ) -> None:
         super().__init__(store, embedder)
         from threadline.store.sqlite import connect, upgrade
 
@@ -48,8 +52,10 @@ class SqliteCatalog(Catalog):
             self.conn.execute("PRAGMA secure_delete=ON")  # purged text must not linger in pages
             upgrade(self.conn, "catalog")
         except sqlite3.Error as exc:
-            raise StoreError(f"Cannot open the catalog {path}: {exc}; remove it and "
-                             "rebuild it", hint=Hint("rebuild_catalog")) from None
+            raise StoreError(
+                f"Cannot open the catalog {path}: {exc}; remove it and rebuild it",
+                hint=Hint("rebuild_catalog"),
+            ) from None
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -106,11 +112,13 @@ class SqliteCatalog(Catalog):
                     conn.executemany(
                         "INSERT OR IGNORE INTO cat_messages (session_id, entry_id, role, "
                         "timestamp, body, etext) VALUES (?, ?, ?, ?, ?, ?)",
-                        [(sid, *row) for row in rows])
-                    conn.executemany("DELETE FROM cat_messages WHERE session_id = ? AND "
-                                     "entry_id = ?", [(sid, e) for e in purged])
-                    conn.execute("INSERT OR REPLACE INTO cat_sessions VALUES (?, ?)",
-                                 (sid, cursor))
+                        [(sid, *row) for row in rows],
+                    )
+                    conn.executemany(
+                        "DELETE FROM cat_messages WHERE session_id = ? AND entry_id = ?",
+                        [(sid, e) for e in purged],
+                    )
+                    conn.execute("INSERT OR REPLACE INTO cat_sessions VALUES (?, ?)", (sid, cursor))
 
     def rebuild(self) -> None:
         with self._lock, self._tx() as conn:
@@ -126,8 +134,10 @@ class SqliteCatalog(Catalog):
     def forget(self, session_id: str, entry_ids: Sequence[str]) -> None:
         with self._lock:
             with self._tx() as conn:
-                conn.executemany("DELETE FROM cat_messages WHERE session_id = ? AND entry_id = ?",
-                                 [(session_id, e) for e in entry_ids])
+                conn.executemany(
+                    "DELETE FROM cat_messages WHERE session_id = ? AND entry_id = ?",
+                    [(session_id, e) for e in entry_ids],
+                )
             # merge the FTS segments so the deleted terms leave the index files too, then empty
             # the WAL so no frame of the old pages stays behind
             self.conn.execute("INSERT INTO cat_fts (cat_fts) VALUES ('optimize')")
@@ -167,7 +177,8 @@ class SqliteCatalog(Catalog):
             "snippet(cat_fts, 0, '[', ']', '…', 16), m.role, m.timestamp, m.rowid "
             "FROM cat_fts JOIN cat_messages m ON m.rowid = cat_fts.rowid "
             f"WHERE cat_fts MATCH ?{where} ORDER BY bm25(cat_fts), m.rowid LIMIT ?",
-            [match, *params, limit]).fetchall()
+            [match, *params, limit],
+        ).fetchall()
         # the relevance floor: count, with the index's own stemming, how many of the query's
         # words each candidate holds
         matched = dict.fromkeys((r[6] for r in rows), 0)
@@ -175,14 +186,25 @@ class SqliteCatalog(Catalog):
             marks = ",".join("?" * len(matched))
             for t in set(terms):
                 for (rowid,) in self.conn.execute(
-                        f"SELECT rowid FROM cat_fts WHERE cat_fts MATCH ? AND rowid IN ({marks})",
-                        [f'"{t}"', *matched]):
+                    f"SELECT rowid FROM cat_fts WHERE cat_fts MATCH ? AND rowid IN ({marks})",
+                    [f'"{t}"', *matched],
+                ):
                     matched[rowid] += 1
         else:
             matched = dict.fromkeys(matched, 1)
         need = terms_needed(terms)
-        return [Hit(session_id=r[0], entry_id=r[1], score=-float(r[2]), snippet=r[3], role=r[4],
-                    timestamp=r[5]) for r in rows if matched[r[6]] >= need]
+        return [
+            Hit(
+                session_id=r[0],
+                entry_id=r[1],
+                score=-float(r[2]),
+                snippet=r[3],
+                role=r[4],
+                timestamp=r[5],
+            )
+            for r in rows
+            if matched[r[6]] >= need
+        ]
 
     def _keyword_sessions(self, query: str) -> list[str]:
         terms = fts_terms(query)
@@ -191,7 +213,9 @@ class SqliteCatalog(Catalog):
         match = " AND ".join(f'"{t}"' for t in terms)
         rows = self.conn.execute(
             "SELECT DISTINCT m.session_id FROM cat_fts JOIN cat_messages m "
-            "ON m.rowid = cat_fts.rowid WHERE cat_fts MATCH ?", (match,)).fetchall()
+            "ON m.rowid = cat_fts.rowid WHERE cat_fts MATCH ?",
+            (match,),
+        ).fetchall()
         return [r[0] for r in rows]
 
     def _describe(self, found: list[tuple[Key, float]], query: str) -> list[Hit]:
@@ -199,18 +223,27 @@ class SqliteCatalog(Catalog):
         for (sid, eid), score in found:
             row = self.conn.execute(
                 "SELECT role, timestamp, body FROM cat_messages WHERE session_id = ? AND "
-                "entry_id = ?", (sid, eid)).fetchone()
+                "entry_id = ?",
+                (sid, eid),
+            ).fetchone()
             if row is not None:
-                out.append(Hit(session_id=sid, entry_id=eid, score=score,
-                               snippet=_plain_snippet(row[2], query), role=row[0],
-                               timestamp=row[1]))
+                out.append(
+                    Hit(
+                        session_id=sid,
+                        entry_id=eid,
+                        score=score,
+                        snippet=_plain_snippet(row[2], query),
+                        role=row[0],
+                        timestamp=row[1],
+                    )
+                )
         return out
 
     def _allowed(self, f: Filters) -> set[Key]:
         where, params = self._where(f)
         rows = self.conn.execute(
-            f"SELECT m.session_id, m.entry_id FROM cat_messages m WHERE 1 = 1{where}",
-            params).fetchall()
+            f"SELECT m.session_id, m.entry_id FROM cat_messages m WHERE 1 = 1{where}", params
+        ).fetchall()
         return {(r[0], r[1]) for r in rows}
 
     def _vector_stamp(self, embedder: Embedder) -> Any:
@@ -223,28 +256,36 @@ class SqliteCatalog(Catalog):
 
     def _vector_counts(self, embedder: Embedder) -> tuple[int, int]:
         total = self.conn.execute(
-            "SELECT count(*) FROM cat_messages WHERE etext IS NOT NULL").fetchone()[0]
+            "SELECT count(*) FROM cat_messages WHERE etext IS NOT NULL"
+        ).fetchone()[0]
         done = self.conn.execute(
             "SELECT count(*) FROM cat_vectors v JOIN cat_messages m ON m.rowid = v.msg_rowid "
-            "WHERE v.model = ? AND m.etext IS NOT NULL", (embedder.name,)).fetchone()[0]
+            "WHERE v.model = ? AND m.etext IS NOT NULL",
+            (embedder.name,),
+        ).fetchone()[0]
         return int(done), int(total)
 
     def _load_vectors(self, embedder: Embedder) -> tuple[list[Key], list[bytes]]:
         rows = self.conn.execute(
             "SELECT m.session_id, m.entry_id, v.vec FROM cat_vectors v JOIN cat_messages m "
             "ON m.rowid = v.msg_rowid WHERE v.model = ? ORDER BY v.msg_rowid",
-            (embedder.name,)).fetchall()
+            (embedder.name,),
+        ).fetchall()
         return [(r[0], r[1]) for r in rows], [r[2] for r in rows]
 
     def _pending_vectors(self, embedder: Embedder, limit: int) -> list[tuple[Any, str]]:
         # messages only get higher row ids, so everything at or below the high-water mark of
         # the last complete pass (for this model) is embedded already
         mark = self._embedded_upto if self._embedded_model == embedder.name else 0
-        rows = [(r[0], r[1]) for r in self.conn.execute(
-            "SELECT m.rowid, m.etext FROM cat_messages m LEFT JOIN cat_vectors v "
-            "ON v.msg_rowid = m.rowid AND v.model = ? WHERE m.rowid > ? AND "
-            "v.msg_rowid IS NULL AND m.etext IS NOT NULL ORDER BY m.rowid LIMIT ?",
-            (embedder.name, mark, limit))]
+        rows = [
+            (r[0], r[1])
+            for r in self.conn.execute(
+                "SELECT m.rowid, m.etext FROM cat_messages m LEFT JOIN cat_vectors v "
+                "ON v.msg_rowid = m.rowid AND v.model = ? WHERE m.rowid > ? AND "
+                "v.msg_rowid IS NULL AND m.etext IS NOT NULL ORDER BY m.rowid LIMIT ?",
+                (embedder.name, mark, limit),
+            )
+        ]
         if not rows:
             top = self.conn.execute("SELECT max(rowid) FROM cat_messages").fetchone()[0]
             self._embedded_upto, self._embedded_model = top or 0, embedder.name
@@ -252,8 +293,10 @@ class SqliteCatalog(Catalog):
 
     def _store_vectors(self, embedder: Embedder, rows: list[tuple[Any, bytes]]) -> None:
         with self._tx() as conn:
-            conn.executemany("INSERT OR REPLACE INTO cat_vectors VALUES (?, ?, ?)",
-                             [(ref, embedder.name, blob) for ref, blob in rows])
+            conn.executemany(
+                "INSERT OR REPLACE INTO cat_vectors VALUES (?, ?, ?)",
+                [(ref, embedder.name, blob) for ref, blob in rows],
+            )
 
     # -- tags -------------------------------------------------------------------------------
 
@@ -264,21 +307,27 @@ class SqliteCatalog(Catalog):
         return out
 
     def _tagged(self, tag: str) -> list[str]:
-        return [r[0] for r in self.conn.execute(
-            "SELECT session_id FROM cat_tags WHERE tag = ? ORDER BY session_id", (tag,))]
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT session_id FROM cat_tags WHERE tag = ? ORDER BY session_id", (tag,)
+            )
+        ]
 
     def _save_token(self, token: str, op: str, args: str, ids: list[str]) -> None:
         with self._tx() as conn:
-            conn.execute("INSERT INTO cat_tokens VALUES (?, ?, ?, ?, ?)",
-                         (token, op, args, json.dumps(ids), now()))
+            conn.execute(
+                "INSERT INTO cat_tokens VALUES (?, ?, ?, ?, ?)",
+                (token, op, args, json.dumps(ids), now()),
+            )
 
     def _load_token(self, token: str) -> tuple[str, str, list[str]] | None:
-        row = self.conn.execute("SELECT operation, args, session_ids FROM cat_tokens "
-                                "WHERE token = ?", (token,)).fetchone()
+        row = self.conn.execute(
+            "SELECT operation, args, session_ids FROM cat_tokens WHERE token = ?", (token,)
+        ).fetchone()
         return None if row is None else (row[0], row[1], json.loads(row[2]))
 
-    def _apply(self, op: str, args: dict[str, str], ids: list[str], token: str
-               ) -> tuple[int, int]:
+    def _apply(self, op: str, args: dict[str, str], ids: list[str], token: str) -> tuple[int, int]:
         changed = already = 0
         with self._tx() as conn:
             gone = conn.execute("DELETE FROM cat_tokens WHERE token = ?", (token,)).rowcount
@@ -286,18 +335,23 @@ class SqliteCatalog(Catalog):
                 raise UserError("Unknown or already used token; preview again with dry_run=True")
             for sid in ids:
                 if op == "find_and_tag":
-                    n = conn.execute("INSERT OR IGNORE INTO cat_tags VALUES (?, ?)",
-                                     (sid, args["tag"])).rowcount
+                    n = conn.execute(
+                        "INSERT OR IGNORE INTO cat_tags VALUES (?, ?)", (sid, args["tag"])
+                    ).rowcount
                     changed += n
                     already += 1 - n
                 elif op == "delete_tag":
-                    changed += conn.execute("DELETE FROM cat_tags WHERE session_id = ? AND "
-                                            "tag = ?", (sid, args["tag"])).rowcount
+                    changed += conn.execute(
+                        "DELETE FROM cat_tags WHERE session_id = ? AND tag = ?", (sid, args["tag"])
+                    ).rowcount
                 else:
-                    conn.execute("DELETE FROM cat_tags WHERE session_id = ? AND tag = ?",
-                                  (sid, args["tag_from"]))
-                    n = conn.execute("INSERT OR IGNORE INTO cat_tags VALUES (?, ?)",
-                                     (sid, args["tag_to"])).rowcount
+                    conn.execute(
+                        "DELETE FROM cat_tags WHERE session_id = ? AND tag = ?",
+                        (sid, args["tag_from"]),
+                    )
+                    n = conn.execute(
+                        "INSERT OR IGNORE INTO cat_tags VALUES (?, ?)", (sid, args["tag_to"])
+                    ).rowcount
                     changed += 1
                     already += 1 - n
         return changed, already
@@ -306,11 +360,14 @@ class SqliteCatalog(Catalog):
         """Tag one session directly (no preview: the caller names the session)."""
         clean = [validate_tag(t) for t in tags]
         with self._lock, self._tx() as conn:
-            conn.executemany("INSERT OR IGNORE INTO cat_tags VALUES (?, ?)",
-                             [(session_id, t) for t in clean])
+            conn.executemany(
+                "INSERT OR IGNORE INTO cat_tags VALUES (?, ?)", [(session_id, t) for t in clean]
+            )
 
     def remove_tags(self, session_id: str, tags: Sequence[str]) -> None:
         """Untag one session directly."""
         with self._lock, self._tx() as conn:
-            conn.executemany("DELETE FROM cat_tags WHERE session_id = ? AND tag = ?",
-                             [(session_id, t) for t in tags])
+            conn.executemany(
+                "DELETE FROM cat_tags WHERE session_id = ? AND tag = ?",
+                [(session_id, t) for t in tags],
+            )

@@ -47,16 +47,22 @@ def format_tag_line(t: TagStatus, width: int = NAME_WIDTH) -> str:
 
 def format_listing(listing: TagListing) -> list[str]:
     """The ``Current tags:`` block, then which invalid tags were removed (or only reported)."""
-    width = max([NAME_WIDTH] + [len(t.name) + (len(SPECIAL_MARK) if t.special else 0)
-                                for t in listing])
+    width = max(
+        [NAME_WIDTH] + [len(t.name) + (len(SPECIAL_MARK) if t.special else 0) for t in listing]
+    )
     lines = ["Current tags:"] + [format_tag_line(t, width) for t in listing]
     invalid = [t.name for t in listing if t.status == INVALID]
     if listing.removed:
-        lines += ["", f"Removed {len(listing.removed)} invalid tag(s): "
-                      f"{', '.join(listing.removed)}"]
+        lines += [
+            "",
+            f"Removed {len(listing.removed)} invalid tag(s): {', '.join(listing.removed)}",
+        ]
     elif invalid:
-        lines += ["", f"Found {len(invalid)} invalid tag(s): {', '.join(invalid)} (not removed: "
-                      "another process is writing this session)"]
+        lines += [
+            "",
+            f"Found {len(invalid)} invalid tag(s): {', '.join(invalid)} (not removed: "
+            "another process is writing this session)",
+        ]
     return lines
 
 
@@ -68,8 +74,10 @@ def format_tag_created(t: TagStatus, moved: bool) -> str:
 def _left_behind(r: UndoResult) -> list[str]:
     out = []
     if r.messages_added and not r.switched_branch:
-        out.append(f"{r.messages_added} earlier messages are back in view (the history before "
-                   "a compaction)")
+        out.append(
+            f"{r.messages_added} earlier messages are back in view (the history before "
+            "a compaction)"
+        )
     if r.tags_left_behind:
         out.append(f"Tags left behind: {', '.join(r.tags_left_behind)}")
     return out
@@ -79,8 +87,10 @@ def format_undo(r: UndoResult, n: int) -> list[str]:
     users = r.user_messages_removed
     noun = "message" if users == 1 else "messages"
     if r.cleared and users == 0:
-        head = (f"Cleared the view ({r.messages_removed} total messages); it held no user "
-                "messages to undo")
+        head = (
+            f"Cleared the view ({r.messages_removed} total messages); it held no user "
+            "messages to undo"
+        )
     elif r.cleared and n > users:
         head = f"Removed all {users} user {noun} ({r.messages_removed} total messages)"
     else:
@@ -92,16 +102,20 @@ def format_undo_to(r: UndoResult) -> list[str]:
     if r.already_there:
         return [f"Already at tag '{r.tag}' (position {r.position})"]
     if r.switched_branch:
-        head = (f"Restored to tag '{r.tag}' on another branch (removed {r.messages_removed} "
-                f"messages, added {r.messages_added})")
+        head = (
+            f"Restored to tag '{r.tag}' on another branch (removed {r.messages_removed} "
+            f"messages, added {r.messages_added})"
+        )
     else:
         head = f"Restored to tag '{r.tag}' (removed {r.messages_removed} messages)"
     return [head, *_left_behind(r)]
 
 
 def format_clear(r: UndoResult) -> list[str]:
-    lines = [f"Conversation cleared (removed {r.messages_removed} messages); "
-             "the old messages stay in the tree"]
+    lines = [
+        f"Conversation cleared (removed {r.messages_removed} messages); "
+        "the old messages stay in the tree"
+    ]
     if r.tags_left_behind:
         lines.append(f"Tags left behind: {', '.join(r.tags_left_behind)}")
     return lines
@@ -142,8 +156,9 @@ ANONYMOUS = "+"
 @click.argument("position", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the tag as JSON.")
 @click.pass_context
-def tag(ctx: click.Context, session_id: str, name: str | None, position: str | None,
-        as_json: bool) -> None:
+def tag(
+    ctx: click.Context, session_id: str, name: str | None, position: str | None, as_json: bool
+) -> None:
     """Tag POSITION (default: the end of the conversation) as NAME; NAME '+' makes an anonymous
     tag (tag_1, tag_2, …). Without NAME, list the tags (as 'threadline tags')."""
     from threadline.cli.sessions import echo_json
@@ -187,8 +202,9 @@ def format_history(events: list[TagEvent]) -> list[str]:
         elif e.action == "removed":
             what = f"'{e.name}' removed"
         else:
-            what = f"'{e.name}' {'set at' if e.action == 'set' else 'moved to'} position " \
-                   f"{e.position}"
+            what = (
+                f"'{e.name}' {'set at' if e.action == 'set' else 'moved to'} position {e.position}"
+            )
         lines.append(f"  {when}  {what}")
     return lines
 
@@ -213,8 +229,13 @@ def tag_history(ctx: click.Context, session_id: str, name: str, as_json: bool) -
 
 @click.command(name="tag-export")
 @click.argument("session_id")
-@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
-              help="Write to this file instead of stdout.")
+@click.option(
+    "-o",
+    "--output",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Write to this file instead of stdout.",
+)
 @click.pass_context
 def tag_export(ctx: click.Context, session_id: str, output: str | None) -> None:
     """Write the session's tags as JSON (name, position, entry id, hash, timestamp)."""
@@ -222,8 +243,14 @@ def tag_export(ctx: click.Context, session_id: str, output: str | None) -> None:
 
     from threadline.cli.main import get_store
 
-    data = json.dumps(get_store(ctx).open(session_id, read_only=True).export_tags(),
-                      ensure_ascii=False, indent=2) + "\n"
+    data = (
+        json.dumps(
+            get_store(ctx).open(session_id, read_only=True).export_tags(),
+            ensure_ascii=False,
+            indent=2,
+        )
+        + "\n"
+    )
     if output is None:
         click.echo(data, nl=False)
     else:
@@ -247,8 +274,10 @@ def tag_import(ctx: click.Context, session_id: str, path: str, replace: bool) ->
         raise UserError(f"{path} is not JSON ({exc.msg}); give a file tag-export wrote") from None
     with _open(ctx, session_id) as s:
         result = s.import_tags(data, replace=replace)
-    click.echo(f"Imported {len(result.imported)} tag(s)"
-               + (f": {', '.join(result.imported)}" if result.imported else ""))
+    click.echo(
+        f"Imported {len(result.imported)} tag(s)"
+        + (f": {', '.join(result.imported)}" if result.imported else "")
+    )
     for name, why in result.skipped.items():
         click.echo(f"Skipped '{name}': {why}")
 
@@ -286,8 +315,9 @@ def tags(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @click.option("--to", "to_tag", default=None, metavar="TAG", help="Restore to this tag instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
-def undo(ctx: click.Context, session_id: str, count: str | None, to_tag: str | None,
-         as_json: bool) -> None:
+def undo(
+    ctx: click.Context, session_id: str, count: str | None, to_tag: str | None, as_json: bool
+) -> None:
     """Undo the last COUNT user messages (default 1), or go back to a tag with --to TAG
     (a COUNT that is not a number is taken as a tag name)."""
     from threadline.cli.sessions import echo_json
@@ -326,5 +356,11 @@ def clear(ctx: click.Context, session_id: str, as_json: bool) -> None:
             _echo(format_clear(r))
 
 
-__all__ = ["format_clear", "format_listing", "format_tag_created", "format_undo",
-           "format_undo_to", "register"]
+__all__ = [
+    "format_clear",
+    "format_listing",
+    "format_tag_created",
+    "format_undo",
+    "format_undo_to",
+    "register",
+]

@@ -64,14 +64,18 @@ def index_catalog(store: Any) -> None:
 
 def _one_line(text: str, width: int = 100) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @click.command()
 @click.argument("query")
 @click.option("-k", "k", default=10, show_default=True, help="How many hits.")
-@click.option("--mode", type=click.Choice(["hybrid", "keyword", "semantic"]), default="hybrid",
-              show_default=True)
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "keyword", "semantic"]),
+    default="hybrid",
+    show_default=True,
+)
 @click.option("--role", default=None, help="Only messages of this role (user, assistant, …).")
 @click.option("--session", default=None, help="Only this session.")
 @click.option("--tag", default=None, help="Only sessions with this tag.")
@@ -79,9 +83,18 @@ def _one_line(text: str, width: int = 100) -> str:
 @click.option("--until", default=None, help="Only messages at or before this date/time.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def search(ctx: click.Context, query: str, k: int, mode: str, role: str | None,
-           session: str | None, tag: str | None, since: str | None, until: str | None,
-           as_json: bool) -> None:
+def search(
+    ctx: click.Context,
+    query: str,
+    k: int,
+    mode: str,
+    role: str | None,
+    session: str | None,
+    tag: str | None,
+    since: str | None,
+    until: str | None,
+    as_json: bool,
+) -> None:
     """Search every session's messages for QUERY (keyword + semantic, fused by rank).
 
     Messages below the relevance floor are not returned, so a query about something no session
@@ -90,8 +103,9 @@ def search(ctx: click.Context, query: str, k: int, mode: str, role: str | None,
     store = get_store(ctx)
     if mode != "keyword":
         index_catalog(store)
-    hits = store.catalog.search(query, k=k, mode=mode, role=role,
-                                session=session, tag=tag, since=since, until=until)
+    hits = store.catalog.search(
+        query, k=k, mode=mode, role=role, session=session, tag=tag, since=since, until=until
+    )
     if as_json:
         _echo_json(hits)
         return
@@ -112,11 +126,21 @@ def _report(out: TagPlan | TagResult, yes: bool, as_json: bool) -> None:
         click.echo(f"To apply it, run the same command with --execute --token {out.token}")
 
 
-def _run(ctx: click.Context, op: str, args: tuple[str, ...], execute: bool, token: str | None,
-         yes: bool, as_json: bool) -> None:
+def _run(
+    ctx: click.Context,
+    op: str,
+    args: tuple[str, ...],
+    execute: bool,
+    token: str | None,
+    yes: bool,
+    as_json: bool,
+) -> None:
     cat = get_store(ctx).catalog
-    fn = {"find_and_tag": cat.find_and_tag, "delete_tag": cat.delete_tag,
-          "merge_tags": cat.merge_tags}[op]
+    fn = {
+        "find_and_tag": cat.find_and_tag,
+        "delete_tag": cat.delete_tag,
+        "merge_tags": cat.merge_tags,
+    }[op]
     if execute and not token:
         raise UserError("--execute needs the --token a preview printed (or use --yes)")
     if yes:
@@ -129,8 +153,9 @@ def _run(ctx: click.Context, op: str, args: tuple[str, ...], execute: bool, toke
     _report(fn(*args, dry_run=not execute, token=token), False, as_json)
 
 
-_execute = click.option("--execute", is_flag=True,
-                        help="Apply the previewed change (with --token).")
+_execute = click.option(
+    "--execute", is_flag=True, help="Apply the previewed change (with --token)."
+)
 _token = click.option("--token", default=None, help="The token the preview printed.")
 _yes = click.option("--yes", is_flag=True, help="Preview and apply in one go.")
 _json = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -149,8 +174,15 @@ def manage_tags() -> None:
 @_yes
 @_json
 @click.pass_context
-def find_and_tag(ctx: click.Context, query: str, tag: str, execute: bool, token: str | None,
-                 yes: bool, as_json: bool) -> None:
+def find_and_tag(
+    ctx: click.Context,
+    query: str,
+    tag: str,
+    execute: bool,
+    token: str | None,
+    yes: bool,
+    as_json: bool,
+) -> None:
     """Tag every session with a message matching QUERY with TAG."""
     _run(ctx, "find_and_tag", (query, tag), execute, token, yes, as_json)
 
@@ -162,8 +194,9 @@ def find_and_tag(ctx: click.Context, query: str, tag: str, execute: bool, token:
 @_yes
 @_json
 @click.pass_context
-def delete_tag(ctx: click.Context, tag: str, execute: bool, token: str | None, yes: bool,
-               as_json: bool) -> None:
+def delete_tag(
+    ctx: click.Context, tag: str, execute: bool, token: str | None, yes: bool, as_json: bool
+) -> None:
     """Remove TAG from every session."""
     _run(ctx, "delete_tag", (tag,), execute, token, yes, as_json)
 
@@ -176,8 +209,15 @@ def delete_tag(ctx: click.Context, tag: str, execute: bool, token: str | None, y
 @_yes
 @_json
 @click.pass_context
-def merge_tags(ctx: click.Context, tag_from: str, tag_to: str, execute: bool, token: str | None,
-               yes: bool, as_json: bool) -> None:
+def merge_tags(
+    ctx: click.Context,
+    tag_from: str,
+    tag_to: str,
+    execute: bool,
+    token: str | None,
+    yes: bool,
+    as_json: bool,
+) -> None:
     """Rename TAG_FROM to TAG_TO on every session."""
     _run(ctx, "merge_tags", (tag_from, tag_to), execute, token, yes, as_json)
 
@@ -261,8 +301,11 @@ def catalog_index(ctx: click.Context) -> None:
     store = get_store(ctx)
     index_catalog(store)
     st = store.catalog.index_status()
-    semantic = (f"{st.embedded:,} / {st.total:,} with a vector for semantic search"
-                if st.semantic else "semantic search not installed")
+    semantic = (
+        f"{st.embedded:,} / {st.total:,} with a vector for semantic search"
+        if st.semantic
+        else "semantic search not installed"
+    )
     click.echo(f"{st.messages:,} messages indexed; {semantic}")
 
 
@@ -273,8 +316,9 @@ def db() -> None:
 
 @db.command(name="upgrade")
 @click.argument("url")
-@click.option("--schema", default="public", show_default=True,
-              help="PostgreSQL schema to create or upgrade.")
+@click.option(
+    "--schema", default="public", show_default=True, help="PostgreSQL schema to create or upgrade."
+)
 def db_upgrade(url: str, schema: str) -> None:
     """Apply the schema migrations a database store (sqlite:///… or postgresql://…) lacks.
     Safe to run again: it applies nothing when the schema is current."""
@@ -290,8 +334,11 @@ def db_upgrade(url: str, schema: str) -> None:
 
         conn = connect(sqlite_path(url))
         try:
-            applied = [f"{track} {v}" for track in ("sqlite", "catalog")
-                       for v in sqlite_upgrade(conn, track)]
+            applied = [
+                f"{track} {v}"
+                for track in ("sqlite", "catalog")
+                for v in sqlite_upgrade(conn, track)
+            ]
         finally:
             conn.close()
     else:
@@ -304,14 +351,20 @@ def db_upgrade(url: str, schema: str) -> None:
 
 @db.command(name="scrub")
 @click.argument("url")
-@click.option("--schema", default="public", show_default=True,
-              help="PostgreSQL schema whose tables to rewrite.")
+@click.option(
+    "--schema",
+    default="public",
+    show_default=True,
+    help="PostgreSQL schema whose tables to rewrite.",
+)
 def db_scrub(url: str, schema: str) -> None:
     """Rewrite a PostgreSQL store's tables (VACUUM FULL, as their owner) so that text deleted
     or purged leaves the table files; each table is locked while it is rewritten."""
     if not url.startswith(("postgresql:", "postgres:")):
-        raise UserError(f"db scrub takes a postgresql:// URL, not {url!r}; the JSONL and SQLite "
-                        "stores scrub during the purge itself")
+        raise UserError(
+            f"db scrub takes a postgresql:// URL, not {url!r}; the JSONL and SQLite "
+            "stores scrub during the purge itself"
+        )
     try:
         from threadline.store.postgres import scrub
     except ImportError as exc:
@@ -324,8 +377,11 @@ def db_scrub(url: str, schema: str) -> None:
 @click.argument("url")
 @click.argument("tenant")
 @click.argument("role")
-@click.option("--password", default=None, help="Password of the role (servers that do not "
-              "trust local connections).")
+@click.option(
+    "--password",
+    default=None,
+    help="Password of the role (servers that do not trust local connections).",
+)
 @click.option("--schema", default="public", show_default=True, help="PostgreSQL schema.")
 def db_tenant_role(url: str, tenant: str, role: str, password: str | None, schema: str) -> None:
     """Create the login ROLE of TENANT (role isolation: it reaches that tenant's rows only,

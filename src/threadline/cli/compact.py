@@ -39,21 +39,26 @@ def plan_lines(plan: CompactionPlan, show: int = 10) -> list[str]:
     """The human-readable preview of a compaction plan."""
     summarized = plan.messages_to_summarize
     sum_tokens = sum(estimate_message(m) for m in summarized)
-    lines = [f"Context: {plan.tokens_before} tokens",
-             f"Cut point: keep from entry {plan.first_kept_entry_id} "
-             f"({len(plan.kept_ids)} entries, ~{plan.kept_tokens} tokens kept)"]
+    lines = [
+        f"Context: {plan.tokens_before} tokens",
+        f"Cut point: keep from entry {plan.first_kept_entry_id} "
+        f"({len(plan.kept_ids)} entries, ~{plan.kept_tokens} tokens kept)",
+    ]
     if plan.is_split_turn:
-        lines.append(f"Split turn: its first {len(plan.turn_prefix)} message(s) are summarized "
-                     "separately (## Turn in progress)")
+        lines.append(
+            f"Split turn: its first {len(plan.turn_prefix)} message(s) are summarized "
+            "separately (## Turn in progress)"
+        )
     if plan.previous_compaction_id:
-        lines.append(f"Previous compaction: {plan.previous_compaction_id} (its summary is "
-                     "carried forward)")
+        lines.append(
+            f"Previous compaction: {plan.previous_compaction_id} (its summary is carried forward)"
+        )
     lines.append(f"Would summarize {len(summarized)} message(s), ~{sum_tokens} tokens:")
     head = summarized if len(summarized) <= show else summarized[: show // 2]
     lines += [f"  {_describe(m)}" for m in head]
     if len(summarized) > show:
         lines.append(f"  … {len(summarized) - show} more …")
-        lines += [f"  {_describe(m)}" for m in summarized[-(show - show // 2):]]
+        lines += [f"  {_describe(m)}" for m in summarized[-(show - show // 2) :]]
     if plan.turn_prefix:
         lines.append(f"Turn prefix ({len(plan.turn_prefix)} message(s)):")
         lines += [f"  {_describe(m)}" for m in plan.turn_prefix]
@@ -62,8 +67,9 @@ def plan_lines(plan: CompactionPlan, show: int = 10) -> list[str]:
     return lines
 
 
-def _summarizer(kind: str, model: str | None, base_url: str | None,
-                provider: str | None) -> Summarizer:
+def _summarizer(
+    kind: str, model: str | None, base_url: str | None, provider: str | None
+) -> Summarizer:
     if kind == "extractive":
         if model or base_url:
             raise UserError("--model and --base-url need --summarizer llm")
@@ -79,20 +85,42 @@ def register(cli: click.Group) -> None:
     @cli.command("compact")
     @click.argument("session_id")
     @click.option("--dry-run", is_flag=True, help="Show the plan; write nothing.")
-    @click.option("--keep-recent", "keep_recent", type=int, default=DEFAULT_KEEP_RECENT_TOKENS,
-                  show_default=True, help="Tokens of the newest messages to keep verbatim.")
-    @click.option("--summarizer", "kind", type=click.Choice(["extractive", "llm"]),
-                  default="extractive", show_default=True)
+    @click.option(
+        "--keep-recent",
+        "keep_recent",
+        type=int,
+        default=DEFAULT_KEEP_RECENT_TOKENS,
+        show_default=True,
+        help="Tokens of the newest messages to keep verbatim.",
+    )
+    @click.option(
+        "--summarizer",
+        "kind",
+        type=click.Choice(["extractive", "llm"]),
+        default="extractive",
+        show_default=True,
+    )
     @click.option("--model", default=None, help="Model for --summarizer llm.")
     @click.option("--base-url", default=None, help="OpenAI-compatible or Anthropic base URL.")
-    @click.option("--provider", default=None,
-                  type=click.Choice(["openai", "anthropic", "test"]),
-                  help="Provider API (default: from the model name).")
+    @click.option(
+        "--provider",
+        default=None,
+        type=click.Choice(["openai", "anthropic", "test"]),
+        help="Provider API (default: from the model name).",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print the plan and result as JSON.")
     @click.pass_context
-    def compact_cmd(ctx: click.Context, session_id: str, dry_run: bool, keep_recent: int,
-                    kind: str, model: str | None, base_url: str | None, provider: str | None,
-                    as_json: bool) -> None:
+    def compact_cmd(
+        ctx: click.Context,
+        session_id: str,
+        dry_run: bool,
+        keep_recent: int,
+        kind: str,
+        model: str | None,
+        base_url: str | None,
+        provider: str | None,
+        as_json: bool,
+    ) -> None:
         """Compact SESSION_ID: summarize the older part of its path and keep the newest
         KEEP_RECENT tokens. The cut point, what would be summarized and the token counts are
         shown before anything is written; --dry-run stops there."""
@@ -101,13 +129,18 @@ def register(cli: click.Group) -> None:
         try:
             plan = prepare_compaction(session, keep_recent_tokens=keep_recent)
             out: dict[str, Any] = {
-                "session_id": session.id, "tokens_before": plan.tokens_before,
+                "session_id": session.id,
+                "tokens_before": plan.tokens_before,
                 "first_kept_entry_id": plan.first_kept_entry_id,
                 "split_turn": plan.is_split_turn,
-                "turn_prefix_ids": plan.turn_prefix_ids, "summarize_ids": plan.summarize_ids,
-                "kept_entries": len(plan.kept_ids), "kept_tokens": plan.kept_tokens,
-                "read_files": plan.files.read, "modified_files": plan.files.modified,
-                "dry_run": dry_run}
+                "turn_prefix_ids": plan.turn_prefix_ids,
+                "summarize_ids": plan.summarize_ids,
+                "kept_entries": len(plan.kept_ids),
+                "kept_tokens": plan.kept_tokens,
+                "read_files": plan.files.read,
+                "modified_files": plan.files.modified,
+                "dry_run": dry_run,
+            }
             if not as_json:
                 for line in plan_lines(plan):
                     click.echo(line)
@@ -120,11 +153,21 @@ def register(cli: click.Group) -> None:
             result = compact(session, summarizer, plan=plan)
             after = session_tokens(session).tokens
             if as_json:
-                click.echo(_dumps({**out, "entry_id": result.entry_id, "tokens_after": after,
-                                   "summary": result.summary}))
+                click.echo(
+                    _dumps(
+                        {
+                            **out,
+                            "entry_id": result.entry_id,
+                            "tokens_after": after,
+                            "summary": result.summary,
+                        }
+                    )
+                )
             else:
-                click.echo(f"Compacted: entry {result.entry_id}; context {plan.tokens_before} "
-                           f"-> {after} tokens.")
+                click.echo(
+                    f"Compacted: entry {result.entry_id}; context {plan.tokens_before} "
+                    f"-> {after} tokens."
+                )
         finally:
             session.close()
 

@@ -22,14 +22,26 @@ EXPORT_FORMATS = (*PROVIDER_FORMATS, "chat_history")
 @click.command(name="import")
 @click.argument("fmt", metavar="FORMAT")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--session-id", default=None,
-              help="Id of the new session (one file holding one conversation only).")
+@click.option(
+    "--session-id",
+    default=None,
+    help="Id of the new session (one file holding one conversation only).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per created session.")
-@click.option("--again", is_flag=True,
-              help="Import a file even if the store already holds a session imported from it.")
+@click.option(
+    "--again",
+    is_flag=True,
+    help="Import a file even if the store already holds a session imported from it.",
+)
 @click.pass_context
-def import_(ctx: click.Context, fmt: str, paths: tuple[str, ...], session_id: str | None,
-            as_json: bool, again: bool) -> None:
+def import_(
+    ctx: click.Context,
+    fmt: str,
+    paths: tuple[str, ...],
+    session_id: str | None,
+    as_json: bool,
+    again: bool,
+) -> None:
     """Import transcripts as new sessions.
 
     FORMAT is one of pi, claude_code, chatgpt_export, codex, google_adk, chat_history, or auto
@@ -54,23 +66,34 @@ def import_(ctx: click.Context, fmt: str, paths: tuple[str, ...], session_id: st
         for path in paths:
             held = importing.imported_from(store, importing.content_sha256(path))
             if held:
-                raise UserError(f"{path} was already imported as session {', '.join(held)}; "
-                                "nothing was imported (add --again to import it anyway)")
+                raise UserError(
+                    f"{path} was already imported as session {', '.join(held)}; "
+                    "nothing was imported (add --again to import it anyway)"
+                )
     if session_id is not None and len(drafts) > 1:
-        raise UserError(f"{paths[0]} holds {len(drafts)} conversations; --session-id names one "
-                        "session, so leave it out")
-    created = importing.write(store, [d for _, d in drafts],
-                              [session_id] * len(drafts) if session_id else None)
+        raise UserError(
+            f"{paths[0]} holds {len(drafts)} conversations; --session-id names one "
+            "session, so leave it out"
+        )
+    created = importing.write(
+        store, [d for _, d in drafts], [session_id] * len(drafts) if session_id else None
+    )
     for (path, _), s in zip(drafts, created, strict=True):
         report = importing.report_of(s)
         problems = report.problems if report else 0
-        rows.append({
-            "session_id": s.id, "source": path, "format": report.format if report else fmt,
-            "source_id": report.source_id if report else None,
-            "entries": len(s.entry_ids()), "messages": s.message_count(),
-            "context_messages": len(s.context().messages), "warnings": problems,
-            "report": msgspec.to_builtins(report) if report else None,
-        })
+        rows.append(
+            {
+                "session_id": s.id,
+                "source": path,
+                "format": report.format if report else fmt,
+                "source_id": report.source_id if report else None,
+                "entries": len(s.entry_ids()),
+                "messages": s.message_count(),
+                "context_messages": len(s.context().messages),
+                "warnings": problems,
+                "report": msgspec.to_builtins(report) if report else None,
+            }
+        )
         if report:
             notes.extend(report.lines())
     if as_json:
@@ -78,8 +101,10 @@ def import_(ctx: click.Context, fmt: str, paths: tuple[str, ...], session_id: st
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
     else:
         for row in rows:
-            click.echo(f"{row['session_id']}  {row['entries']} entries  {row['messages']} "
-                       f"messages  {row['warnings']} warnings  ({row['format']}: {row['source']})")
+            click.echo(
+                f"{row['session_id']}  {row['entries']} entries  {row['messages']} "
+                f"messages  {row['warnings']} warnings  ({row['format']}: {row['source']})"
+            )
     for note in notes:
         click.echo(note, err=True)
     # index now, with visible progress, so the first search answers at once
@@ -90,17 +115,37 @@ def import_(ctx: click.Context, fmt: str, paths: tuple[str, ...], session_id: st
 
 @click.command()
 @click.argument("session_id")
-@click.option("--format", "fmt", required=True, type=click.Choice(EXPORT_FORMATS),
-              help="Payload format: a provider's message list or chat_history (wrapped).")
-@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
-              help="Write to this file instead of stdout.")
+@click.option(
+    "--format",
+    "fmt",
+    required=True,
+    type=click.Choice(EXPORT_FORMATS),
+    help="Payload format: a provider's message list or chat_history (wrapped).",
+)
+@click.option(
+    "-o",
+    "--output",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Write to this file instead of stdout.",
+)
 @click.option("--leaf", default=None, help="Export the context at this entry.")
-@click.option("--no-validate", is_flag=True,
-              help="Write the dump even when it breaks the provider's rules.")
+@click.option(
+    "--no-validate", is_flag=True, help="Write the dump even when it breaks the provider's rules."
+)
 @send_options
 @click.pass_context
-def export(ctx: click.Context, session_id: str, fmt: str, output: str | None, leaf: str | None,
-           no_validate: bool, explain: bool, strict: bool, dangling: str) -> None:
+def export(
+    ctx: click.Context,
+    session_id: str,
+    fmt: str,
+    output: str | None,
+    leaf: str | None,
+    no_validate: bool,
+    explain: bool,
+    strict: bool,
+    dangling: str,
+) -> None:
     """Write a session's context (what the model sees) in another format."""
     from threadline.cli.sessions import open_session, resolve_entry
 
@@ -126,8 +171,10 @@ def export(ctx: click.Context, session_id: str, fmt: str, output: str | None, le
             try:
                 module.validate(payload)
             except UserError as exc:
-                raise UserError(f"Session '{session_id}' does not make a valid {fmt} payload: "
-                                f"{exc}; pass --no-validate to write it anyway") from None
+                raise UserError(
+                    f"Session '{session_id}' does not make a valid {fmt} payload: "
+                    f"{exc}; pass --no-validate to write it anyway"
+                ) from None
     data = json.dumps(payload, ensure_ascii=False, indent=2) + "\n"
     if output is None:
         sys.stdout.write(data)

@@ -1,5 +1,4 @@
-"""History tools: ``threadline metadata ID``, ``threadline purge ID [ENTRY...] [--all] [--yes]``.
-"""
+"""History tools: ``threadline metadata ID``, ``threadline purge ID [ENTRY...] [--all] [--yes]``."""
 
 from __future__ import annotations
 
@@ -32,26 +31,34 @@ def metadata(ctx: click.Context, session_id: str, as_json: bool) -> None:
 def _print_plan(plan: PurgePlan) -> None:
     out = console()
     verb = "Purged" if plan.executed else "Would purge"
-    out.print(f"{verb} {len(plan.entry_ids)} entries ({plan.bytes:,} bytes) from session "
-              f"{plan.session_id}:")
+    out.print(
+        f"{verb} {len(plan.entry_ids)} entries ({plan.bytes:,} bytes) from session "
+        f"{plan.session_id}:"
+    )
     for item in plan.items:
         note = "  (already purged)" if item.already_purged else ""
         out.print(f"  {item.id}  {item.type:<15} {item.bytes:>10,} bytes{note}")
     for eid in plan.pending:
         out.print(f"  {eid}  (left on disk by an interrupted purge)")
     if plan.also_leaving_view:
-        out.print("Also leaving the view (tool call or result whose partner is purged): "
-                  + ", ".join(plan.also_leaving_view))
+        out.print(
+            "Also leaving the view (tool call or result whose partner is purged): "
+            + ", ".join(plan.also_leaving_view)
+        )
     if plan.derived:
-        out.print("Summaries that copied purged text (the copied text becomes [purged]): "
-                  + ", ".join(plan.derived))
+        out.print(
+            "Summaries that copied purged text (the copied text becomes [purged]): "
+            + ", ".join(plan.derived)
+        )
     if plan.files:
         out.print("Other files cleaned: " + ", ".join(plan.files))
     for note in plan.residue:
         out.print(f"Still holds the purged text: {note}")
     if not plan.executed:
-        out.print("Nothing was changed. Run again with --yes to purge; the content cannot be "
-                  "recovered afterwards.")
+        out.print(
+            "Nothing was changed. Run again with --yes to purge; the content cannot be "
+            "recovered afterwards."
+        )
 
 
 @click.command()
@@ -61,8 +68,14 @@ def _print_plan(plan: PurgePlan) -> None:
 @click.option("--yes", is_flag=True, help="Really purge (without it: preview only).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.pass_context
-def purge(ctx: click.Context, session_id: str, entry_ids: tuple[str, ...], purge_all: bool,
-          yes: bool, as_json: bool) -> None:
+def purge(
+    ctx: click.Context,
+    session_id: str,
+    entry_ids: tuple[str, ...],
+    purge_all: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
     """Remove entries' content from disk for good (preview unless --yes).
 
     The entries keep their id, parent and timestamp, so the tree stays whole; their payload

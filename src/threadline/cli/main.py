@@ -71,8 +71,13 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group)
-@click.option("--store", "store_url", envvar="THREADLINE_STORE", default=None,
-              help="Store URL or directory (default: $THREADLINE_HOME or ~/.threadline).")
+@click.option(
+    "--store",
+    "store_url",
+    envvar="THREADLINE_STORE",
+    default=None,
+    help="Store URL or directory (default: $THREADLINE_HOME or ~/.threadline).",
+)
 @click.version_option(package_name="threadline")
 @click.pass_context
 def cli(ctx: click.Context, store_url: str | None) -> None:
@@ -108,13 +113,17 @@ def _require_existing(url: str) -> None:
 
         path = sqlite_path(url)
         if path != ":memory:" and not Path(path).expanduser().exists():
-            raise UserError(f"No SQLite store at {path}; check --store (a command that creates "
-                            "sessions, such as new or import, creates it)")
+            raise UserError(
+                f"No SQLite store at {path}; check --store (a command that creates "
+                "sessions, such as new or import, creates it)"
+            )
     elif "://" not in url or url.startswith("file://"):
         path = url.removeprefix("file://")
         if not Path(path).expanduser().is_dir():
-            raise UserError(f"No store at {path} (no such directory); check --store (a command "
-                            "that creates sessions, such as new or import, creates it)")
+            raise UserError(
+                f"No store at {path} (no such directory); check --store (a command "
+                "that creates sessions, such as new or import, creates it)"
+            )
 
 
 def _register_commands() -> None:

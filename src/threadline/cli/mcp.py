@@ -17,11 +17,17 @@ def register(cli: click.Group) -> None:
 
 
 @click.command()
-@click.option("--http", "http", is_flag=True,
-              help="Serve streamable HTTP on 127.0.0.1 instead of stdio.")
-@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True,
-              help="Port for --http (the server listens on 127.0.0.1 only; the viewer's "
-                   "default is 8765, so both can run at once).")
+@click.option(
+    "--http", "http", is_flag=True, help="Serve streamable HTTP on 127.0.0.1 instead of stdio."
+)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    help="Port for --http (the server listens on 127.0.0.1 only; the viewer's "
+    "default is 8765, so both can run at once).",
+)
 @click.pass_context
 def mcp(ctx: click.Context, http: bool, port: int) -> None:
     """Run the MCP server (tools to read and curate histories) for agents."""
@@ -32,8 +38,7 @@ def mcp(ctx: click.Context, http: bool, port: int) -> None:
     store = get_store(ctx)
     if http:
         _check_port(port)  # fail before announcing a URL nobody can reach
-        click.echo(f"threadline MCP server on http://127.0.0.1:{port}/mcp (Ctrl-C stops)",
-                   err=True)
+        click.echo(f"threadline MCP server on http://127.0.0.1:{port}/mcp (Ctrl-C stops)", err=True)
     try:
         run(store, http=http, port=port)
     except KeyboardInterrupt:
@@ -47,7 +52,8 @@ def _check_port(port: int) -> None:
     try:
         sock.bind(("127.0.0.1", port))
     except OSError as exc:
-        raise UserError(f"Cannot listen on 127.0.0.1:{port} ({exc.strerror}); pick another "
-                        "port with --port") from None
+        raise UserError(
+            f"Cannot listen on 127.0.0.1:{port} ({exc.strerror}); pick another port with --port"
+        ) from None
     finally:
         sock.close()

@@ -30,15 +30,25 @@ def _json_messages(value: str) -> Any:
     try:
         data = json.loads(value)
     except json.JSONDecodeError as exc:
-        raise UserError(f"MESSAGES_JSON is not valid JSON ({exc.msg} at {exc.pos}); give a "
-                        'list like [{"role": "user", "content": "…"}]') from None
+        raise UserError(
+            f"MESSAGES_JSON is not valid JSON ({exc.msg} at {exc.pos}); give a "
+            'list like [{"role": "user", "content": "…"}]'
+        ) from None
     return data
 
 
-_cond = click.option("--if-tags", "if_tags", default="",
-                     help="Comma-separated tags: the op applies only when one is active.")
-_active = click.option("--active-tags", "active_tags", default="",
-                       help="Comma-separated tags the positions' view is computed with.")
+_cond = click.option(
+    "--if-tags",
+    "if_tags",
+    default="",
+    help="Comma-separated tags: the op applies only when one is active.",
+)
+_active = click.option(
+    "--active-tags",
+    "active_tags",
+    default="",
+    help="Comma-separated tags the positions' view is computed with.",
+)
 
 
 @click.group()
@@ -56,12 +66,13 @@ def _done(op_id: str) -> None:
 @_active
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def list_ops(ctx: click.Context, session_id: str, active_only: bool, active_tags: str,
-             as_json: bool) -> None:
+def list_ops(
+    ctx: click.Context, session_id: str, active_only: bool, active_tags: str, as_json: bool
+) -> None:
     """Every operation with its state and standing."""
-    rows: list[OperationInfo] = open_session(
-        ctx, session_id, read_only=True).operations(
-        active_only=active_only, active_tags=_tags(active_tags))
+    rows: list[OperationInfo] = open_session(ctx, session_id, read_only=True).operations(
+        active_only=active_only, active_tags=_tags(active_tags)
+    )
     if as_json:
         echo_json(rows)
         return
@@ -82,12 +93,18 @@ def list_ops(ctx: click.Context, session_id: str, active_only: bool, active_tags
 @_cond
 @_active
 @click.pass_context
-def digest(ctx: click.Context, session_id: str, start: int, end: int, summary: str,
-           if_tags: str, active_tags: str) -> None:
+def digest(
+    ctx: click.Context,
+    session_id: str,
+    start: int,
+    end: int,
+    summary: str,
+    if_tags: str,
+    active_tags: str,
+) -> None:
     """Replace positions START..END with one system message holding SUMMARY."""
     with open_session(ctx, session_id) as s:
-        _done(s.digest(start, end, summary, tags=_tags(if_tags),
-                       active_tags=_tags(active_tags)))
+        _done(s.digest(start, end, summary, tags=_tags(if_tags), active_tags=_tags(active_tags)))
 
 
 @ops.command()
@@ -98,12 +115,26 @@ def digest(ctx: click.Context, session_id: str, start: int, end: int, summary: s
 @_cond
 @_active
 @click.pass_context
-def revise(ctx: click.Context, session_id: str, start: int, end: int, messages_json: str,
-           if_tags: str, active_tags: str) -> None:
+def revise(
+    ctx: click.Context,
+    session_id: str,
+    start: int,
+    end: int,
+    messages_json: str,
+    if_tags: str,
+    active_tags: str,
+) -> None:
     """Replace positions START..END with MESSAGES_JSON (a JSON list of {role, content})."""
     with open_session(ctx, session_id) as s:
-        _done(s.revise(start, end, _json_messages(messages_json),
-                       tags=_tags(if_tags), active_tags=_tags(active_tags)))
+        _done(
+            s.revise(
+                start,
+                end,
+                _json_messages(messages_json),
+                tags=_tags(if_tags),
+                active_tags=_tags(active_tags),
+            )
+        )
 
 
 @ops.command()
@@ -113,12 +144,12 @@ def revise(ctx: click.Context, session_id: str, start: int, end: int, messages_j
 @_cond
 @_active
 @click.pass_context
-def snip(ctx: click.Context, session_id: str, start: int, end: int, if_tags: str,
-         active_tags: str) -> None:
+def snip(
+    ctx: click.Context, session_id: str, start: int, end: int, if_tags: str, active_tags: str
+) -> None:
     """Remove positions START..END from the view."""
     with open_session(ctx, session_id) as s:
-        _done(s.snip(start, end, tags=_tags(if_tags),
-                     active_tags=_tags(active_tags)))
+        _done(s.snip(start, end, tags=_tags(if_tags), active_tags=_tags(active_tags)))
 
 
 @ops.command()
@@ -127,12 +158,12 @@ def snip(ctx: click.Context, session_id: str, start: int, end: int, if_tags: str
 @_cond
 @_active
 @click.pass_context
-def resequence(ctx: click.Context, session_id: str, new_order: tuple[int, ...], if_tags: str,
-               active_tags: str) -> None:
+def resequence(
+    ctx: click.Context, session_id: str, new_order: tuple[int, ...], if_tags: str, active_tags: str
+) -> None:
     """Reorder a contiguous range: NEW_ORDER lists its positions in their new order."""
     with open_session(ctx, session_id) as s:
-        _done(s.resequence(list(new_order), tags=_tags(if_tags),
-                           active_tags=_tags(active_tags)))
+        _done(s.resequence(list(new_order), tags=_tags(if_tags), active_tags=_tags(active_tags)))
 
 
 @ops.command()
@@ -142,12 +173,24 @@ def resequence(ctx: click.Context, session_id: str, new_order: tuple[int, ...], 
 @_cond
 @_active
 @click.pass_context
-def insert(ctx: click.Context, session_id: str, after: int, messages_json: str, if_tags: str,
-           active_tags: str) -> None:
+def insert(
+    ctx: click.Context,
+    session_id: str,
+    after: int,
+    messages_json: str,
+    if_tags: str,
+    active_tags: str,
+) -> None:
     """Insert MESSAGES_JSON (a JSON list of {role, content}) after position AFTER (-1: front)."""
     with open_session(ctx, session_id) as s:
-        _done(s.insert(after, _json_messages(messages_json),
-                       tags=_tags(if_tags), active_tags=_tags(active_tags)))
+        _done(
+            s.insert(
+                after,
+                _json_messages(messages_json),
+                tags=_tags(if_tags),
+                active_tags=_tags(active_tags),
+            )
+        )
 
 
 @ops.command("tag")
@@ -158,12 +201,18 @@ def insert(ctx: click.Context, session_id: str, after: int, messages_json: str, 
 @click.option("--remove", is_flag=True, help="Remove the tags instead of adding them.")
 @_active
 @click.pass_context
-def tag(ctx: click.Context, session_id: str, start: int, end: int, tags: tuple[str, ...],
-        remove: bool, active_tags: str) -> None:
+def tag(
+    ctx: click.Context,
+    session_id: str,
+    start: int,
+    end: int,
+    tags: tuple[str, ...],
+    remove: bool,
+    active_tags: str,
+) -> None:
     """Tag the messages at positions START..END (the tags show in the view)."""
     with open_session(ctx, session_id) as s:
-        n = s.tag_messages(start, end, list(tags), remove=remove,
-                           active_tags=_tags(active_tags))
+        n = s.tag_messages(start, end, list(tags), remove=remove, active_tags=_tags(active_tags))
     click.echo(f"{'Untagged' if remove else 'Tagged'} {n} messages")
 
 
@@ -215,23 +264,46 @@ def collapse(ctx: click.Context, session_id: str, op_id: str) -> None:
 @ops.command()
 @click.argument("session_id")
 @click.argument("objective")
-@click.option("--threshold", default=0.2, show_default=True, type=float,
-              help="Messages scoring below this are candidates.")
+@click.option(
+    "--threshold",
+    default=0.2,
+    show_default=True,
+    type=float,
+    help="Messages scoring below this are candidates.",
+)
 @click.option("--snip", "use_snip", is_flag=True, help="Propose snips instead of digests.")
-@click.option("--keep-recent", default=4, show_default=True, type=int,
-              help="The newest messages never proposed.")
+@click.option(
+    "--keep-recent",
+    default=4,
+    show_default=True,
+    type=int,
+    help="The newest messages never proposed.",
+)
 @click.option("--apply", "do_apply", is_flag=True, help="Write the proposed operations.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.pass_context
-def relevance(ctx: click.Context, session_id: str, objective: str, threshold: float,
-              use_snip: bool, keep_recent: int, do_apply: bool, as_json: bool) -> None:
+def relevance(
+    ctx: click.Context,
+    session_id: str,
+    objective: str,
+    threshold: float,
+    use_snip: bool,
+    keep_recent: int,
+    do_apply: bool,
+    as_json: bool,
+) -> None:
     """Score every message against OBJECTIVE (the catalog's embedder) and propose digests (or
     snips) of the least relevant stretches; --apply writes them (reversible)."""
     from threadline import relevance as rel
 
     with open_session(ctx, session_id, read_only=not do_apply) as s:
-        plan = rel.propose(s, objective, threshold=threshold,
-                           action="snip" if use_snip else "digest", keep_recent=keep_recent)
+        plan = rel.propose(
+            s,
+            objective,
+            threshold=threshold,
+            action="snip" if use_snip else "digest",
+            keep_recent=keep_recent,
+        )
         if do_apply and plan.proposals:
             plan = rel.apply(s, plan)
     if as_json:
@@ -244,7 +316,10 @@ def relevance(ctx: click.Context, session_id: str, objective: str, threshold: fl
         out.print(f"Nothing scores below {threshold} for long enough; no operation proposed.")
     for k, p in enumerate(plan.proposals):
         done = f" -> {plan.applied[k]}" if plan.applied else ""
-        out.print(f"{'Applied' if plan.applied else 'Proposed'}: {p.kind} {p.start}-{p.end} "
-                  f"(best score {p.score:+.3f}){done}", markup=False)
+        out.print(
+            f"{'Applied' if plan.applied else 'Proposed'}: {p.kind} {p.start}-{p.end} "
+            f"(best score {p.score:+.3f}){done}",
+            markup=False,
+        )
     if plan.proposals and not plan.applied:
         out.print("Nothing was written; run again with --apply to write these operations.")

@@ -53,10 +53,12 @@ def load_report_lines(s: Session) -> list[str]:
         out.append(f"  corrupt {where} skipped: {one_line(why, 100)}")
     if len(rep.corrupt_lines) > 10:
         out.append(f"  … and {len(rep.corrupt_lines) - 10} more corrupt lines")
-    for label, ids in (("duplicate id kept once", rep.duplicate_ids),
-                       ("orphan (unknown parent) made a root", rep.orphans),
-                       ("parent cycle broken at", rep.cycles),
-                       ("leaf record with unknown target ignored", rep.unknown_leaf)):
+    for label, ids in (
+        ("duplicate id kept once", rep.duplicate_ids),
+        ("orphan (unknown parent) made a root", rep.orphans),
+        ("parent cycle broken at", rep.cycles),
+        ("leaf record with unknown target ignored", rep.unknown_leaf),
+    ):
         if ids:
             more = f" (+{len(ids) - 5} more)" if len(ids) > 5 else ""
             out.append(f"  {label}: {', '.join(ids[:5])}{more}")
@@ -79,15 +81,31 @@ def resolve_entry(s: Session, ref: str) -> str:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise UserError(f"No entry '{ref}' (id, unique id prefix or label) in session "
-                        f"'{s.id}'; 'threadline tree {s.id}' shows the entry ids")
-    raise UserError(f"Entry prefix '{ref}' matches {len(matches)} entries in session '{s.id}'; "
-                    "give more of the id")
+        raise UserError(
+            f"No entry '{ref}' (id, unique id prefix or label) in session "
+            f"'{s.id}'; 'threadline tree {s.id}' shows the entry ids"
+        )
+    raise UserError(
+        f"Entry prefix '{ref}' matches {len(matches)} entries in session '{s.id}'; "
+        "give more of the id"
+    )
 
 
-__all__ = ["block_text", "console", "echo_adjustments", "echo_json", "entry_summary",
-           "load_report_lines", "message_text", "one_line", "open_session", "register",
-           "resolve_entry", "send_options", "tree_lines"]
+__all__ = [
+    "block_text",
+    "console",
+    "echo_adjustments",
+    "echo_json",
+    "entry_summary",
+    "load_report_lines",
+    "message_text",
+    "one_line",
+    "open_session",
+    "register",
+    "resolve_entry",
+    "send_options",
+    "tree_lines",
+]
 
 
 def entry_summary(entry: Any) -> str:
@@ -142,8 +160,9 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
         name = f" {escape(r.name)}" if r.name else ""
         first = escape(one_line(r.first_message or "", 50))
         flag = f"  [red]DAMAGED: {escape(r.damaged)}[/red]" if r.damaged else ""
-        out.print(f"{r.id}{name}  {r.modified}  {r.message_count} messages in the file  "
-                  f"{first}{flag}")
+        out.print(
+            f"{r.id}{name}  {r.modified}  {r.message_count} messages in the file  {first}{flag}"
+        )
 
 
 @click.command()
@@ -166,11 +185,13 @@ def new(ctx: click.Context, name: str | None, session_id: str | None, as_json: b
 @click.argument("session_id")
 @click.option("--leaf", default=None, help="Show the context at this entry instead of the leaf.")
 @click.option("--tags", "active_tags", default="", help="Comma-separated active tags.")
-@click.option("--infer-tags", is_flag=True,
-              help="Also activate the tags the latest user turns point at.")
+@click.option(
+    "--infer-tags", is_flag=True, help="Also activate the tags the latest user turns point at."
+)
 @click.pass_context
-def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str,
-         infer_tags: bool) -> None:
+def show(
+    ctx: click.Context, session_id: str, leaf: str | None, active_tags: str, infer_tags: bool
+) -> None:
     """Print the context (what the model sees) as readable text."""
     s = open_session(ctx, session_id, read_only=True)
     tags = [t for t in active_tags.split(",") if t]
@@ -186,9 +207,11 @@ def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str
     model = f"{c.model.provider}/{c.model.model_id}" if c.model else "-"
     # the three counts differ for good reasons (compaction, branches, non-message entries);
     # each is named, as in 'sessions' and 'stats'
-    out.print(f"Session {s.id}{title}: {len(s.entry_ids())} entries, {s.message_count()} "
-              f"messages in the file, {len(c.messages)} in context; model {model}, "
-              f"thinking {c.thinking_level}")
+    out.print(
+        f"Session {s.id}{title}: {len(s.entry_ids())} entries, {s.message_count()} "
+        f"messages in the file, {len(c.messages)} in context; model {model}, "
+        f"thinking {c.thinking_level}"
+    )
     for line_no, problem in s.load_report.corrupt_lines[:20]:
         click.echo(f"warning: line {line_no} skipped: {problem}", err=True)
     for i, (msg, item) in enumerate(zip(c.messages, c.view, strict=True)):
@@ -201,9 +224,12 @@ def show(ctx: click.Context, session_id: str, leaf: str | None, active_tags: str
 @click.command()
 @click.argument("session_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the flat tree as JSON.")
-@click.option("--bookkeeping", is_flag=True,
-              help="Show bookkeeping entries (custom records such as progress lines, labels) "
-                   "instead of one line per run of them.")
+@click.option(
+    "--bookkeeping",
+    is_flag=True,
+    help="Show bookkeeping entries (custom records such as progress lines, labels) "
+    "instead of one line per run of them.",
+)
 @click.pass_context
 def tree(ctx: click.Context, session_id: str, as_json: bool, bookkeeping: bool) -> None:
     """Print the session tree with its branches drawn as lanes (like git log --graph):
@@ -225,8 +251,9 @@ def tree_lines(s: Session, *, bookkeeping: bool = False) -> list[str]:
     labels = s.labels()
     leaf = s.leaf_id
     keep = set(labels) | ({leaf} if leaf else set())
-    rows = layout(TreeShape(s.metadata(content_types=False)), keep=keep,
-                  hide_bookkeeping=not bookkeeping)
+    rows = layout(
+        TreeShape(s.metadata(content_types=False)), keep=keep, hide_bookkeeping=not bookkeeping
+    )
     on_path = set(s.path_ids())
     width = lane_width(rows)
     lines = []
@@ -243,14 +270,24 @@ def tree_lines(s: Session, *, bookkeeping: bool = False) -> list[str]:
 
 
 SEND_OPTIONS = (
-    click.option("--explain", is_flag=True,
-                 help="With --format: list on stderr each adjustment the send policy made."),
-    click.option("--strict", is_flag=True,
-                 help="With --format: refuse a history the send policy would adjust."),
-    click.option("--dangling", type=click.Choice(["answer", "drop"]), default="answer",
-                 show_default=True,
-                 help="With --format: answer an interrupted tool call with a synthetic result, "
-                      "or drop the call."),
+    click.option(
+        "--explain",
+        is_flag=True,
+        help="With --format: list on stderr each adjustment the send policy made.",
+    ),
+    click.option(
+        "--strict",
+        is_flag=True,
+        help="With --format: refuse a history the send policy would adjust.",
+    ),
+    click.option(
+        "--dangling",
+        type=click.Choice(["answer", "drop"]),
+        default="answer",
+        show_default=True,
+        help="With --format: answer an interrupted tool call with a synthetic result, "
+        "or drop the call.",
+    ),
 )
 
 
@@ -271,50 +308,77 @@ def echo_adjustments(adjustments: Sequence[Any], fmt: str) -> None:
 @click.command()
 @click.argument("session_id")
 @click.option("--json", "as_json", is_flag=True, help="JSON in the file format's shape.")
-@click.option("--format", "fmt", default=None,
-              help="Dump in a provider format (openai_chat, openai_responses, anthropic, "
-                   "gemini, bedrock), adjusted by the send policy.")
+@click.option(
+    "--format",
+    "fmt",
+    default=None,
+    help="Dump in a provider format (openai_chat, openai_responses, anthropic, "
+    "gemini, bedrock), adjusted by the send policy.",
+)
 @click.option("--leaf", default=None, help="Build the context at this entry.")
 @click.option("--tags", "active_tags", default="", help="Comma-separated active tags.")
 @send_options
 @click.pass_context
-def context(ctx: click.Context, session_id: str, as_json: bool, fmt: str | None,
-            leaf: str | None, active_tags: str, explain: bool, strict: bool,
-            dangling: str) -> None:
+def context(
+    ctx: click.Context,
+    session_id: str,
+    as_json: bool,
+    fmt: str | None,
+    leaf: str | None,
+    active_tags: str,
+    explain: bool,
+    strict: bool,
+    dangling: str,
+) -> None:
     """Print the context messages (default and --json: the file format's shape)."""
     s = open_session(ctx, session_id, read_only=True)
-    c = s.context(resolve_entry(s, leaf) if leaf else None,
-                  active_tags=[t for t in active_tags.split(",") if t])
+    c = s.context(
+        resolve_entry(s, leaf) if leaf else None,
+        active_tags=[t for t in active_tags.split(",") if t],
+    )
     if fmt:
         from threadline import formats
 
-        dumped = formats.dump_context(fmt, list(c.messages), strict=strict, report=True,
-                                      dangling="drop" if dangling == "drop" else "answer")
+        dumped = formats.dump_context(
+            fmt,
+            list(c.messages),
+            strict=strict,
+            report=True,
+            dangling="drop" if dangling == "drop" else "answer",
+        )
         echo_json(dumped.payload)
         if explain:
             echo_adjustments(dumped.adjustments, fmt)
         return
     if explain or strict:
         raise UserError("--explain and --strict apply to a provider payload; add --format NAME")
-    echo_json({
-        "session_id": s.id,
-        "leaf_id": c.leaf_id,
-        "model": c.model,
-        "thinking_level": c.thinking_level,
-        "messages": list(c.messages),
-        "view": list(c.view),
-    } if as_json else list(c.messages))
+    echo_json(
+        {
+            "session_id": s.id,
+            "leaf_id": c.leaf_id,
+            "model": c.model,
+            "thinking_level": c.thinking_level,
+            "messages": list(c.messages),
+            "view": list(c.view),
+        }
+        if as_json
+        else list(c.messages)
+    )
 
 
 @click.command()
 @click.argument("session_id")
 @click.argument("role")
 @click.argument("text", required=False)
-@click.option("--json-content", default=None,
-              help="Content as JSON (a list of blocks in the file format's shape).")
+@click.option(
+    "--json-content",
+    default=None,
+    help="Content as JSON (a list of blocks in the file format's shape).",
+)
 @click.pass_context
-def say(ctx: click.Context, session_id: str, role: str, text: str | None,
-        json_content: str | None) -> None:
+def say(
+    ctx: click.Context, session_id: str, role: str, text: str | None, json_content: str | None
+) -> None:
     """Append a message (TEXT, or '-' to read stdin) and print its entry id."""
     if json_content is not None:
         try:
@@ -367,10 +431,15 @@ def label(ctx: click.Context, session_id: str, entry_id: str, text: str) -> None
 
 @click.command()
 @click.argument("session_id")
-@click.option("--at", "leaf", default=None,
-              help="Copy only the path to this entry (a branched session).")
-@click.option("--from-store", "from_store", default=None,
-              help="Fork SESSION_ID of this other store (a URL) into --store.")
+@click.option(
+    "--at", "leaf", default=None, help="Copy only the path to this entry (a branched session)."
+)
+@click.option(
+    "--from-store",
+    "from_store",
+    default=None,
+    help="Fork SESSION_ID of this other store (a URL) into --store.",
+)
 @click.pass_context
 def fork(ctx: click.Context, session_id: str, leaf: str | None, from_store: str | None) -> None:
     """Copy a session into a new one and print the new id. SESSION_ID may be a session file's
@@ -405,11 +474,14 @@ def stats(ctx: click.Context, session_id: str, as_json: bool) -> None:
         return
     out = console()
     out.print(f"Session {st['session_id']}" + (f" ({escape(st['name'])})" if st["name"] else ""))
-    out.print(f"  entries: {st['entries']:,}   bytes: {st['bytes']:,}   file: "
-              f"{st['file_bytes']:,} bytes")
+    out.print(
+        f"  entries: {st['entries']:,}   bytes: {st['bytes']:,}   file: {st['file_bytes']:,} bytes"
+    )
     out.print(f"  oldest: {st['oldest']}   newest: {st['newest']}")
-    out.print(f"  messages in context: {st['context_messages']}   branch points: {st['branches']}"
-              f"   labels: {st['labels']}")
+    out.print(
+        f"  messages in context: {st['context_messages']}   branch points: {st['branches']}"
+        f"   labels: {st['labels']}"
+    )
     for kind, row in st["by_type"].items():
         out.print(f"  {kind:<15} {row['count']:>8,} entries {row['bytes']:>12,} bytes")
     dist = ", ".join(f"{k}: {v}" for k, v in st["size_distribution"].items())

@@ -13,10 +13,19 @@ def register(cli: click.Group) -> None:
 
 
 @click.command()
-@click.option("--store", "store_url", default=None,
-              help="Store URL or directory (same as the global --store).")
-@click.option("--port", type=int, default=8765, show_default=True,
-              help="Port on 127.0.0.1 (0 picks a free one).")
+@click.option(
+    "--store",
+    "store_url",
+    default=None,
+    help="Store URL or directory (same as the global --store).",
+)
+@click.option(
+    "--port",
+    type=int,
+    default=8765,
+    show_default=True,
+    help="Port on 127.0.0.1 (0 picks a free one).",
+)
 @click.option("--no-browser", is_flag=True, help="Do not open a browser window.")
 @click.pass_context
 def web(ctx: click.Context, store_url: str | None, port: int, no_browser: bool) -> None:

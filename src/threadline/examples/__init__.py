@@ -30,26 +30,37 @@ class Example(msgspec.Struct, frozen=True, kw_only=True):
 
 
 EXAMPLES: tuple[Example, ...] = (
-    Example(file="LibreChat_via_Apollo_ui__chatgpt-tree.json", format="chatgpt_export",
-            title="ChatGPT conversation with branches (edited prompt, regenerated answer)",
-            source="ZhangChunXian/Apollo_ui@6bb8e234ae66 "
-                   "api/server/utils/import/__data__/chatgpt-tree.json (LibreChat)",
-            licence="MIT"),
-    Example(file="badlogic_pi-mono__large-session.jsonl", format="pi",
-            title="pi coding-agent session",
-            source="badlogic/pi-mono@83378aad7e74 "
-                   "packages/coding-agent/test/fixtures/large-session.jsonl",
-            licence="MIT"),
-    Example(file="marot_spotter__short.jsonl", format="claude_code",
-            title="Claude Code session (short)",
-            source="marot/spotter@8cc42b0bd39d test/fixtures/transcripts/short.jsonl",
-            licence="MIT"),
-    Example(file="d-kimuson_claude-code-viewer__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
-            format="claude_code",
-            title="Claude Code session with sub-agent sidechains",
-            source="d-kimuson/claude-code-viewer@9367cf006be9 mock-global-claude-dir/projects/"
-                   "sample-project/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
-            licence="MIT"),
+    Example(
+        file="LibreChat_via_Apollo_ui__chatgpt-tree.json",
+        format="chatgpt_export",
+        title="ChatGPT conversation with branches (edited prompt, regenerated answer)",
+        source="ZhangChunXian/Apollo_ui@6bb8e234ae66 "
+        "api/server/utils/import/__data__/chatgpt-tree.json (LibreChat)",
+        licence="MIT",
+    ),
+    Example(
+        file="badlogic_pi-mono__large-session.jsonl",
+        format="pi",
+        title="pi coding-agent session",
+        source="badlogic/pi-mono@83378aad7e74 "
+        "packages/coding-agent/test/fixtures/large-session.jsonl",
+        licence="MIT",
+    ),
+    Example(
+        file="marot_spotter__short.jsonl",
+        format="claude_code",
+        title="Claude Code session (short)",
+        source="marot/spotter@8cc42b0bd39d test/fixtures/transcripts/short.jsonl",
+        licence="MIT",
+    ),
+    Example(
+        file="d-kimuson_claude-code-viewer__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
+        format="claude_code",
+        title="Claude Code session with sub-agent sidechains",
+        source="d-kimuson/claude-code-viewer@9367cf006be9 mock-global-claude-dir/projects/"
+        "sample-project/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
+        licence="MIT",
+    ),
 )
 
 
@@ -94,14 +105,19 @@ def import_examples(store: Any) -> list[str]:
     importing = _importing()
     examples = available()
     if importing is None or not examples:
-        raise UserError("The importers the examples need are not installed; "
-                        "import your own transcripts with 'threadline import'")
+        raise UserError(
+            "The importers the examples need are not installed; "
+            "import your own transcripts with 'threadline import'"
+        )
     created: list[str] = []
     for ex in examples:
         with resources.as_file(path(ex)) as file:
             drafts = importing.module(ex.format).parse(str(file), name=ex.file)
             for draft in drafts:
-                draft.metadata["example"] = {"title": ex.title, "source": ex.source,
-                                             "licence": ex.licence}
+                draft.metadata["example"] = {
+                    "title": ex.title,
+                    "source": ex.source,
+                    "licence": ex.licence,
+                }
             created.extend(s.id for s in importing.write(store, drafts))
     return created

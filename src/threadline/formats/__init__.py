@@ -56,13 +56,18 @@ def get(name: str) -> ModuleType:
         if exc.name != f"{__name__}.{name}":
             raise
         raise NotFoundError(
-            f"Format {name!r} is not available in this install; choose one of "
-            f"{', '.join(names())}"
+            f"Format {name!r} is not available in this install; choose one of {', '.join(names())}"
         ) from None
 
 
-def dump_context(name: str, messages: Sequence[Message], *, strict: bool = False,
-                 report: bool = False, dangling: Dangling = "answer") -> Any:
+def dump_context(
+    name: str,
+    messages: Sequence[Message],
+    *,
+    strict: bool = False,
+    report: bool = False,
+    dangling: Dangling = "answer",
+) -> Any:
     """``messages`` in provider format ``name``, adjusted by the send policy
     (:mod:`threadline.formats.policy`) and checked by that provider's validator.
 
@@ -82,12 +87,21 @@ def dump_context(name: str, messages: Sequence[Message], *, strict: bool = False
 
 
 # what an importer's source speaks natively (pi and Claude Code sessions name their model)
-_SOURCE_FORMATS = {"claude_code": "anthropic", "codex": "openai_responses",
-                   "chatgpt_export": "openai_chat", "google_adk": "gemini"}
+_SOURCE_FORMATS = {
+    "claude_code": "anthropic",
+    "codex": "openai_responses",
+    "chatgpt_export": "openai_chat",
+    "google_adk": "gemini",
+}
 
 
-def own_format(messages: Sequence[Message], *, provider: str | None = None,
-               model_id: str | None = None, source: str | None = None) -> str:
+def own_format(
+    messages: Sequence[Message],
+    *,
+    provider: str | None = None,
+    model_id: str | None = None,
+    source: str | None = None,
+) -> str:
     """The provider format a history most likely came from, to show it first: the provider of
     the model in use (``provider``/``model_id``, e.g. from ``Context.model``), else the format
     it was imported from (``source``: an importer's name), else the model or leftovers of its
@@ -140,5 +154,14 @@ def __getattr__(name: str) -> ModuleType:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["IMPORTER_FORMATS", "PROVIDER_FORMATS", "Adjustment", "Dumped", "dump_context", "get",
-           "names", "own_format", "validate"]
+__all__ = [
+    "IMPORTER_FORMATS",
+    "PROVIDER_FORMATS",
+    "Adjustment",
+    "Dumped",
+    "dump_context",
+    "get",
+    "names",
+    "own_format",
+    "validate",
+]

@@ -92,8 +92,10 @@ def attach(block: Block, fmt: str, extra: Mapping[str, Any]) -> Block:
 
 def expect_list(value: Any, what: str) -> list[Any]:
     if not isinstance(value, list):
-        raise UserError(f"{what} must be a list, got {type(value).__name__}; pass the provider's "
-                        "list as sent to the API")
+        raise UserError(
+            f"{what} must be a list, got {type(value).__name__}; pass the provider's "
+            "list as sent to the API"
+        )
     return value
 
 
@@ -219,8 +221,10 @@ def provider_turns(
         elif m.role in WRAPPED_ROLES:
             as_turn = Message(role="user", content=wrap(m, WRAPPED_ROLES[m.role]))
         else:
-            raise UserError(f"Message role {m.role!r} has no provider mapping; use one of "
-                            "user, assistant, system, tool or a summary role")
+            raise UserError(
+                f"Message role {m.role!r} has no provider mapping; use one of "
+                "user, assistant, system, tool or a summary role"
+            )
         if turns and turns[-1][0] == as_turn.role:
             turns[-1][1].append(as_turn)
         else:
@@ -273,8 +277,10 @@ def check_adjacent_pairing(
             elif rid in prev_calls:
                 problems.add(where, f"second result for tool call {rid!r}")
             else:
-                problems.add(where, f"tool result {rid!r} does not answer a tool call of the "
-                             "turn right before it")
+                problems.add(
+                    where,
+                    f"tool result {rid!r} does not answer a tool call of the turn right before it",
+                )
         for cid in prev_calls:
             if cid in open_calls:
                 problems.add(prev_where, f"tool call {cid!r} is not answered in the next turn")
@@ -290,8 +296,9 @@ def check_adjacent_pairing(
 def check_alternation(problems: Problems, roles: Sequence[tuple[str, str]], first: str) -> None:
     """Roles must alternate and the first must be ``first``."""
     if roles and roles[0][1] != first:
-        problems.add(roles[0][0], f"the first message must have role {first!r}, "
-                     f"not {roles[0][1]!r}")
+        problems.add(
+            roles[0][0], f"the first message must have role {first!r}, not {roles[0][1]!r}"
+        )
     for (_, a), (where, b) in itertools.pairwise(roles):
         if a == b:
             problems.add(where, f"two {b!r} messages in a row; roles must alternate")
@@ -325,8 +332,11 @@ def join_think(blocks: Sequence[Block]) -> str | None:
     most one text block; None for any other content."""
     parts: list[str] = []
     for n, b in enumerate(blocks):
-        if isinstance(b, ThinkingBlock) and b.thinking.signature is None \
-                and not b.thinking.redacted:
+        if (
+            isinstance(b, ThinkingBlock)
+            and b.thinking.signature is None
+            and not b.thinking.redacted
+        ):
             parts.append(f"<think>\n{b.thinking.content}\n</think>")
         elif isinstance(b, TextBlock) and n == len(blocks) - 1:
             parts.append(b.text.content)

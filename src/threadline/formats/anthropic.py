@@ -122,8 +122,11 @@ def load_block(b: JSON, where: str) -> Block | None:
     if kind == "image" and isinstance(b.get("source"), dict):
         src = b["source"]
         if src.get("type") == "base64":
-            source = ImageSource(type="base64", media_type=str(src.get("media_type", "")),
-                                 data=str(src.get("data", "")))
+            source = ImageSource(
+                type="base64",
+                media_type=str(src.get("media_type", "")),
+                data=str(src.get("data", "")),
+            )
             rest = leftovers(src, ("type", "media_type", "data"))
         elif src.get("type") == "url":
             source = ImageSource(type="url", data=str(src.get("url", "")))
@@ -135,15 +138,17 @@ def load_block(b: JSON, where: str) -> Block | None:
             extra["source"] = rest
         return attach(ImageBlock(image=Image(source=source)), NAME, extra)
     if kind == "tool_use" and "id" in b and "name" in b:
-        block = ToolUseBlock(tool_use=ToolUse(id=str(b["id"]), name=str(b["name"]),
-                                              input=b.get("input", {})))
+        block = ToolUseBlock(
+            tool_use=ToolUse(id=str(b["id"]), name=str(b["name"]), input=b.get("input", {}))
+        )
         return attach(block, NAME, leftovers(b, ("type", "id", "name", "input")))
     if kind == "tool_result" and "tool_use_id" in b:
         return _load_result(b, where)
     if kind == "thinking" and isinstance(b.get("thinking"), str):
         th = Thinking(content=b["thinking"], signature=b.get("signature"))
-        return attach(ThinkingBlock(thinking=th), NAME,
-                      leftovers(b, ("type", "thinking", "signature")))
+        return attach(
+            ThinkingBlock(thinking=th), NAME, leftovers(b, ("type", "thinking", "signature"))
+        )
     if kind == "redacted_thinking" and isinstance(b.get("data"), str):
         th = Thinking(content="", signature=b["data"], redacted=True)
         return attach(ThinkingBlock(thinking=th), NAME, leftovers(b, ("type", "data")))
@@ -168,8 +173,11 @@ def _load_result(b: JSON, where: str) -> ToolResultBlock:
         else:  # documents or search results: keep the original, show the text parts
             content = [p for p in parts if isinstance(p, TextBlock)]
             extra_raw = raw
-    block = ToolResultBlock(tool_result=ToolResult(
-        tool_use_id=str(b["tool_use_id"]), content=content, is_error=b.get("is_error") is True))
+    block = ToolResultBlock(
+        tool_result=ToolResult(
+            tool_use_id=str(b["tool_use_id"]), content=content, is_error=b.get("is_error") is True
+        )
+    )
     extra = leftovers(b, consumed)
     if extra_raw is not None:
         extra["content"] = extra_raw
@@ -214,8 +222,12 @@ def shape(messages: Sequence[Message]) -> JSON:
 def _dump_system(system: list[Message]) -> Any:
     blocks = [b for m in system for b in m.content]
     hint = details(system[0], NAME).get("system_blocks")
-    if len(blocks) == 1 and isinstance(blocks[0], TextBlock) and not hint \
-            and not details(blocks[0], NAME):
+    if (
+        len(blocks) == 1
+        and isinstance(blocks[0], TextBlock)
+        and not hint
+        and not details(blocks[0], NAME)
+    ):
         return blocks[0].text.content
     return [dump_block(b) for b in blocks]
 
@@ -224,8 +236,7 @@ def _dump_message(role: str, m: Message) -> JSON:
     extra = details(m, NAME)
     as_string = extra.pop("content_string", False)
     foreign = extra.pop("blocks", None)
-    if as_string and len(m.content) == 1 and isinstance(m.content[0], TextBlock) \
-            and not foreign:
+    if as_string and len(m.content) == 1 and isinstance(m.content[0], TextBlock) and not foreign:
         return {**extra, "role": role, "content": m.content[0].text.content}
     parts = [dump_block(b) for b in m.content if not _empty_text(b)]
     if role == "user":
@@ -326,8 +337,9 @@ def validate(payload: Any) -> None:
     p.raise_if_any()
 
 
-def _check_blocks(p: Problems, where: str, role: str, content: list[Any]
-                  ) -> tuple[list[str], list[str]]:
+def _check_blocks(
+    p: Problems, where: str, role: str, content: list[Any]
+) -> tuple[list[str], list[str]]:
     calls: list[str] = []
     results: list[str] = []
     other_seen = False
@@ -359,8 +371,9 @@ def _check_blocks(p: Problems, where: str, role: str, content: list[Any]
                 p.add(bw, "tool_result blocks must come before other content in a user message")
         elif kind == "image":
             src = b.get("source")
-            if not isinstance(src, dict) or not (src.get("data") or src.get("url")
-                                                 or src.get("file_id")):
+            if not isinstance(src, dict) or not (
+                src.get("data") or src.get("url") or src.get("file_id")
+            ):
                 p.add(bw, "image without source data or url")
         elif kind == "thinking" and "signature" not in b:
             p.add(bw, "thinking block without signature (the API rejects unsigned thinking)")
@@ -380,10 +393,12 @@ def load_response(body: Any) -> Message:
     content = expect_list(body.get("content"), "Anthropic response content")
     message = _load_message({"role": "assistant", "content": content}, "response")[0]
     raw = body.get("usage") or {}
-    usage = Usage(input=int(raw.get("input_tokens") or 0),
-                  output=int(raw.get("output_tokens") or 0),
-                  cache_read=int(raw.get("cache_read_input_tokens") or 0),
-                  cache_write=int(raw.get("cache_creation_input_tokens") or 0))
+    usage = Usage(
+        input=int(raw.get("input_tokens") or 0),
+        output=int(raw.get("output_tokens") or 0),
+        cache_read=int(raw.get("cache_read_input_tokens") or 0),
+        cache_write=int(raw.get("cache_creation_input_tokens") or 0),
+    )
     usage.total = usage.input + usage.output + usage.cache_read + usage.cache_write
     message.model = body.get("model")
     message.stop_reason = body.get("stop_reason")

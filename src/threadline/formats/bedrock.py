@@ -81,8 +81,11 @@ def _load_system(raw: list[Any]) -> Message:
             blocks.append(attach(text(b["text"]), NAME, leftovers(b, ("text",))))
         else:
             foreign.append([k, b])
-    return Message(role="system", content=blocks,
-                   provider_details=with_details(NAME, {"blocks": foreign} if foreign else {}))
+    return Message(
+        role="system",
+        content=blocks,
+        provider_details=with_details(NAME, {"blocks": foreign} if foreign else {}),
+    )
 
 
 def _load_message(raw: JSON, where: str) -> list[Message]:
@@ -115,8 +118,11 @@ def load_block(b: JSON) -> Block | None:
         tu = b["toolUse"]
         if "toolUseId" not in tu or "name" not in tu:
             return None
-        block = ToolUseBlock(tool_use=ToolUse(id=str(tu["toolUseId"]), name=str(tu["name"]),
-                                              input=tu.get("input", {})))
+        block = ToolUseBlock(
+            tool_use=ToolUse(
+                id=str(tu["toolUseId"]), name=str(tu["name"]), input=tu.get("input", {})
+            )
+        )
         return _nested(block, b, "toolUse", leftovers(tu, ("toolUseId", "name", "input")))
     if isinstance(b.get("toolResult"), dict) and "toolUseId" in b["toolResult"]:
         return _load_result(b)
@@ -132,8 +138,12 @@ def load_block(b: JSON) -> Block | None:
             return _nested(ThinkingBlock(thinking=th), b, "reasoningContent", inner)
         if isinstance(rc.get("redactedContent"), str):
             th = Thinking(content="", signature=rc["redactedContent"], redacted=True)
-            return _nested(ThinkingBlock(thinking=th), b, "reasoningContent",
-                           leftovers(rc, ("redactedContent",)))
+            return _nested(
+                ThinkingBlock(thinking=th),
+                b,
+                "reasoningContent",
+                leftovers(rc, ("redactedContent",)),
+            )
     return None
 
 
@@ -150,8 +160,7 @@ def _load_image(b: JSON) -> ImageBlock | None:
     if not isinstance(src, dict) or not isinstance(src.get("bytes"), str):
         return None  # s3Location and friends stay verbatim
     fmt = str(img.get("format", ""))
-    source = ImageSource(type="base64", media_type=f"image/{fmt}" if fmt else "",
-                         data=src["bytes"])
+    source = ImageSource(type="base64", media_type=f"image/{fmt}" if fmt else "", data=src["bytes"])
     inner = leftovers(img, ("format", "source"))
     rest = leftovers(src, ("bytes",))
     if rest:
@@ -176,13 +185,17 @@ def _load_result(b: JSON) -> ToolResultBlock:
     elif all(isinstance(p, (TextBlock, ImageBlock)) for p in loaded) and loaded:
         content = [p for p in loaded if isinstance(p, (TextBlock, ImageBlock))]
     else:  # json or document parts: keep the original, show the rest as text
-        content = "\n".join(p.text.content if isinstance(p, TextBlock) else
-                            json.dumps(raw.get("json", raw), ensure_ascii=False)
-                            for p, raw in zip(loaded, parts, strict=True))
+        content = "\n".join(
+            p.text.content
+            if isinstance(p, TextBlock)
+            else json.dumps(raw.get("json", raw), ensure_ascii=False)
+            for p, raw in zip(loaded, parts, strict=True)
+        )
         inner["content"] = parts
     inner.update(leftovers(tr, consumed))
-    block = ToolResultBlock(tool_result=ToolResult(tool_use_id=str(tr["toolUseId"]),
-                                                   content=content, is_error=is_error))
+    block = ToolResultBlock(
+        tool_result=ToolResult(tool_use_id=str(tr["toolUseId"]), content=content, is_error=is_error)
+    )
     _nested(block, b, "toolResult", inner)
     return block
 
@@ -203,9 +216,12 @@ def shape(messages: Sequence[Message]) -> JSON:
     payload: JSON = {}
     if system:
         payload["system"] = [
-            p for m in system
-            for p in place_foreign([dump_block(b) for b in m.content],
-                                   details(m, NAME).get("blocks"))]
+            p
+            for m in system
+            for p in place_foreign(
+                [dump_block(b) for b in m.content], details(m, NAME).get("blocks")
+            )
+        ]
     out: list[JSON] = []
     for role, group in turns:
         parts: list[Any] = []
@@ -237,8 +253,7 @@ def dump_block(b: Block) -> JSON:
     if isinstance(b, ToolUseBlock):
         u = b.tool_use
         inner = extra.pop("toolUse", {})
-        return {**extra, "toolUse": {**inner, "toolUseId": u.id, "name": u.name,
-                                     "input": u.input}}
+        return {**extra, "toolUse": {**inner, "toolUseId": u.id, "name": u.name, "input": u.input}}
     if isinstance(b, ToolResultBlock):
         r = b.tool_result
         inner = extra.pop("toolResult", {})
@@ -269,8 +284,10 @@ def _dump_image(b: ImageBlock, extra: JSON) -> JSON:
             return {**extra, "image": {"format": fmt, "source": {"s3Location": {"uri": src.data}}}}
         return {"text": f"[image: {src.data}]"}
     source = {**inner.pop("source", {}), "bytes": src.data}
-    return {**extra, "image": {**inner, "format": src.media_type.removeprefix("image/"),
-                               "source": source}}
+    return {
+        **extra,
+        "image": {**inner, "format": src.media_type.removeprefix("image/"), "source": source},
+    }
 
 
 # -- validate -------------------------------------------------------------------------------
@@ -286,8 +303,7 @@ def validate(payload: Any) -> None:
         p.raise_if_any()
         return
     system = payload.get("system", [])
-    if not isinstance(system, list) or not all(isinstance(b, dict) and len(b) == 1
-                                               for b in system):
+    if not isinstance(system, list) or not all(isinstance(b, dict) and len(b) == 1 for b in system):
         p.add("system", "must be a list of single-key blocks")
     if not payload["messages"]:
         p.add("messages", "is empty")
@@ -310,8 +326,9 @@ def validate(payload: Any) -> None:
     p.raise_if_any()
 
 
-def _check_blocks(p: Problems, where: str, role: str, content: list[Any]
-                  ) -> tuple[list[str], list[str]]:
+def _check_blocks(
+    p: Problems, where: str, role: str, content: list[Any]
+) -> tuple[list[str], list[str]]:
     calls: list[str] = []
     results: list[str] = []
     other_seen = False
@@ -363,11 +380,13 @@ def load_response(body: Any) -> Message:
     raw = expect_dict(output.get("message"), "Bedrock response output.message")
     message = _load_message({"role": "assistant", "content": raw.get("content")}, "response")[0]
     u = body.get("usage") or {}
-    message.usage = Usage(input=int(u.get("inputTokens") or 0),
-                          output=int(u.get("outputTokens") or 0),
-                          cache_read=int(u.get("cacheReadInputTokens") or 0),
-                          cache_write=int(u.get("cacheWriteInputTokens") or 0),
-                          total=int(u.get("totalTokens") or 0))
+    message.usage = Usage(
+        input=int(u.get("inputTokens") or 0),
+        output=int(u.get("outputTokens") or 0),
+        cache_read=int(u.get("cacheReadInputTokens") or 0),
+        cache_write=int(u.get("cacheWriteInputTokens") or 0),
+        total=int(u.get("totalTokens") or 0),
+    )
     message.stop_reason = body.get("stopReason")
     return message
 

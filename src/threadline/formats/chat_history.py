@@ -47,8 +47,14 @@ from threadline.model.content import Message
 from threadline.model.entries import MessageEntry, now
 
 NAME = "chat_history"
-ENTRY_TYPES = ("input_text", "output_text", "reasoning", "function_call",
-               "function_call_output", "message")
+ENTRY_TYPES = (
+    "input_text",
+    "output_text",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+    "message",
+)
 _WRAPPER_KEYS = frozenset({"id", "ts", "type", "size", "content"})
 
 
@@ -73,20 +79,25 @@ def item_size(item: Any) -> int:
     return len(json.dumps(item, ensure_ascii=False).encode("utf-8"))
 
 
-def wrap(item: dict[str, Any], *, id: str | None = None, ts: str | None = None
-         ) -> dict[str, Any]:
+def wrap(item: dict[str, Any], *, id: str | None = None, ts: str | None = None) -> dict[str, Any]:
     """One Responses item in its metadata envelope."""
-    return {"id": id or str(uuid.uuid4()),
-            "ts": ts or datetime.now().isoformat(timespec="microseconds"),
-            "type": entry_type(item), "size": item_size(item), "content": item}
+    return {
+        "id": id or str(uuid.uuid4()),
+        "ts": ts or datetime.now().isoformat(timespec="microseconds"),
+        "type": entry_type(item),
+        "size": item_size(item),
+        "content": item,
+    }
 
 
 def is_wrapped(entries: Any) -> bool:
     """True for the wrapped layout (an empty list counts as wrapped: nothing to migrate)."""
     if not isinstance(entries, list):
         return False
-    return all(isinstance(e, dict) and {"id", "type", "content"} <= e.keys()
-               and e.keys() <= _WRAPPER_KEYS for e in entries)
+    return all(
+        isinstance(e, dict) and {"id", "type", "content"} <= e.keys() and e.keys() <= _WRAPPER_KEYS
+        for e in entries
+    )
 
 
 def unwrap(entries: Sequence[dict[str, Any]]) -> list[Any]:
@@ -99,16 +110,24 @@ def _items(doc: Any, label: str) -> tuple[list[Any], list[dict[str, Any]] | None
     if isinstance(doc, dict) and isinstance(doc.get("content"), list) and "id" not in doc:
         doc = doc["content"]
     if not isinstance(doc, list):
-        raise bad(label, None, "a chat history is a JSON list of Responses items or of "
-                  '{"id","ts","type","size","content"} entries')
+        raise bad(
+            label,
+            None,
+            "a chat history is a JSON list of Responses items or of "
+            '{"id","ts","type","size","content"} entries',
+        )
     if doc and is_wrapped(doc):
         return [e["content"] for e in doc], doc
     for k, item in enumerate(doc):
         if not isinstance(item, dict):
             raise bad(label, None, f"item {k} is not an object")
         if "content" in item and {"id", "type"} <= item.keys() and "role" not in item:
-            raise bad(label, None, f"item {k} looks like a wrapped entry but the file mixes "
-                      "layouts; migrate or fix it by hand")
+            raise bad(
+                label,
+                None,
+                f"item {k} looks like a wrapped entry but the file mixes "
+                "layouts; migrate or fix it by hand",
+            )
     return list(doc), None
 
 
@@ -119,8 +138,12 @@ def load(data: Any) -> list[Message]:
     return openai_responses.load(items)
 
 
-def dump(messages: Sequence[Message], *, ids: Sequence[str] | None = None,
-         timestamps: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def dump(
+    messages: Sequence[Message],
+    *,
+    ids: Sequence[str] | None = None,
+    timestamps: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
     """Wrapped entries for ``messages``. With ``ids`` (one per message, e.g. the context's view
     ids) the entries keep them: the first item of message ``i`` gets ``ids[i]``, later items of
     the same message ``ids[i]:<k>``; ``timestamps`` likewise give each entry's ``ts``."""
@@ -195,7 +218,7 @@ def _atomic_write(dest: Path, data: bytes) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -220,14 +243,25 @@ def statistics(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
         row = by_type.setdefault(str(e.get("type", "message")), {"count": 0, "size": 0})
         row["count"] += 1
         row["size"] += size
-        key = ("<1KB" if size < 1024 else "1-10KB" if size < 10240
-               else "10-100KB" if size < 102400 else ">=100KB")
+        key = (
+            "<1KB"
+            if size < 1024
+            else "1-10KB"
+            if size < 10240
+            else "10-100KB"
+            if size < 102400
+            else ">=100KB"
+        )
         buckets[key] += 1
     stamps = sorted(str(e["ts"]) for e in entries if e.get("ts"))
-    return {"total_entries": len(entries), "total_size_kb": round(total / 1024, 2),
-            "stats_by_type": dict(sorted(by_type.items())),
-            "oldest": stamps[0] if stamps else None, "newest": stamps[-1] if stamps else None,
-            "size_distribution": buckets}
+    return {
+        "total_entries": len(entries),
+        "total_size_kb": round(total / 1024, 2),
+        "stats_by_type": dict(sorted(by_type.items())),
+        "oldest": stamps[0] if stamps else None,
+        "newest": stamps[-1] if stamps else None,
+        "size_distribution": buckets,
+    }
 
 
 class ChatHistoryManager:
@@ -240,11 +274,11 @@ class ChatHistoryManager:
     are kept. ``get_history()`` gives the plain items OpenAI expects, unchanged.
     """
 
-    def __init__(self, path: str | os.PathLike[str] = "chat_history.json", *,
-                 echo: Any = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] = "chat_history.json", *, echo: Any = None
+    ) -> None:
         self.path = Path(path)
-        self._echo = echo if echo is not None else (
-            lambda line: print(line, file=sys.stderr))
+        self._echo = echo if echo is not None else (lambda line: print(line, file=sys.stderr))
         self.migrated_backup: str | None = None
         self._entries = self._load()
 
@@ -259,8 +293,10 @@ class ChatHistoryManager:
         if entries:
             self.migrated_backup = backup(self.path)
             save(self.path, entries)
-            self._echo(f"Migrated {self.path} to the wrapped format: {len(entries)} entries "
-                       f"wrapped with id, ts, type and size; backup at {self.migrated_backup}")
+            self._echo(
+                f"Migrated {self.path} to the wrapped format: {len(entries)} entries "
+                f"wrapped with id, ts, type and size; backup at {self.migrated_backup}"
+            )
         return entries
 
     def _write(self, entries: list[dict[str, Any]]) -> None:
@@ -284,8 +320,10 @@ class ChatHistoryManager:
         """Wrap and save several items; returns their ids in order."""
         for k, item in enumerate(entries):
             if not isinstance(item, dict):
-                raise UserError(f"Entry {k} is a {type(item).__name__}; give Responses items "
-                                "(JSON objects) to add_entry / append_entries")
+                raise UserError(
+                    f"Entry {k} is a {type(item).__name__}; give Responses items "
+                    "(JSON objects) to add_entry / append_entries"
+                )
         wrapped = [wrap(item) for item in entries]
         self._write([*self._load(), *wrapped])
         return [w["id"] for w in wrapped]
@@ -326,8 +364,7 @@ def migrate_report(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise UserError(f"{str(path)!r} does not exist; give the path of a chat_history.json")
     kept = migrate(path)
     entries = read(path, migrate=False)
-    return {"path": str(path), "migrated": kept is not None, "backup": kept,
-            **statistics(entries)}
+    return {"path": str(path), "migrated": kept is not None, "backup": kept, **statistics(entries)}
 
 
 # -- importing ------------------------------------------------------------------------------
@@ -338,9 +375,10 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
     label = source_name(source, name)
     items, wrapped = _items(read_json(source, label), label)
     report = ImportReport(format=NAME, source=label)
-    draft = Draft(report, metadata={"source": {"format": NAME,
-                                               "layout": "old" if wrapped is None
-                                               else "wrapped"}})
+    draft = Draft(
+        report,
+        metadata={"source": {"format": NAME, "layout": "old" if wrapped is None else "wrapped"}},
+    )
     stamp = now()
     prev: str | None = None
     for k, item in enumerate(items):
@@ -357,8 +395,9 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
             msg.provider_details = {**(msg.provider_details or {}), NAME: extra}
         wanted = str(env["id"]) if env is not None else f"L{k + 1}"
         ts = str(env.get("ts")) if env is not None and env.get("ts") else stamp
-        prev = draft.add(MessageEntry(id=draft.unique_id(wanted), parent_id=prev,
-                                      timestamp=ts, message=msg))
+        prev = draft.add(
+            MessageEntry(id=draft.unique_id(wanted), parent_id=prev, timestamp=ts, message=msg)
+        )
     if draft.created is None and wrapped:
         stamps = [str(e["ts"]) for e in wrapped if e.get("ts")]
         draft.created = min(stamps) if stamps else None
@@ -378,6 +417,23 @@ def messages(source: Source) -> list[Message]:
     return messages_of(draft)
 
 
-__all__ = ["ENTRY_TYPES", "ChatHistoryManager", "backup", "dump", "entry_type", "import_session",
-           "is_wrapped", "item_size", "load", "messages", "migrate", "migrate_report", "parse",
-           "read", "save", "statistics", "unwrap", "wrap"]
+__all__ = [
+    "ENTRY_TYPES",
+    "ChatHistoryManager",
+    "backup",
+    "dump",
+    "entry_type",
+    "import_session",
+    "is_wrapped",
+    "item_size",
+    "load",
+    "messages",
+    "migrate",
+    "migrate_report",
+    "parse",
+    "read",
+    "save",
+    "statistics",
+    "unwrap",
+    "wrap",
+]

@@ -75,29 +75,37 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
     for k, conv in enumerate(convs):
         where = f"conversation {k}" if isinstance(doc, list) else "the conversation"
         if not isinstance(conv, dict) or not isinstance(conv.get("mapping"), dict):
-            raise bad(label, None, f'{where} has no "mapping" object; this is not a ChatGPT '
-                      "conversations.json export")
+            raise bad(
+                label,
+                None,
+                f'{where} has no "mapping" object; this is not a ChatGPT conversations.json export',
+            )
         drafts.append(_build(conv, label, where))
     return drafts
 
 
 def _iso(t: Any) -> str | None:
     if isinstance(t, (int, float)) and not isinstance(t, bool):
-        return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace(
-            "+00:00", "Z")
+        return (
+            datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        )
     return None
 
 
 def _build(conv: dict[str, Any], label: str, where: str) -> Draft:
     mapping: dict[str, Any] = conv["mapping"]
     cid = conv.get("conversation_id") or conv.get("id")
-    report = ImportReport(format=NAME, source=label, source_id=cid if isinstance(cid, str)
-                          else None)
+    report = ImportReport(
+        format=NAME, source=label, source_id=cid if isinstance(cid, str) else None
+    )
     meta = {k: v for k, v in conv.items() if k != "mapping"}
     created = _iso(conv.get("create_time"))
-    draft = Draft(report, source_id=report.source_id, metadata={"source": {"format": NAME,
-                                                                           **meta}},
-                  created=created)
+    draft = Draft(
+        report,
+        source_id=report.source_id,
+        metadata={"source": {"format": NAME, **meta}},
+        created=created,
+    )
     fallback = created or ""
     for key, node in mapping.items():
         if not isinstance(node, dict):
@@ -134,12 +142,21 @@ def _build(conv: dict[str, Any], label: str, where: str) -> Draft:
             data = {k: v for k, v in node.items() if k not in ("id", "parent", "children")}
             draft.add(CustomEntry(**env, custom=Custom(custom_type=f"{NAME}:node", data=data)))
             continue
-        draft.add(MessageEntry(**env, message=_message(msg, key, parent, mapping, calls,
-                                                       answered, label, where)))
+        draft.add(
+            MessageEntry(
+                **env, message=_message(msg, key, parent, mapping, calls, answered, label, where)
+            )
+        )
     title = conv.get("title")
     if isinstance(title, str) and title:
-        draft.add(SessionInfoEntry(id=draft.unique_id(None), parent_id=None, timestamp=fallback,
-                                   session_info=SessionInfo(name=title)))
+        draft.add(
+            SessionInfoEntry(
+                id=draft.unique_id(None),
+                parent_id=None,
+                timestamp=fallback,
+                session_info=SessionInfo(name=title),
+            )
+        )
     current = conv.get("current_node")
     if isinstance(current, str) and current in mapping:
         draft.leaf = current
@@ -160,8 +177,16 @@ def _hidden_empty(msg: dict[str, Any]) -> bool:
     return not parts or all(p == "" for p in parts)
 
 
-def _message(msg: dict[str, Any], key: str, parent: str | None, mapping: dict[str, Any],
-             calls: dict[str, str], answered: set[str], label: str, where: str) -> Message:
+def _message(
+    msg: dict[str, Any],
+    key: str,
+    parent: str | None,
+    mapping: dict[str, Any],
+    calls: dict[str, str],
+    answered: set[str],
+    label: str,
+    where: str,
+) -> Message:
     author = msg.get("author") or {}
     role = author.get("role")
     content = msg.get("content")
@@ -175,18 +200,19 @@ def _message(msg: dict[str, Any], key: str, parent: str | None, mapping: dict[st
     finish = meta.get("finish_details")
     stop = finish.get("type") if isinstance(finish, dict) else None
     body = _content_text(content)
-    extra_content = {k: v for k, v in content.items() if k not in ("content_type", "parts",
-                                                                    "text", "result")}
+    extra_content = {
+        k: v for k, v in content.items() if k not in ("content_type", "parts", "text", "result")
+    }
     details["content_type"] = ctype
     if extra_content:
         details["content"] = extra_content
     pd = {NAME: details}
     if role == "assistant" and recipient != "all":
         calls[key] = key
-        block = tool_use(key, str(recipient), {"code": body} if ctype == "code"
-                         else {"text": body})
-        return Message(role="assistant", content=[block], model=model, stop_reason=stop,
-                       provider_details=pd)
+        block = tool_use(key, str(recipient), {"code": body} if ctype == "code" else {"text": body})
+        return Message(
+            role="assistant", content=[block], model=model, stop_reason=stop, provider_details=pd
+        )
     if role == "tool":
         call = _find_call(parent, mapping, calls)
         if call is not None and call not in answered:
@@ -206,12 +232,16 @@ def _message(msg: dict[str, Any], key: str, parent: str | None, mapping: dict[st
     if role not in ("user", "assistant", "system"):
         details["role"] = role
         role = "custom"
-    return Message(role=str(role), content=blocks, model=model if role == "assistant" else None,
-                   stop_reason=stop if role == "assistant" else None, provider_details=pd)
+    return Message(
+        role=str(role),
+        content=blocks,
+        model=model if role == "assistant" else None,
+        stop_reason=stop if role == "assistant" else None,
+        provider_details=pd,
+    )
 
 
-def _find_call(parent: str | None, mapping: dict[str, Any], calls: dict[str, str]
-               ) -> str | None:
+def _find_call(parent: str | None, mapping: dict[str, Any], calls: dict[str, str]) -> str | None:
     """The tool call a tool message answers: the nearest call among its ancestors, stopping at
     a user or plain assistant message."""
     cur = parent
@@ -219,8 +249,7 @@ def _find_call(parent: str | None, mapping: dict[str, Any], calls: dict[str, str
         if cur in calls:
             return calls[cur]
         msg = mapping[cur].get("message")
-        if isinstance(msg, dict) and (msg.get("author") or {}).get("role") in ("user",
-                                                                              "assistant"):
+        if isinstance(msg, dict) and (msg.get("author") or {}).get("role") in ("user", "assistant"):
             return None
         nxt = mapping[cur].get("parent")
         cur = nxt if nxt in mapping else None
@@ -251,8 +280,9 @@ def _content_text(content: dict[str, Any]) -> str:
     ctype = content.get("content_type")
     if ctype == "tether_quote":
         head = " ".join(str(content.get(k, "")) for k in ("title", "url") if content.get(k))
-        return f"{head}\n{content.get('text', '')}".strip() if head else str(
-            content.get("text", ""))
+        return (
+            f"{head}\n{content.get('text', '')}".strip() if head else str(content.get("text", ""))
+        )
     for key in ("text", "result"):
         if isinstance(content.get(key), str):
             return str(content[key])
@@ -293,17 +323,29 @@ def dump(messages: Sequence[Message]) -> dict[str, Any]:
     for m in messages:
         for node_id, msg in _nodes(m, names):
             nodes.append((node_id or position_uuid(len(nodes) + 1), msg))
-    mapping: dict[str, Any] = {_ROOT: {"id": _ROOT, "message": None, "parent": None,
-                                       "children": []}}
+    mapping: dict[str, Any] = {
+        _ROOT: {"id": _ROOT, "message": None, "parent": None, "children": []}
+    }
     parent = _ROOT
     for node_id, msg in nodes:
         mapping[parent]["children"].append(node_id)
-        mapping[node_id] = {"id": node_id, "message": {**msg, "id": node_id},
-                            "parent": parent, "children": []}
+        mapping[node_id] = {
+            "id": node_id,
+            "message": {**msg, "id": node_id},
+            "parent": parent,
+            "children": [],
+        }
         parent = node_id
     sid = messages_uuid(messages)
-    return {"title": "", "create_time": 0.0, "update_time": 0.0, "mapping": mapping,
-            "current_node": parent, "conversation_id": sid, "id": sid}
+    return {
+        "title": "",
+        "create_time": 0.0,
+        "update_time": 0.0,
+        "mapping": mapping,
+        "current_node": parent,
+        "conversation_id": sid,
+        "id": sid,
+    }
 
 
 def _nodes(m: Message, names: dict[str, str]) -> list[tuple[str | None, dict[str, Any]]]:
@@ -313,33 +355,55 @@ def _nodes(m: Message, names: dict[str, str]) -> list[tuple[str | None, dict[str
     calls = [b for b in m.content if isinstance(b, ToolUseBlock)]
     results = [b for b in m.content if isinstance(b, ToolResultBlock)]
     plain: list[Block] = [b for b in m.content if isinstance(b, (TextBlock, ImageBlock))]
-    if m.role == "assistant" and mine.get("content_type") == "thoughts" and thoughts \
-            and len(thoughts) == len(m.content):
+    if (
+        m.role == "assistant"
+        and mine.get("content_type") == "thoughts"
+        and thoughts
+        and len(thoughts) == len(m.content)
+    ):
         return [(None, _thoughts(m, thoughts, mine))]
     if m.role == "assistant" and len(calls) == 1 and len(m.content) == 1:
         return [(calls[0].tool_use.id, _call(m, calls[0], mine))]
-    if (m.role in ("tool", "custom") and len(results) == 1 and len(m.content) == 1):
+    if m.role in ("tool", "custom") and len(results) == 1 and len(m.content) == 1:
         return [(None, _result(results[0], names, mine))]
     if len(plain) != len(m.content):  # split what one ChatGPT message cannot hold
         out: list[tuple[str | None, dict[str, Any]]] = []
         for r in results:
             out.extend(_nodes(Message(role="tool", content=[r]), names))
         if thoughts:
-            out.extend(_nodes(Message(role=m.role, content=list[Block](thoughts),
-                                      provider_details={NAME: {"content_type": "thoughts"}}),
-                              names))
+            out.extend(
+                _nodes(
+                    Message(
+                        role=m.role,
+                        content=list[Block](thoughts),
+                        provider_details={NAME: {"content_type": "thoughts"}},
+                    ),
+                    names,
+                )
+            )
         if plain or not (results or thoughts or calls):
-            out.extend(_nodes(Message(role=m.role, content=plain, model=m.model,
-                                      stop_reason=m.stop_reason,
-                                      provider_details=m.provider_details), names))
+            out.extend(
+                _nodes(
+                    Message(
+                        role=m.role,
+                        content=plain,
+                        model=m.model,
+                        stop_reason=m.stop_reason,
+                        provider_details=m.provider_details,
+                    ),
+                    names,
+                )
+            )
         for c in calls:
             out.extend(_nodes(Message(role="assistant", content=[c], model=m.model), names))
         return out
     role = mine.pop("role", m.role)
     author = mine.pop("author", None) or {"role": role}
     ctype = mine.pop("content_type", None) or (
-        "text" if all(isinstance(b, TextBlock) and not b.provider_details for b in plain)
-        else "multimodal_text")
+        "text"
+        if all(isinstance(b, TextBlock) and not b.provider_details for b in plain)
+        else "multimodal_text"
+    )
     msg = {**mine, "author": author, "content": _content(ctype, mine.pop("content", {}), plain)}
     if m.role == "assistant":
         _set_model(msg, m)
@@ -351,10 +415,13 @@ def _set_model(msg: dict[str, Any], m: Message) -> None:
     if m.model is not None and meta.get("model_slug") != m.model:
         meta["model_slug"] = m.model
     finish = meta.get("finish_details")
-    if m.stop_reason is not None and not (isinstance(finish, dict)
-                                          and finish.get("type") == m.stop_reason):
-        meta["finish_details"] = {**(finish if isinstance(finish, dict) else {}),
-                                  "type": m.stop_reason}
+    if m.stop_reason is not None and not (
+        isinstance(finish, dict) and finish.get("type") == m.stop_reason
+    ):
+        meta["finish_details"] = {
+            **(finish if isinstance(finish, dict) else {}),
+            "type": m.stop_reason,
+        }
     if meta or "metadata" in msg:
         msg["metadata"] = meta
 
@@ -364,10 +431,15 @@ def _thoughts(m: Message, blocks: list[ThinkingBlock], mine: dict[str, Any]) -> 
     extra = dict(mine.pop("content", {}))
     kept = extra.pop("thoughts", None)
     raw = kept if isinstance(kept, list) else []
-    thoughts = [_thought(raw[k] if k < len(raw) and isinstance(raw[k], dict) else {"summary": ""},
-                         b) for k, b in enumerate(blocks)]
-    msg = {**mine, "author": mine.pop("author", None) or {"role": "assistant"},
-           "content": {**extra, "content_type": "thoughts", "thoughts": thoughts}}
+    thoughts = [
+        _thought(raw[k] if k < len(raw) and isinstance(raw[k], dict) else {"summary": ""}, b)
+        for k, b in enumerate(blocks)
+    ]
+    msg = {
+        **mine,
+        "author": mine.pop("author", None) or {"role": "assistant"},
+        "content": {**extra, "content_type": "thoughts", "thoughts": thoughts},
+    }
     _set_model(msg, m)
     return msg
 
@@ -392,21 +464,30 @@ def _call(m: Message, b: ToolUseBlock, mine: dict[str, Any]) -> dict[str, Any]:
         ctype, body = "text", json.dumps(u.input, ensure_ascii=False)
     mine.pop("content_type", None)
     extra = mine.pop("content", {})
-    msg = {**mine, "author": mine.pop("author", None) or {"role": "assistant"},
-           "recipient": u.name, "content": _content(ctype, extra, [text(body)])}
+    msg = {
+        **mine,
+        "author": mine.pop("author", None) or {"role": "assistant"},
+        "recipient": u.name,
+        "content": _content(ctype, extra, [text(body)]),
+    }
     _set_model(msg, m)
     return msg
 
 
-def _result(b: ToolResultBlock, names: dict[str, str], mine: dict[str, Any]
-            ) -> dict[str, Any]:
+def _result(b: ToolResultBlock, names: dict[str, str], mine: dict[str, Any]) -> dict[str, Any]:
     r = b.tool_result
-    body = r.content if isinstance(r.content, str) else "\n".join(
-        p.text.content for p in r.content if isinstance(p, TextBlock))
+    body = (
+        r.content
+        if isinstance(r.content, str)
+        else "\n".join(p.text.content for p in r.content if isinstance(p, TextBlock))
+    )
     author = mine.pop("author", None) or {"role": "tool", "name": names.get(r.tool_use_id)}
     ctype = mine.pop("content_type", None) or "text"
-    return {**mine, "author": author, "content": _content(ctype, mine.pop("content", {}),
-                                                          [text(body)])}
+    return {
+        **mine,
+        "author": author,
+        "content": _content(ctype, mine.pop("content", {}), [text(body)]),
+    }
 
 
 def _content(ctype: str, extra: dict[str, Any], blocks: Sequence[Block]) -> dict[str, Any]:
@@ -419,7 +500,7 @@ def _content(ctype: str, extra: dict[str, Any], blocks: Sequence[Block]) -> dict
     if ctype == "tether_quote":
         head = " ".join(str(extra.get(k, "")) for k in ("title", "url") if extra.get(k))
         if head:
-            body = body[len(head) + 1:] if body.startswith(f"{head}\n") else ""
+            body = body[len(head) + 1 :] if body.startswith(f"{head}\n") else ""
     if body or ctype not in ("reasoning_recap",):
         out["result" if ctype == "tether_browsing_display" else "text"] = body
     return out
@@ -449,8 +530,11 @@ def import_session(store: Any, source: Source, *, session_id: str | None = None)
     """Import an export holding one conversation (use :func:`import_sessions` for many)."""
     drafts = parse(source)
     if len(drafts) != 1:
-        raise bad(source_name(source), None, f"holds {len(drafts)} conversations; use "
-                  "import_sessions() to import them all")
+        raise bad(
+            source_name(source),
+            None,
+            f"holds {len(drafts)} conversations; use import_sessions() to import them all",
+        )
     (session,) = write(store, drafts, [session_id])
     return session
 

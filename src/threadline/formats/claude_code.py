@@ -88,11 +88,12 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
     good = [(n, o) for n, o, p in rows if p is None]
     if not good:
         raise bad(label, None, "no Claude Code records in it")
-    if not any(isinstance(o.get("type"), str) and ("uuid" in o or o.get("type") == "summary")
-               for _, o in good):
+    if not any(
+        isinstance(o.get("type"), str) and ("uuid" in o or o.get("type") == "summary")
+        for _, o in good
+    ):
         n0 = good[0][0]
-        raise bad(label, n0, 'not a Claude Code transcript: no record has a "uuid" and a '
-                  '"type"')
+        raise bad(label, n0, 'not a Claude Code transcript: no record has a "uuid" and a "type"')
     return [_build(rows, report, label)]
 
 
@@ -115,8 +116,13 @@ def _build(rows: list[tuple[int, Any, str | None]], report: ImportReport, label:
 
     first: dict[str, Any] = next((o for _, o in good if isinstance(o.get("sessionId"), str)), {})
     stamps = [o["timestamp"] for _, o in good if isinstance(o.get("timestamp"), str)]
-    draft = Draft(report, source_id=first.get("sessionId"), cwd=first.get("cwd"),
-                  metadata={"source": {"format": NAME}}, created=min(stamps) if stamps else None)
+    draft = Draft(
+        report,
+        source_id=first.get("sessionId"),
+        cwd=first.get("cwd"),
+        metadata={"source": {"format": NAME}},
+        created=min(stamps) if stamps else None,
+    )
     report.source_id = draft.source_id
     fallback_ts = draft.created or ""
     main_leaf: str | None = None
@@ -136,8 +142,11 @@ def _build(rows: list[tuple[int, Any, str | None]], report: ImportReport, label:
         ts = obj.get("timestamp")
         ts = ts if isinstance(ts, str) else fallback_ts
         uid = obj.get("uuid")
-        if kind == "summary" and isinstance(obj.get("summary"), str) \
-                and obj.get("leafUuid") in uuids:
+        if (
+            kind == "summary"
+            and isinstance(obj.get("summary"), str)
+            and obj.get("leafUuid") in uuids
+        ):
             names.setdefault("summary", obj["summary"])
         elif kind == "custom-title" and isinstance(obj.get("customTitle"), str):
             names["custom"] = obj["customTitle"]
@@ -145,8 +154,14 @@ def _build(rows: list[tuple[int, Any, str | None]], report: ImportReport, label:
             names["ai"] = obj["aiTitle"]
         if not isinstance(uid, str) or not uid:
             eid = draft.unique_id(None)
-            draft.add(CustomEntry(id=eid, parent_id=None, timestamp=ts, custom=Custom(
-                custom_type=f"{NAME}:{kind}", data=obj)))
+            draft.add(
+                CustomEntry(
+                    id=eid,
+                    parent_id=None,
+                    timestamp=ts,
+                    custom=Custom(custom_type=f"{NAME}:{kind}", data=obj),
+                )
+            )
             continue
         eid = draft.unique_id(uid, n)
         parent = obj.get("parentUuid")
@@ -158,8 +173,10 @@ def _build(rows: list[tuple[int, Any, str | None]], report: ImportReport, label:
         if not isinstance(parent, str) or not parent:
             parent = None
         elif parent not in uuids:
-            report.warn(f"line {n}: parent {parent!r} of {uid!r} is not in the file; the entry "
-                        "becomes a root")
+            report.warn(
+                f"line {n}: parent {parent!r} of {uid!r} is not in the file; the entry "
+                "becomes a root"
+            )
             moved["parentUuid"] = parent
             parent = None
         elif uid in side and parent not in side:
@@ -181,12 +198,14 @@ def _build(rows: list[tuple[int, Any, str | None]], report: ImportReport, label:
                     before = late
         if parent is not None:
             last_child[parent] = eid
-        record = _record(obj, kind, eid, parent, ts, label, n, moved, summary_of, texts,
-                         compact_summaries)
+        record = _record(
+            obj, kind, eid, parent, ts, label, n, moved, summary_of, texts, compact_summaries
+        )
         draft.add(record)
         by_id[eid] = record
-        role_of[eid] = ("result" if _is_tool_result(obj) else kind
-                        if record.type == "message" else "other")
+        role_of[eid] = (
+            "result" if _is_tool_result(obj) else kind if record.type == "message" else "other"
+        )
         if before is not None:
             _move_under(before, eid)
             last_child[eid] = before.id
@@ -197,8 +216,14 @@ def _build(rows: list[tuple[int, Any, str | None]], report: ImportReport, label:
                 main_leaf = eid
     name = names.get("custom") or names.get("summary") or names.get("ai")
     if name:
-        draft.add(SessionInfoEntry(id=draft.unique_id(None), parent_id=None,
-                                   timestamp=fallback_ts, session_info=SessionInfo(name=name)))
+        draft.add(
+            SessionInfoEntry(
+                id=draft.unique_id(None),
+                parent_id=None,
+                timestamp=fallback_ts,
+                session_info=SessionInfo(name=name),
+            )
+        )
     draft.leaf = main_leaf or any_leaf
     return draft
 
@@ -206,12 +231,16 @@ def _build(rows: list[tuple[int, Any, str | None]], report: ImportReport, label:
 def _is_tool_result(obj: dict[str, Any]) -> bool:
     msg = obj.get("message")
     content = msg.get("content") if isinstance(msg, dict) else None
-    return obj.get("type") == "user" and isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    return (
+        obj.get("type") == "user"
+        and isinstance(content, list)
+        and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    )
 
 
-def _reply_after_results(by_id: dict[str, KnownRecord], role_of: dict[str, str], call: str,
-                         tip: str, limit: int = 1000) -> KnownRecord | None:
+def _reply_after_results(
+    by_id: dict[str, KnownRecord], role_of: dict[str, str], call: str, tip: str, limit: int = 1000
+) -> KnownRecord | None:
     """The first assistant record after a tool result on the chain from ``call`` to ``tip``."""
     chain: list[str] = []
     cur: str | None = tip
@@ -259,14 +288,25 @@ def _message_text(obj: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content
-                         if isinstance(b, dict) and b.get("type") == "text")
+        return "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
     return ""
 
 
-def _record(obj: dict[str, Any], kind: str, eid: str, parent: str | None, ts: str, label: str,
-            n: int, moved: dict[str, Any], summary_of: dict[str, str], texts: dict[str, str],
-            compact_summaries: set[str]) -> KnownRecord:
+def _record(
+    obj: dict[str, Any],
+    kind: str,
+    eid: str,
+    parent: str | None,
+    ts: str,
+    label: str,
+    n: int,
+    moved: dict[str, Any],
+    summary_of: dict[str, str],
+    texts: dict[str, str],
+    compact_summaries: set[str],
+) -> KnownRecord:
     env: dict[str, Any] = {"id": eid, "parent_id": parent, "timestamp": ts}
     uid = obj.get("uuid")
     if kind in ("user", "assistant") and uid not in compact_summaries:
@@ -284,20 +324,34 @@ def _record(obj: dict[str, Any], kind: str, eid: str, parent: str | None, ts: st
         if not summary:
             content = obj.get("content")
             summary = content if isinstance(content, str) else ""
-        return CompactionEntry(**env, compaction=Compaction(
-            summary=summary, first_kept_entry_id=None,
-            tokens_before=tokens if isinstance(tokens, int) else 0,
-            details={NAME: {**{k: v for k, v in obj.items() if k not in _ENVELOPE}, **moved}}))
+        return CompactionEntry(
+            **env,
+            compaction=Compaction(
+                summary=summary,
+                first_kept_entry_id=None,
+                tokens_before=tokens if isinstance(tokens, int) else 0,
+                details={NAME: {**{k: v for k, v in obj.items() if k not in _ENVELOPE}, **moved}},
+            ),
+        )
     data = {k: v for k, v in obj.items() if k not in ("uuid", "parentUuid")}
     data.update(moved)
-    custom_type = (f"{NAME}:compact_summary" if uid in compact_summaries
-                   else f"{NAME}:system:{obj.get('subtype')}" if kind == "system"
-                   else f"{NAME}:{kind}")
+    custom_type = (
+        f"{NAME}:compact_summary"
+        if uid in compact_summaries
+        else f"{NAME}:system:{obj.get('subtype')}"
+        if kind == "system"
+        else f"{NAME}:{kind}"
+    )
     return CustomEntry(**env, custom=Custom(custom_type=custom_type, data=data))
 
 
-def message_from_record(msg: dict[str, Any], role: str, extras: dict[str, Any],
-                        label: str = "<data>", n: int | None = None) -> Message:
+def message_from_record(
+    msg: dict[str, Any],
+    role: str,
+    extras: dict[str, Any],
+    label: str = "<data>",
+    n: int | None = None,
+) -> Message:
     """The ``message`` of a user or assistant record as a threadline :class:`Message`."""
     content = msg.get("content", "")
     blocks: list[Block] = []
@@ -315,14 +369,20 @@ def message_from_record(msg: dict[str, Any], role: str, extras: dict[str, Any],
                 blocks.append(loaded)
     else:
         raise bad(label, n, "message content must be a string or a list of blocks")
-    api = {k: v for k, v in msg.items()
-           if k not in ("role", "content", "model", "stop_reason", "usage")}
+    api = {
+        k: v
+        for k, v in msg.items()
+        if k not in ("role", "content", "model", "stop_reason", "usage")
+    }
     usage = msg.get("usage")
     u: Usage | None = None
     if isinstance(usage, dict):
-        u = Usage(input=_int(usage.get("input_tokens")), output=_int(usage.get("output_tokens")),
-                  cache_read=_int(usage.get("cache_read_input_tokens")),
-                  cache_write=_int(usage.get("cache_creation_input_tokens")))
+        u = Usage(
+            input=_int(usage.get("input_tokens")),
+            output=_int(usage.get("output_tokens")),
+            cache_read=_int(usage.get("cache_read_input_tokens")),
+            cache_write=_int(usage.get("cache_creation_input_tokens")),
+        )
         u.total = u.input + u.output + u.cache_read + u.cache_write
         api["usage"] = usage
     details = dict(extras)
@@ -331,9 +391,14 @@ def message_from_record(msg: dict[str, Any], role: str, extras: dict[str, Any],
     if foreign:
         details["blocks"] = foreign
     model, stop = msg.get("model"), msg.get("stop_reason")
-    return Message(role=role, content=blocks, model=model if isinstance(model, str) else None,
-                   usage=u, stop_reason=stop if isinstance(stop, str) else None,
-                   provider_details={NAME: details} if details else None)
+    return Message(
+        role=role,
+        content=blocks,
+        model=model if isinstance(model, str) else None,
+        usage=u,
+        stop_reason=stop if isinstance(stop, str) else None,
+        provider_details={NAME: details} if details else None,
+    )
 
 
 def _int(value: Any) -> int:
@@ -369,16 +434,24 @@ def dump(messages: Sequence[Message]) -> list[dict[str, Any]]:
     original = [_mine(m).get("parentUuid") for m in messages]
     for k, m in enumerate(messages):
         result = next(iter(m.tool_results), None)
-        if isinstance(original[k], str) and result is not None \
-                and call_owner.get(result.tool_use_id, k) < k:
+        if (
+            isinstance(original[k], str)
+            and result is not None
+            and call_owner.get(result.tool_use_id, k) < k
+        ):
             uuids[call_owner[result.tool_use_id]] = str(original[k])
     # A reply Claude Code wrote before the last result of its parallel calls: load put that
     # result before it and kept the reply's own parent (the record before the result). Writing
     # the reply first, under that record, makes load do the same again.
-    late = {k for k in range(2, len(messages))
-            if isinstance(original[k], str) and not messages[k].tool_results
-            and isinstance(original[k - 1], str) and messages[k - 1].tool_results
-            and uuids[k - 2] == position_uuid(k - 1)}
+    late = {
+        k
+        for k in range(2, len(messages))
+        if isinstance(original[k], str)
+        and not messages[k].tool_results
+        and isinstance(original[k - 1], str)
+        and messages[k - 1].tool_results
+        and uuids[k - 2] == position_uuid(k - 1)
+    }
     for k in late:
         uuids[k - 2] = str(original[k])
     known = set(uuids)
@@ -395,30 +468,55 @@ def dump(messages: Sequence[Message]) -> list[dict[str, Any]]:
         uid = uuids[k]
         if m.role == "compactionSummary" and k == 0 and _plain_text(m) is not None:
             boundary = position_uuid(len(messages) + 1)
-            records.append({"type": "system", "subtype": "compact_boundary", "uuid": boundary,
-                            "parentUuid": None, "timestamp": EPOCH,
-                            "content": "Conversation compacted",
-                            "compactMetadata": {"trigger": "manual", "preTokens": 0}})
-            records.append({"type": "user", "uuid": uid, "parentUuid": boundary,
-                            "timestamp": EPOCH, "isCompactSummary": True,
-                            "message": {"role": "user", "content": _plain_text(m)}})
+            records.append(
+                {
+                    "type": "system",
+                    "subtype": "compact_boundary",
+                    "uuid": boundary,
+                    "parentUuid": None,
+                    "timestamp": EPOCH,
+                    "content": "Conversation compacted",
+                    "compactMetadata": {"trigger": "manual", "preTokens": 0},
+                }
+            )
+            records.append(
+                {
+                    "type": "user",
+                    "uuid": uid,
+                    "parentUuid": boundary,
+                    "timestamp": EPOCH,
+                    "isCompactSummary": True,
+                    "message": {"role": "user", "content": _plain_text(m)},
+                }
+            )
             continue
         mine = _mine(m)
         moved = mine.pop("parentUuid", None)
         link = uuids[k - 1] if k else None
-        if isinstance(moved, str) and (k == 0 or k in late
-                                       or (moved in known and m.tool_results)):
+        if isinstance(moved, str) and (k == 0 or k in late or (moved in known and m.tool_results)):
             # load moves the record back under ``link`` and keeps ``moved`` in its details
             if m.tool_results and k and uuids[k - 1] == moved:
                 # load moved it because its call had another child (a progress record)
-                records.append({"type": "progress", "uuid": position_uuid(len(messages) + 2
-                                                                          + k),
-                                "parentUuid": moved, "timestamp": EPOCH,
-                                "data": {"type": "threadline_placeholder"}})
+                records.append(
+                    {
+                        "type": "progress",
+                        "uuid": position_uuid(len(messages) + 2 + k),
+                        "parentUuid": moved,
+                        "timestamp": EPOCH,
+                        "data": {"type": "threadline_placeholder"},
+                    }
+                )
             link = moved
-        records.append({**mine, "type": "assistant" if m.role == "assistant" else "user",
-                        "uuid": uid, "parentUuid": link, "timestamp": EPOCH,
-                        "message": _api_message(m, mine)})
+        records.append(
+            {
+                **mine,
+                "type": "assistant" if m.role == "assistant" else "user",
+                "uuid": uid,
+                "parentUuid": link,
+                "timestamp": EPOCH,
+                "message": _api_message(m, mine),
+            }
+        )
     return records
 
 
@@ -428,8 +526,11 @@ def _mine(m: Message) -> dict[str, Any]:
 
 
 def _plain_text(m: Message) -> str | None:
-    if len(m.content) == 1 and isinstance(m.content[0], TextBlock) \
-            and not m.content[0].provider_details:
+    if (
+        len(m.content) == 1
+        and isinstance(m.content[0], TextBlock)
+        and not m.content[0].provider_details
+    ):
         return m.content[0].text.content
     return None
 
@@ -440,8 +541,11 @@ def _api_message(m: Message, mine: dict[str, Any]) -> dict[str, Any]:
     api = dict(mine.pop("message", None) or {})
     foreign = mine.pop("blocks", None)
     role = "assistant" if m.role == "assistant" else "user"
-    blocks = m.content if m.role in ("user", "assistant", "tool") else wrap(
-        m, WRAPPED_ROLES.get(m.role, "custom_message"))
+    blocks = (
+        m.content
+        if m.role in ("user", "assistant", "tool")
+        else wrap(m, WRAPPED_ROLES.get(m.role, "custom_message"))
+    )
     out: dict[str, Any] = {**api, "role": role}
     single = _plain_text(Message(role=role, content=list(blocks)))
     if role == "user" and single is not None and not foreign:
@@ -454,9 +558,12 @@ def _api_message(m: Message, mine: dict[str, Any]) -> dict[str, Any]:
         out["stop_reason"] = m.stop_reason
     if m.usage is not None and "usage" not in api:
         u = m.usage
-        out["usage"] = {"input_tokens": u.input, "output_tokens": u.output,
-                        "cache_read_input_tokens": u.cache_read,
-                        "cache_creation_input_tokens": u.cache_write}
+        out["usage"] = {
+            "input_tokens": u.input,
+            "output_tokens": u.output,
+            "cache_read_input_tokens": u.cache_read,
+            "cache_creation_input_tokens": u.cache_write,
+        }
     return out
 
 

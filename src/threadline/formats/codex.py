@@ -78,14 +78,22 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
     if not good or not any(o["type"] in ("session_meta", "response_item") for o in good):
         first = rows[0][0] if rows else None
         raise bad(label, first, "not a Codex rollout: no session_meta or response_item line")
-    meta: dict[str, Any] = next((o["payload"] for o in good if o["type"] == "session_meta"
-                 and isinstance(o.get("payload"), dict)), {})
+    meta: dict[str, Any] = next(
+        (
+            o["payload"]
+            for o in good
+            if o["type"] == "session_meta" and isinstance(o.get("payload"), dict)
+        ),
+        {},
+    )
     sid = meta.get("id") or meta.get("session_id")
-    draft = Draft(report, source_id=sid if isinstance(sid, str) else None,
-                  cwd=meta.get("cwd") if isinstance(meta.get("cwd"), str) else None,
-                  metadata={"source": {"format": NAME}},
-                  created=meta.get("timestamp") if isinstance(meta.get("timestamp"), str)
-                  else None)
+    draft = Draft(
+        report,
+        source_id=sid if isinstance(sid, str) else None,
+        cwd=meta.get("cwd") if isinstance(meta.get("cwd"), str) else None,
+        metadata={"source": {"format": NAME}},
+        created=meta.get("timestamp") if isinstance(meta.get("timestamp"), str) else None,
+    )
     report.source_id = draft.source_id
     provider = str(meta.get("model_provider") or "openai")
     prev: str | None = None
@@ -106,27 +114,38 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
         if kind == "response_item" and isinstance(payload, dict):
             msgs = _messages(payload, report, n)
             if msgs is None:
-                prev = draft.add(CustomEntry(**env, custom=Custom(
-                    custom_type=f"{NAME}:response_item", data=payload)))
+                prev = draft.add(
+                    CustomEntry(
+                        **env, custom=Custom(custom_type=f"{NAME}:response_item", data=payload)
+                    )
+                )
                 continue
             prev = _chain(draft, msgs, env)
             continue
         if kind == "compacted" and isinstance(payload, dict):
             summary = payload.get("message")
-            rest = {k: v for k, v in payload.items() if k not in ("message",
-                                                                  "replacement_history")}
-            prev = draft.add(CompactionEntry(**env, compaction=Compaction(
-                summary=summary if isinstance(summary, str) else "", first_kept_entry_id=None,
-                details={NAME: rest} if rest else None)))
+            rest = {k: v for k, v in payload.items() if k not in ("message", "replacement_history")}
+            prev = draft.add(
+                CompactionEntry(
+                    **env,
+                    compaction=Compaction(
+                        summary=summary if isinstance(summary, str) else "",
+                        first_kept_entry_id=None,
+                        details={NAME: rest} if rest else None,
+                    ),
+                )
+            )
             for k, item in enumerate(payload.get("replacement_history") or [], 1):
                 if not isinstance(item, dict):
                     raise bad(label, n, f"replacement_history[{k - 1}] is not an object")
                 msgs = _messages(item, report, n)
-                env = {"id": draft.unique_id(f"L{n}.{k}", n), "parent_id": prev,
-                       "timestamp": ts}
+                env = {"id": draft.unique_id(f"L{n}.{k}", n), "parent_id": prev, "timestamp": ts}
                 if msgs is None:
-                    prev = draft.add(CustomEntry(**env, custom=Custom(
-                        custom_type=f"{NAME}:response_item", data=item)))
+                    prev = draft.add(
+                        CustomEntry(
+                            **env, custom=Custom(custom_type=f"{NAME}:response_item", data=item)
+                        )
+                    )
                 else:
                     prev = _chain(draft, msgs, env)
             continue
@@ -137,16 +156,27 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
             m = payload.get("model")
             if isinstance(m, str) and m != model:
                 model = m
-                prev = draft.add(ModelChangeEntry(
-                    id=draft.unique_id(f"L{n}.model", n), parent_id=prev, timestamp=ts,
-                    model_change=ModelChange(provider=provider, model_id=m)))
+                prev = draft.add(
+                    ModelChangeEntry(
+                        id=draft.unique_id(f"L{n}.model", n),
+                        parent_id=prev,
+                        timestamp=ts,
+                        model_change=ModelChange(provider=provider, model_id=m),
+                    )
+                )
         if sub == "thread_name_updated" and isinstance(payload, dict):
             t = payload.get("thread_name") or payload.get("name")
             if isinstance(t, str) and t:
                 name_ = t
     if name_:
-        prev = draft.add(SessionInfoEntry(id=draft.unique_id(None), parent_id=prev,
-                                          timestamp=last_ts, session_info=SessionInfo(name=name_)))
+        prev = draft.add(
+            SessionInfoEntry(
+                id=draft.unique_id(None),
+                parent_id=prev,
+                timestamp=last_ts,
+                session_info=SessionInfo(name=name_),
+            )
+        )
     return [draft]
 
 
@@ -155,8 +185,9 @@ def _chain(draft: Draft, msgs: list[Message], env: dict[str, Any]) -> str:
     prev = env["parent_id"]
     for k, m in enumerate(msgs):
         eid = env["id"] if k == 0 else draft.unique_id(f"{env['id']}.{k}")
-        prev = draft.add(MessageEntry(id=eid, parent_id=prev, timestamp=env["timestamp"],
-                                      message=m))
+        prev = draft.add(
+            MessageEntry(id=eid, parent_id=prev, timestamp=env["timestamp"], message=m)
+        )
     return str(prev)
 
 
@@ -167,8 +198,11 @@ def _messages(item: dict[str, Any], report: ImportReport, n: int) -> list[Messag
         block = tool_use(item["call_id"], str(item.get("name", "")), {"input": item.get("input")})
         block.provider_details = {NAME: {"type": kind, **rest}}
         return [Message(role="assistant", content=[block])]
-    if kind in ("custom_tool_call_output", "function_call_output") and isinstance(
-            item.get("call_id"), str) and not isinstance(item.get("output"), (str, list)):
+    if (
+        kind in ("custom_tool_call_output", "function_call_output")
+        and isinstance(item.get("call_id"), str)
+        and not isinstance(item.get("output"), (str, list))
+    ):
         # an output Codex stored as an object: its JSON text is what the tool returned
         out = item.get("output")
         rest = {k: v for k, v in item.items() if k not in ("type", "call_id", "output")}
@@ -179,8 +213,11 @@ def _messages(item: dict[str, Any], report: ImportReport, n: int) -> list[Messag
         out = item["output"]
         rest = {k: v for k, v in item.items() if k not in ("type", "call_id", "output")}
         if isinstance(out, list):
-            texts = [p.get("text", "") for p in out if isinstance(p, dict)
-                     and isinstance(p.get("text"), str)]
+            texts = [
+                p.get("text", "")
+                for p in out
+                if isinstance(p, dict) and isinstance(p.get("text"), str)
+            ]
             result = tool_result(item["call_id"], "\n".join(texts))
             rest["output"] = out
         else:
@@ -210,8 +247,9 @@ def dump(messages: Sequence[Message]) -> list[dict[str, Any]]:
     (no content, no details) is left out.
     """
     sid = messages_uuid(messages)
-    lines: list[dict[str, Any]] = [{"timestamp": EPOCH, "type": "session_meta",
-                                    "payload": {"id": sid, "timestamp": EPOCH}}]
+    lines: list[dict[str, Any]] = [
+        {"timestamp": EPOCH, "type": "session_meta", "payload": {"id": sid, "timestamp": EPOCH}}
+    ]
     for m in messages:
         for item in _items(m):
             lines.append({"timestamp": EPOCH, "type": "response_item", "payload": item})
@@ -227,8 +265,11 @@ def _items(m: Message) -> list[dict[str, Any]]:
             u = b.tool_use
             value = u.input.get("input") if isinstance(u.input, dict) else None
             return [{"type": kind, **mine, "call_id": u.id, "name": u.name, "input": value}]
-        if isinstance(b, ToolResultBlock) and m.role == "tool" and kind in (
-                "custom_tool_call_output", "function_call_output"):
+        if (
+            isinstance(b, ToolResultBlock)
+            and m.role == "tool"
+            and kind in ("custom_tool_call_output", "function_call_output")
+        ):
             r = b.tool_result
             # "output" in the details is the original output (an object, or a list of parts)
             return [{"type": kind, "call_id": r.tool_use_id, "output": r.content, **mine}]

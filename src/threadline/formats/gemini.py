@@ -55,20 +55,38 @@ from threadline.model.content import (
 NAME = "gemini"
 _SNAKE = re.compile(r"_([a-z])")
 # the Python SDK's snake_case names this module reads; other keys are left as they are
-_KNOWN_SNAKE = frozenset({
-    "system_instruction", "inline_data", "file_data", "function_call", "function_response",
-    "mime_type", "file_uri", "thought_signature", "video_metadata", "executable_code",
-    "code_execution_result", "usage_metadata", "model_version", "finish_reason",
-    "prompt_token_count", "candidates_token_count", "total_token_count",
-    "cached_content_token_count", "thoughts_token_count",
-})
+_KNOWN_SNAKE = frozenset(
+    {
+        "system_instruction",
+        "inline_data",
+        "file_data",
+        "function_call",
+        "function_response",
+        "mime_type",
+        "file_uri",
+        "thought_signature",
+        "video_metadata",
+        "executable_code",
+        "code_execution_result",
+        "usage_metadata",
+        "model_version",
+        "finish_reason",
+        "prompt_token_count",
+        "candidates_token_count",
+        "total_token_count",
+        "cached_content_token_count",
+        "thoughts_token_count",
+    }
+)
 
 
 def _camel_keys(value: JSON) -> JSON:
     """Top-level keys of a part or content with the SDK's snake_case names in camelCase (the
     REST names)."""
-    return {_SNAKE.sub(lambda m: m.group(1).upper(), k) if k in _KNOWN_SNAKE else k: v
-            for k, v in value.items()}
+    return {
+        _SNAKE.sub(lambda m: m.group(1).upper(), k) if k in _KNOWN_SNAKE else k: v
+        for k, v in value.items()
+    }
 
 
 # -- load -----------------------------------------------------------------------------------
@@ -123,8 +141,11 @@ def _load_system(raw: JSON) -> Message:
         if not isinstance(part.get("text"), str):
             raise UserError(f"systemInstruction.parts[{k}]: system parts must be text")
         blocks.append(attach(text(part["text"]), NAME, leftovers(part, ("text",))))
-    return Message(role="system", content=blocks,
-                   provider_details=with_details(NAME, leftovers(raw, ("parts",))))
+    return Message(
+        role="system",
+        content=blocks,
+        provider_details=with_details(NAME, leftovers(raw, ("parts",))),
+    )
 
 
 def _load_content(raw: JSON, where: str, calls: _CallIds) -> list[Message]:
@@ -147,8 +168,13 @@ def _load_content(raw: JSON, where: str, calls: _CallIds) -> list[Message]:
         extra["parts"] = foreign
     if role == "user" and not extra:
         return unwrap("user", blocks)
-    return [Message(role="assistant" if role == "model" else "user", content=blocks,
-                    provider_details=with_details(NAME, extra))]
+    return [
+        Message(
+            role="assistant" if role == "model" else "user",
+            content=blocks,
+            provider_details=with_details(NAME, extra),
+        )
+    ]
 
 
 def _load_part(part: JSON, calls: _CallIds) -> Block | None:
@@ -215,8 +241,11 @@ def _load_response(part: JSON, calls: _CallIds) -> ToolResultBlock:
     is_error = False
     extra_key = ""
     content: str
-    if isinstance(response, dict) and len(response) == 1 \
-            and isinstance(next(iter(response.values())), str):
+    if (
+        isinstance(response, dict)
+        and len(response) == 1
+        and isinstance(next(iter(response.values())), str)
+    ):
         # {"output": …} / {"error": …} as the API documents; another single key (pydantic-ai
         # sends "return_value") is remembered so the same object goes back
         key = next(iter(response))
@@ -233,8 +262,9 @@ def _load_response(part: JSON, calls: _CallIds) -> ToolResultBlock:
         extra["functionResponse"] = inner
     if extra_key:
         extra["response_key"] = extra_key
-    block = ToolResultBlock(tool_result=ToolResult(tool_use_id=cid, content=content,
-                                                   is_error=is_error))
+    block = ToolResultBlock(
+        tool_result=ToolResult(tool_use_id=cid, content=content, is_error=is_error)
+    )
     attach(block, NAME, extra)
     return block
 
@@ -317,8 +347,14 @@ def _dump_part(b: Block, names: dict[str, str]) -> list[JSON]:
         u = b.tool_use
         fc: JSON = {"id": u.id, "name": u.name, "args": u.input}
         fc.update(extra.pop("functionCall", {}))
-        return [{**extra, "functionCall": {k: v for k, v in fc.items() if v is not None
-                                           or k not in ("id", "args")}}]
+        return [
+            {
+                **extra,
+                "functionCall": {
+                    k: v for k, v in fc.items() if v is not None or k not in ("id", "args")
+                },
+            }
+        ]
     return _dump_result(b, extra, names)
 
 
@@ -357,8 +393,11 @@ def validate(payload: Any) -> None:
     system = body.get("systemInstruction")
     if system is not None:
         parts = system.get("parts") if isinstance(system, dict) else None
-        if not isinstance(parts, list) or not parts or not all(
-                isinstance(x, dict) and isinstance(x.get("text"), str) for x in parts):
+        if (
+            not isinstance(parts, list)
+            or not parts
+            or not all(isinstance(x, dict) and isinstance(x.get("text"), str) for x in parts)
+        ):
             p.add("systemInstruction", "must hold a non-empty list of text parts")
     if not body["contents"]:
         p.add("contents", "is empty")
@@ -386,8 +425,9 @@ def validate(payload: Any) -> None:
     p.raise_if_any()
 
 
-def _check_parts(p: Problems, where: str, role: str, parts: list[Any], turn: int
-                 ) -> tuple[list[str], list[str]]:
+def _check_parts(
+    p: Problems, where: str, role: str, parts: list[Any], turn: int
+) -> tuple[list[str], list[str]]:
     calls: list[str] = []
     results: list[str] = []
     seen: dict[str, int] = {}  # id-less calls and responses pair by name and order in the turn
@@ -453,11 +493,12 @@ def load_response(body: Any) -> Message:
     calls = _CallIds(prefix=f"gemini_call_{uuid.uuid4().hex[:12]}_")
     message = _load_content(content, "candidates[0].content", calls)[0]
     u = _camel_keys(body.get("usageMetadata") or {})
-    message.usage = Usage(input=int(u.get("promptTokenCount") or 0),
-                          output=int(u.get("candidatesTokenCount") or 0)
-                          + int(u.get("thoughtsTokenCount") or 0),
-                          cache_read=int(u.get("cachedContentTokenCount") or 0),
-                          total=int(u.get("totalTokenCount") or 0))
+    message.usage = Usage(
+        input=int(u.get("promptTokenCount") or 0),
+        output=int(u.get("candidatesTokenCount") or 0) + int(u.get("thoughtsTokenCount") or 0),
+        cache_read=int(u.get("cachedContentTokenCount") or 0),
+        total=int(u.get("totalTokenCount") or 0),
+    )
     message.model = body.get("modelVersion")
     message.stop_reason = cand.get("finishReason")
     return message

@@ -51,8 +51,9 @@ NAME = "google_adk"
 
 def _iso(t: Any) -> str | None:
     if isinstance(t, (int, float)) and not isinstance(t, bool):
-        return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace(
-            "+00:00", "Z")
+        return (
+            datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        )
     return None
 
 
@@ -76,8 +77,11 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
         return [_session(doc, label)]
     if isinstance(doc, dict) and isinstance(doc.get("eval_cases"), list):
         return [_eval_case(doc, case, k, label) for k, case in enumerate(doc["eval_cases"])]
-    raise bad(label, None, 'not a Google ADK dump: expected a session ("events") or an eval set '
-              '("eval_cases")')
+    raise bad(
+        label,
+        None,
+        'not a Google ADK dump: expected a session ("events") or an eval set ("eval_cases")',
+    )
 
 
 def _contents_to_messages(contents: list[Any], label: str, where: str) -> list[Message | None]:
@@ -101,19 +105,27 @@ def _contents_to_messages(contents: list[Any], label: str, where: str) -> list[M
 
 def _session(doc: dict[str, Any], label: str) -> Draft:
     sid = doc.get("id")
-    report = ImportReport(format=NAME, source=label, source_id=sid if isinstance(sid, str)
-                          else None)
+    report = ImportReport(
+        format=NAME, source=label, source_id=sid if isinstance(sid, str) else None
+    )
     events = doc["events"]
     for k, ev in enumerate(events):
         if not isinstance(ev, dict):
             raise bad(label, None, f"events[{k}] is not an object")
     meta = {k: v for k, v in doc.items() if k != "events"}
     stamps = [t for t in (_iso(ev.get("timestamp")) for ev in events) if t]
-    draft = Draft(report, source_id=report.source_id, metadata={"source": {"format": NAME,
-                                                                           **meta}},
-                  created=min(stamps) if stamps else None)
-    contents = [ev.get("content") if isinstance(ev.get("content"), dict)
-                and isinstance(ev["content"].get("parts"), list) else None for ev in events]
+    draft = Draft(
+        report,
+        source_id=report.source_id,
+        metadata={"source": {"format": NAME, **meta}},
+        created=min(stamps) if stamps else None,
+    )
+    contents = [
+        ev.get("content")
+        if isinstance(ev.get("content"), dict) and isinstance(ev["content"].get("parts"), list)
+        else None
+        for ev in events
+    ]
     msgs = _contents_to_messages(contents, label, "events")
     prev: str | None = None
     last_ts = draft.created or ""
@@ -123,8 +135,16 @@ def _session(doc: dict[str, Any], label: str) -> Draft:
         eid = draft.unique_id(ev.get("id") if isinstance(ev.get("id"), str) else None)
         extras = {k: v for k, v in ev.items() if k not in ("id", "timestamp", "content")}
         if msg is None:
-            prev = draft.add(CustomEntry(id=eid, parent_id=prev, timestamp=ts, custom=Custom(
-                custom_type=f"{NAME}:event", data={k: v for k, v in ev.items() if k != "id"})))
+            prev = draft.add(
+                CustomEntry(
+                    id=eid,
+                    parent_id=prev,
+                    timestamp=ts,
+                    custom=Custom(
+                        custom_type=f"{NAME}:event", data={k: v for k, v in ev.items() if k != "id"}
+                    ),
+                )
+            )
             continue
         details = dict(msg.provider_details or {})
         details[NAME] = extras
@@ -137,15 +157,22 @@ def _eval_case(doc: dict[str, Any], case: Any, k: int, label: str) -> Draft:
     if not isinstance(case, dict) or not isinstance(case.get("conversation"), list):
         raise bad(label, None, f'eval_cases[{k}] has no "conversation" list')
     eid_ = case.get("eval_id")
-    report = ImportReport(format=NAME, source=label,
-                          source_id=f"{doc.get('eval_set_id')}/{eid_}" if eid_ else None)
+    report = ImportReport(
+        format=NAME, source=label, source_id=f"{doc.get('eval_set_id')}/{eid_}" if eid_ else None
+    )
     meta = {key: v for key, v in doc.items() if key != "eval_cases"}
     case_meta = {key: v for key, v in case.items() if key != "conversation"}
     turns = case["conversation"]
-    stamps = [t for t in (_iso(inv.get("creation_timestamp")) for inv in turns
-                          if isinstance(inv, dict)) if t]
-    draft = Draft(report, metadata={"source": {"format": NAME, **meta, "eval_case": case_meta}},
-                  created=min(stamps) if stamps else _iso(doc.get("creation_timestamp")))
+    stamps = [
+        t
+        for t in (_iso(inv.get("creation_timestamp")) for inv in turns if isinstance(inv, dict))
+        if t
+    ]
+    draft = Draft(
+        report,
+        metadata={"source": {"format": NAME, **meta, "eval_case": case_meta}},
+        created=min(stamps) if stamps else _iso(doc.get("creation_timestamp")),
+    )
     contents: list[Any] = []
     owners: list[tuple[dict[str, Any], str]] = []
     for n, inv in enumerate(turns):
@@ -165,20 +192,33 @@ def _eval_case(doc: dict[str, Any], case: Any, k: int, label: str) -> Draft:
         inv_id = inv.get("invocation_id")
         eid = draft.unique_id(f"{inv_id}:{key}" if isinstance(inv_id, str) else None)
         if msg is None:
-            prev = draft.add(CustomEntry(id=eid, parent_id=prev, timestamp=ts, custom=Custom(
-                custom_type=f"{NAME}:{key}", data=inv.get(key))))
+            prev = draft.add(
+                CustomEntry(
+                    id=eid,
+                    parent_id=prev,
+                    timestamp=ts,
+                    custom=Custom(custom_type=f"{NAME}:{key}", data=inv.get(key)),
+                )
+            )
             continue
         extras: dict[str, Any] = {"field": key}
         if key == "final_response":
-            extras.update({x: v for x, v in inv.items()
-                           if x not in ("user_content", "final_response")})
+            extras.update(
+                {x: v for x, v in inv.items() if x not in ("user_content", "final_response")}
+            )
         details = dict(msg.provider_details or {})
         details[NAME] = extras
         msg.provider_details = details
         prev = draft.add(MessageEntry(id=eid, parent_id=prev, timestamp=ts, message=msg))
     if isinstance(eid_, str) and eid_:
-        draft.add(SessionInfoEntry(id=draft.unique_id(None), parent_id=prev,
-                                   timestamp=last_ts, session_info=SessionInfo(name=eid_)))
+        draft.add(
+            SessionInfoEntry(
+                id=draft.unique_id(None),
+                parent_id=prev,
+                timestamp=last_ts,
+                session_info=SessionInfo(name=eid_),
+            )
+        )
     return draft
 
 
@@ -207,10 +247,22 @@ def dump(messages: Sequence[Message]) -> dict[str, Any]:
         extras = m.provider_details.get(NAME) if m.provider_details else None
         if not isinstance(extras, dict):
             extras = {"author": "model" if content.get("role") == "model" else "user"}
-        events.append({"id": position_uuid(len(events) + 1), "timestamp": float(len(events)),
-                       **extras, "content": content})
-    return {"id": messages_uuid(messages), "app_name": "threadline", "user_id": "user",
-            "state": {}, "events": events, "last_update_time": float(len(events))}
+        events.append(
+            {
+                "id": position_uuid(len(events) + 1),
+                "timestamp": float(len(events)),
+                **extras,
+                "content": content,
+            }
+        )
+    return {
+        "id": messages_uuid(messages),
+        "app_name": "threadline",
+        "user_id": "user",
+        "state": {},
+        "events": events,
+        "last_update_time": float(len(events)),
+    }
 
 
 def load(data: Source) -> list[Message]:
@@ -223,8 +275,11 @@ def import_session(store: Any, source: Source, *, session_id: str | None = None)
     """Import a session dump (or a one-case eval set) as a new threadline session."""
     drafts = parse(source)
     if len(drafts) != 1:
-        raise bad(source_name(source), None, f"holds {len(drafts)} eval cases; use "
-                  "import_sessions() to import them all")
+        raise bad(
+            source_name(source),
+            None,
+            f"holds {len(drafts)} eval cases; use import_sessions() to import them all",
+        )
     (session,) = write(store, drafts, [session_id])
     return session
 

@@ -71,8 +71,9 @@ def load(data: Any) -> list[Message]:
 def _load_message(raw: JSON, where: str) -> list[Message]:
     role = raw.get("role")
     if role not in _ROLES:
-        raise UserError(f"{where}: role {role!r} is not a Chat Completions role "
-                        f"({', '.join(_ROLES)})")
+        raise UserError(
+            f"{where}: role {role!r} is not a Chat Completions role ({', '.join(_ROLES)})"
+        )
     extra = leftovers(raw, ("role", "content", "tool_calls", "tool_call_id"))
     if role == "tool":
         if "tool_call_id" not in raw:
@@ -80,8 +81,9 @@ def _load_message(raw: JSON, where: str) -> list[Message]:
         content = raw.get("content", "")
         result: str | list[TextBlock | ImageBlock]
         if isinstance(content, list):
-            result = [b for b in _load_parts(content, where, {}, think=False)
-                      if isinstance(b, TextBlock)]
+            result = [
+                b for b in _load_parts(content, where, {}, think=False) if isinstance(b, TextBlock)
+            ]
         else:
             result = content if isinstance(content, str) else json.dumps(content)
         if "content" in raw and raw["content"] is None:
@@ -93,8 +95,11 @@ def _load_message(raw: JSON, where: str) -> list[Message]:
     blocks = _load_content(raw, role, where, msg_extra)
     if role == "assistant":
         for k, call in enumerate(expect_list(raw.get("tool_calls") or [], f"{where}.tool_calls")):
-            blocks.append(_load_call(expect_dict(call, f"{where}.tool_calls[{k}]"),
-                                     f"{where}.tool_calls[{k}]"))
+            blocks.append(
+                _load_call(
+                    expect_dict(call, f"{where}.tool_calls[{k}]"), f"{where}.tool_calls[{k}]"
+                )
+            )
         if raw.get("tool_calls") == []:
             extra["tool_calls"] = []
     if role == "developer":
@@ -102,8 +107,13 @@ def _load_message(raw: JSON, where: str) -> list[Message]:
     msg_extra.update(extra)
     if role == "user" and not msg_extra:
         return unwrap("user", blocks)
-    return [Message(role="system" if role == "developer" else role, content=blocks,
-                    provider_details=with_details(NAME, msg_extra))]
+    return [
+        Message(
+            role="system" if role == "developer" else role,
+            content=blocks,
+            provider_details=with_details(NAME, msg_extra),
+        )
+    ]
 
 
 def _load_content(raw: JSON, role: str, where: str, msg_extra: JSON) -> list[Block]:
@@ -154,8 +164,9 @@ def _load_call(call: JSON, where: str) -> ToolUseBlock:
         raise UserError(f"{where}: a tool call needs id and function.name")
     raw_args = fn.get("arguments", "")
     value = arguments(raw_args, where)
-    extra = leftovers(call, ("id", "function", "type") if call.get("type") == "function"
-                      else ("id", "function"))
+    extra = leftovers(
+        call, ("id", "function", "type") if call.get("type") == "function" else ("id", "function")
+    )
     fn_extra = leftovers(fn, ("name", "arguments"))
     if fn_extra:
         extra["function"] = fn_extra
@@ -287,10 +298,17 @@ def _dump_call(b: ToolUseBlock) -> JSON:
     extra = details(b, NAME)
     raw_args = extra.pop("arguments", None)
     fn_extra = extra.pop("function", {})
-    args = raw_args if raw_args is not None and _same_args(raw_args, b.tool_use.input) \
+    args = (
+        raw_args
+        if raw_args is not None and _same_args(raw_args, b.tool_use.input)
         else dump_arguments(b.tool_use.input)
-    call: JSON = {"type": "function", **extra, "id": b.tool_use.id,
-                  "function": {**fn_extra, "name": b.tool_use.name, "arguments": args}}
+    )
+    call: JSON = {
+        "type": "function",
+        **extra,
+        "id": b.tool_use.id,
+        "function": {**fn_extra, "name": b.tool_use.name, "arguments": args},
+    }
     return call
 
 
@@ -338,8 +356,11 @@ def validate(payload: Any) -> None:
             elif answered in pending:
                 del pending[answered]
             else:
-                p.add(where, f"tool message {answered!r} answers no tool call of the assistant "
-                      "message right before it")
+                p.add(
+                    where,
+                    f"tool message {answered!r} answers no tool call of the assistant "
+                    "message right before it",
+                )
             if content is None:
                 p.add(where, "tool message without content")
             _check_parts(p, where, content, images=False)
@@ -434,9 +455,12 @@ def load_response(body: Any) -> Message:
         message.content.insert(0, thinking(reasoning))
     u = body.get("usage") or {}
     cached = int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-    message.usage = Usage(input=int(u.get("prompt_tokens") or 0) - cached,
-                          output=int(u.get("completion_tokens") or 0), cache_read=cached,
-                          total=int(u.get("total_tokens") or 0))
+    message.usage = Usage(
+        input=int(u.get("prompt_tokens") or 0) - cached,
+        output=int(u.get("completion_tokens") or 0),
+        cache_read=cached,
+        total=int(u.get("total_tokens") or 0),
+    )
     message.model = body.get("model")
     message.stop_reason = choice.get("finish_reason")
     return message

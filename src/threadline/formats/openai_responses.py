@@ -138,14 +138,19 @@ class _Loader:
             form_hint = False
         else:
             parts = expect_list(content, f"{where}.content")
-            loaded = [_part(expect_dict(p, f"{where}.content[{k}]"), "assistant")
-                      for k, p in enumerate(parts)]
+            loaded = [
+                _part(expect_dict(p, f"{where}.content[{k}]"), "assistant")
+                for k, p in enumerate(parts)
+            ]
             if not loaded or any(b is None for b in loaded):
                 self._foreign(item)
                 return
             blocks = [b for b in loaded if b is not None]
-            form_hint = len(blocks) == 1 and isinstance(blocks[0], TextBlock) \
+            form_hint = (
+                len(blocks) == 1
+                and isinstance(blocks[0], TextBlock)
                 and not blocks[0].provider_details
+            )
         # mark where the item starts only when dump would not start one there by itself
         if extra or form_hint or self.open_text:
             marker = dict(extra)
@@ -158,8 +163,10 @@ class _Loader:
 def _input_message(item: JSON, where: str) -> list[Message]:
     role = item.get("role")
     if role not in _INPUT_ROLES:
-        raise UserError(f"{where}: role {role!r} is not a Responses message role "
-                        "(user, assistant, system, developer)")
+        raise UserError(
+            f"{where}: role {role!r} is not a Responses message role "
+            "(user, assistant, system, developer)"
+        )
     extra = leftovers(item, ("role", "content"))
     content = item.get("content")
     if isinstance(content, str):
@@ -176,15 +183,24 @@ def _input_message(item: JSON, where: str) -> list[Message]:
                 blocks.append(b)
         if foreign:
             extra["parts_kept"] = foreign
-        if len(blocks) == 1 and isinstance(blocks[0], TextBlock) and not foreign \
-                and not blocks[0].provider_details:
+        if (
+            len(blocks) == 1
+            and isinstance(blocks[0], TextBlock)
+            and not foreign
+            and not blocks[0].provider_details
+        ):
             extra["parts"] = True
     if role == "developer":
         extra["role"] = "developer"
     if role == "user" and not extra:
         return unwrap("user", blocks)
-    return [Message(role="system" if role == "developer" else role, content=blocks,
-                    provider_details=with_details(NAME, extra))]
+    return [
+        Message(
+            role="system" if role == "developer" else role,
+            content=blocks,
+            provider_details=with_details(NAME, extra),
+        )
+    ]
 
 
 _NO_ANNOTATIONS = "annotations_absent"  # a loaded output_text had no "annotations" key
@@ -218,8 +234,9 @@ def _call(item: JSON, where: str) -> ToolUseBlock:
     extra = leftovers(item, ("type", "call_id", "name", "arguments"))
     if not isinstance(raw_args, str) or dump_arguments(value) != raw_args:
         extra["arguments"] = raw_args
-    block = ToolUseBlock(tool_use=ToolUse(id=str(item["call_id"]), name=str(item["name"]),
-                                          input=value))
+    block = ToolUseBlock(
+        tool_use=ToolUse(id=str(item["call_id"]), name=str(item["name"]), input=value)
+    )
     attach(block, NAME, extra)
     return block
 
@@ -249,15 +266,18 @@ def _output(item: JSON, where: str) -> Message:
     if isinstance(out, str):
         content = out
     else:
-        parts = [_part(expect_dict(p, f"{where}.output"), "user")
-                 for p in expect_list(out, f"{where}.output")]
+        parts = [
+            _part(expect_dict(p, f"{where}.output"), "user")
+            for p in expect_list(out, f"{where}.output")
+        ]
         if all(isinstance(b, (TextBlock, ImageBlock)) for b in parts):
             content = [b for b in parts if isinstance(b, (TextBlock, ImageBlock))]
         else:
             content = ""
             extra["output"] = out
-    block = ToolResultBlock(tool_result=ToolResult(tool_use_id=str(item["call_id"]),
-                                                   content=content))
+    block = ToolResultBlock(
+        tool_result=ToolResult(tool_use_id=str(item["call_id"]), content=content)
+    )
     return Message(role="tool", content=[block], provider_details=with_details(NAME, extra))
 
 
@@ -288,8 +308,7 @@ def shape(messages: Sequence[Message]) -> list[JSON]:
                     rest.append(b)
             if rest:
                 kept = m.provider_details if m.role == "user" else None
-                out.append(_dump_input(Message(role="user", content=rest,
-                                               provider_details=kept)))
+                out.append(_dump_input(Message(role="user", content=rest, provider_details=kept)))
         elif m.role == "system":
             out.append(_dump_input(m))
         elif m.role in WRAPPED_ROLES:
@@ -306,8 +325,13 @@ def _dump_input(m: Message) -> JSON:
     foreign = extra.pop("parts_kept", None)
     item: JSON = {**extra, "role": role}
     blocks = m.content
-    if len(blocks) == 1 and isinstance(blocks[0], TextBlock) and not parts_hint \
-            and not foreign and not details(blocks[0], NAME):
+    if (
+        len(blocks) == 1
+        and isinstance(blocks[0], TextBlock)
+        and not parts_hint
+        and not foreign
+        and not details(blocks[0], NAME)
+    ):
         item["content"] = blocks[0].text.content
     else:
         item["content"] = place_foreign([_dump_part(b, "user") for b in blocks], foreign)
@@ -352,8 +376,13 @@ def _dump_assistant(m: Message) -> list[JSON]:
                 summary = kept.pop("summary", _summary(b.thinking.content))
                 items.append({"type": "reasoning", **kept, "summary": summary})
             elif not b.thinking.redacted:
-                items.append({**extra.get("item", {}), "role": "assistant",
-                              "content": f"<think>\n{b.thinking.content}\n</think>"})
+                items.append(
+                    {
+                        **extra.get("item", {}),
+                        "role": "assistant",
+                        "content": f"<think>\n{b.thinking.content}\n</think>",
+                    }
+                )
         elif isinstance(b, ToolUseBlock):
             current = None
             items.append(_dump_call(b, extra))
@@ -364,13 +393,19 @@ def _dump_assistant(m: Message) -> list[JSON]:
                 items.append({})
             current.append(b)
         else:
-            raise UserError("A tool_result block cannot be in an assistant message; put it in a "
-                            "user or tool message")
+            raise UserError(
+                "A tool_result block cannot be in an assistant message; put it in a "
+                "user or tool message"
+            )
     for index, blocks, marker in marks:
         parts_hint = marker.pop("parts", False)
         item: JSON = {**marker, "role": "assistant"}
-        if len(blocks) == 1 and isinstance(blocks[0], TextBlock) and not parts_hint \
-                and not set(details(blocks[0], NAME)) - {"item"}:
+        if (
+            len(blocks) == 1
+            and isinstance(blocks[0], TextBlock)
+            and not parts_hint
+            and not set(details(blocks[0], NAME)) - {"item"}
+        ):
             item["content"] = blocks[0].text.content
         else:
             item["content"] = [_dump_part(b, "assistant") for b in blocks]
@@ -498,14 +533,19 @@ def load_response(body: Any) -> Message:
     output = expect_list(body.get("output"), "Responses response output")
     loaded = _Loader().run(output)
     if len(loaded) != 1 or loaded[0].role != "assistant":
-        raise UserError("Responses response output holds more than assistant items; load it "
-                        "with openai_responses.load instead")
+        raise UserError(
+            "Responses response output holds more than assistant items; load it "
+            "with openai_responses.load instead"
+        )
     message = loaded[0]
     u = body.get("usage") or {}
     cached = int((u.get("input_tokens_details") or {}).get("cached_tokens") or 0)
-    message.usage = Usage(input=int(u.get("input_tokens") or 0) - cached,
-                          output=int(u.get("output_tokens") or 0), cache_read=cached,
-                          total=int(u.get("total_tokens") or 0))
+    message.usage = Usage(
+        input=int(u.get("input_tokens") or 0) - cached,
+        output=int(u.get("output_tokens") or 0),
+        cache_read=cached,
+        total=int(u.get("total_tokens") or 0),
+    )
     message.model = body.get("model")
     incomplete = body.get("incomplete_details") or {}
     message.stop_reason = incomplete.get("reason") or body.get("status")

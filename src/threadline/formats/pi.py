@@ -95,8 +95,9 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
         obj, problem = decode_line(line) if isinstance(line, bytes) else (line, None)
         if header is None:
             if problem is not None or not isinstance(obj, dict) or obj.get("type") != "session":
-                raise bad(label, n, 'not a pi session: the first line must be a {"type":'
-                          '"session"} header')
+                raise bad(
+                    label, n, 'not a pi session: the first line must be a {"type":"session"} header'
+                )
             header = obj
             continue
         if problem is None and not isinstance(obj, dict):
@@ -116,8 +117,12 @@ def _numbered(source: Source, label: str) -> Iterator[tuple[int, Any]]:
     return iter_lines(source, label)
 
 
-def _build(header: dict[str, Any], items: list[tuple[int, Any, str | None]],
-           report: ImportReport, label: str) -> Draft:
+def _build(
+    header: dict[str, Any],
+    items: list[tuple[int, Any, str | None]],
+    report: ImportReport,
+    label: str,
+) -> Draft:
     version = header.get("version", 1)
     if not isinstance(version, int) or version < 1:
         raise bad(label, 1, f"unknown pi session version {version!r}")
@@ -126,11 +131,13 @@ def _build(header: dict[str, Any], items: list[tuple[int, Any, str | None]],
     sid = header.get("id")
     created = header.get("timestamp") if isinstance(header.get("timestamp"), str) else None
     meta = {k: v for k, v in header.items() if k not in ("type", "id", "timestamp", "cwd")}
-    draft = Draft(report, source_id=sid if isinstance(sid, str) else None,
-                  cwd=header.get("cwd") if isinstance(header.get("cwd"), str) else None,
-                  metadata={"source": {"format": NAME, **meta}} if meta else {"source":
-                                                                             {"format": NAME}},
-                  created=created)
+    draft = Draft(
+        report,
+        source_id=sid if isinstance(sid, str) else None,
+        cwd=header.get("cwd") if isinstance(header.get("cwd"), str) else None,
+        metadata={"source": {"format": NAME, **meta}} if meta else {"source": {"format": NAME}},
+        created=created,
+    )
     report.source_id = draft.source_id
     linear = version < 2
     fallback_ts = created or ""
@@ -167,8 +174,10 @@ def _build(header: dict[str, Any], items: list[tuple[int, Any, str | None]],
             parent = raw_parent if isinstance(raw_parent, str) and raw_parent else None
             if parent is not None and not draft.has(parent):
                 if parent != draft.source_id:
-                    report.warn(f"line {n}: parent {parent!r} of entry {raw_id!r} is not an "
-                                "earlier entry; the entry becomes a root")
+                    report.warn(
+                        f"line {n}: parent {parent!r} of entry {raw_id!r} is not an "
+                        "earlier entry; the entry becomes a root"
+                    )
                 parent = None
         record = _record(obj, kind, eid, parent, ts, label, n, v1_ids if linear else None)
         draft.add(record)
@@ -179,8 +188,16 @@ def _build(header: dict[str, Any], items: list[tuple[int, Any, str | None]],
     return draft
 
 
-def _record(obj: dict[str, Any], kind: str, eid: str, parent: str | None, ts: str, label: str,
-            n: int, v1_ids: list[str | None] | None) -> KnownRecord:
+def _record(
+    obj: dict[str, Any],
+    kind: str,
+    eid: str,
+    parent: str | None,
+    ts: str,
+    label: str,
+    n: int,
+    v1_ids: list[str | None] | None,
+) -> KnownRecord:
     env: dict[str, Any] = {"id": eid, "parent_id": parent, "timestamp": ts}
     try:
         if kind == "message":
@@ -190,50 +207,88 @@ def _record(obj: dict[str, Any], kind: str, eid: str, parent: str | None, ts: st
             return MessageEntry(**env, message=message_from_pi(msg, label, n))
         if kind == "custom_message":
             extras = _extras(obj, ("customType", "content", "display", "details"))
-            details: dict[str, Any] = {"entryType": "custom_message",
-                                       "customType": obj.get("customType"),
-                                       "display": obj.get("display")}
+            details: dict[str, Any] = {
+                "entryType": "custom_message",
+                "customType": obj.get("customType"),
+                "display": obj.get("display"),
+            }
             if "details" in obj:
                 details["details"] = obj["details"]
             details.update(extras)
-            return MessageEntry(**env, message=Message(
-                role="custom", content=_content(obj.get("content", ""), label, n),
-                provider_details=_pd(details)))
+            return MessageEntry(
+                **env,
+                message=Message(
+                    role="custom",
+                    content=_content(obj.get("content", ""), label, n),
+                    provider_details=_pd(details),
+                ),
+            )
         if kind == "model_change":
-            return ModelChangeEntry(**env, model_change=ModelChange(
-                provider=_str(obj, "provider", label, n), model_id=_str(obj, "modelId", label, n)))
+            return ModelChangeEntry(
+                **env,
+                model_change=ModelChange(
+                    provider=_str(obj, "provider", label, n),
+                    model_id=_str(obj, "modelId", label, n),
+                ),
+            )
         if kind == "thinking_level_change":
-            return ThinkingLevelEntry(**env, thinking_level=ThinkingLevel(
-                thinking_level=_str(obj, "thinkingLevel", label, n)))
+            return ThinkingLevelEntry(
+                **env,
+                thinking_level=ThinkingLevel(thinking_level=_str(obj, "thinkingLevel", label, n)),
+            )
         if kind == "compaction":
             first = obj.get("firstKeptEntryId")
             index = obj.get("firstKeptEntryIndex")
             if v1_ids is not None and isinstance(index, int) and not isinstance(index, bool):
                 first = v1_ids[index] if 0 < index < len(v1_ids) else None
             tokens = obj.get("tokensBefore", 0)
-            return CompactionEntry(**env, compaction=Compaction(
-                summary=_str(obj, "summary", label, n),
-                first_kept_entry_id=first if isinstance(first, str) else None,
-                tokens_before=tokens if isinstance(tokens, int) else 0,
-                details=_details(obj, ("summary", "firstKeptEntryId", "firstKeptEntryIndex",
-                                       "tokensBefore", "details"))))
+            return CompactionEntry(
+                **env,
+                compaction=Compaction(
+                    summary=_str(obj, "summary", label, n),
+                    first_kept_entry_id=first if isinstance(first, str) else None,
+                    tokens_before=tokens if isinstance(tokens, int) else 0,
+                    details=_details(
+                        obj,
+                        (
+                            "summary",
+                            "firstKeptEntryId",
+                            "firstKeptEntryIndex",
+                            "tokensBefore",
+                            "details",
+                        ),
+                    ),
+                ),
+            )
         if kind == "branch_summary":
             from_id = obj.get("fromId")
-            return BranchSummaryEntry(**env, branch_summary=BranchSummary(
-                summary=_str(obj, "summary", label, n),
-                from_id=from_id if isinstance(from_id, str) else None,
-                details=_details(obj, ("summary", "fromId", "details"))))
+            return BranchSummaryEntry(
+                **env,
+                branch_summary=BranchSummary(
+                    summary=_str(obj, "summary", label, n),
+                    from_id=from_id if isinstance(from_id, str) else None,
+                    details=_details(obj, ("summary", "fromId", "details")),
+                ),
+            )
         if kind == "label":
             value = obj.get("label")
-            return LabelEntry(**env, label=Label(target_id=_str(obj, "targetId", label, n),
-                                                 label=value if isinstance(value, str) else None))
+            return LabelEntry(
+                **env,
+                label=Label(
+                    target_id=_str(obj, "targetId", label, n),
+                    label=value if isinstance(value, str) else None,
+                ),
+            )
         if kind == "session_info":
             value = obj.get("name")
-            return SessionInfoEntry(**env, session_info=SessionInfo(
-                name=value if isinstance(value, str) else ""))
+            return SessionInfoEntry(
+                **env, session_info=SessionInfo(name=value if isinstance(value, str) else "")
+            )
         if kind == "custom":
-            return CustomEntry(**env, custom=Custom(custom_type=_str(obj, "customType", label, n),
-                                                    data=obj.get("data")))
+            return CustomEntry(
+                **env,
+                custom=Custom(custom_type=_str(obj, "customType", label, n), data=obj.get("data")),
+            )
     except (msgspec.ValidationError, TypeError) as exc:
         raise bad(label, n, f"invalid pi {kind} entry ({exc})") from None
     data = {k: v for k, v in obj.items() if k not in ("id", "parentId")}
@@ -257,8 +312,11 @@ def _details(obj: dict[str, Any], known: tuple[str, ...]) -> Any:
     extras = _extras(obj, known)
     if not extras:
         return details
-    merged = dict(details) if isinstance(details, dict) else (
-        {} if details is None else {"details": details})
+    merged = (
+        dict(details)
+        if isinstance(details, dict)
+        else ({} if details is None else {"details": details})
+    )
     merged["pi"] = extras
     return merged
 
@@ -266,8 +324,7 @@ def _details(obj: dict[str, Any], known: tuple[str, ...]) -> Any:
 # -- messages -------------------------------------------------------------------------------
 
 
-def message_from_pi(msg: dict[str, Any], label: str = "<data>", n: int | None = None
-                    ) -> Message:
+def message_from_pi(msg: dict[str, Any], label: str = "<data>", n: int | None = None) -> Message:
     """One pi ``AgentMessage`` as a threadline :class:`Message`."""
     role = msg.get("role")
     if role == "assistant":
@@ -277,28 +334,41 @@ def message_from_pi(msg: dict[str, Any], label: str = "<data>", n: int | None = 
         if not isinstance(call_id, str):
             raise bad(label, n, 'a pi toolResult message needs a string "toolCallId"')
         blocks = _content(msg.get("content", ""), label, n)
-        parts: list[TextBlock | ImageBlock] = [b for b in blocks
-                                               if isinstance(b, (TextBlock, ImageBlock))]
-        return Message(role="tool", content=[tool_result(call_id, parts,
-                                                         bool(msg.get("isError", False)))],
-                       provider_details=_pd(_extras(msg, ("role", "toolCallId", "content",
-                                                          "isError"))))
+        parts: list[TextBlock | ImageBlock] = [
+            b for b in blocks if isinstance(b, (TextBlock, ImageBlock))
+        ]
+        return Message(
+            role="tool",
+            content=[tool_result(call_id, parts, bool(msg.get("isError", False)))],
+            provider_details=_pd(_extras(msg, ("role", "toolCallId", "content", "isError"))),
+        )
     if role == "bashExecution":
-        return Message(role="bashExecution", content=[text(bash_text(msg))],
-                       provider_details=_pd(_extras(msg, ("role",))))
+        return Message(
+            role="bashExecution",
+            content=[text(bash_text(msg))],
+            provider_details=_pd(_extras(msg, ("role",))),
+        )
     if role in ("user", "custom", "hookMessage", "system"):
         details = _extras(msg, ("role", "content"))
         if role == "hookMessage":
             details["role"] = "hookMessage"
-        return Message(role="user" if role == "user" else "system" if role == "system"
-                       else "custom", content=_content(msg.get("content", ""), label, n),
-                       provider_details=_pd(details))
+        return Message(
+            role="user" if role == "user" else "system" if role == "system" else "custom",
+            content=_content(msg.get("content", ""), label, n),
+            provider_details=_pd(details),
+        )
     if role in ("branchSummary", "compactionSummary"):
-        return Message(role=role, content=[text(str(msg.get("summary", "")))],
-                       provider_details=_pd(_extras(msg, ("role", "summary"))))
+        return Message(
+            role=role,
+            content=[text(str(msg.get("summary", "")))],
+            provider_details=_pd(_extras(msg, ("role", "summary"))),
+        )
     # an unknown role: kept whole, shown as a custom message
-    return Message(role="custom", content=_content(msg.get("content", ""), label, n),
-                   provider_details=_pd({"role": role, **_extras(msg, ("role", "content"))}))
+    return Message(
+        role="custom",
+        content=_content(msg.get("content", ""), label, n),
+        provider_details=_pd({"role": role, **_extras(msg, ("role", "content"))}),
+    )
 
 
 def bash_text(msg: dict[str, Any]) -> str:
@@ -322,20 +392,30 @@ def _assistant(msg: dict[str, Any], label: str, n: int | None) -> Message:
     details = _extras(msg, ("role", "content", "model", "usage", "stopReason"))
     u: Usage | None = None
     if isinstance(usage, dict):
-        u = Usage(input=_int(usage.get("input")), output=_int(usage.get("output")),
-                  cache_read=_int(usage.get("cacheRead")),
-                  cache_write=_int(usage.get("cacheWrite")),
-                  total=_int(usage.get("totalTokens")))
-        rest = {k: v for k, v in usage.items()
-                if k not in ("input", "output", "cacheRead", "cacheWrite", "totalTokens")}
+        u = Usage(
+            input=_int(usage.get("input")),
+            output=_int(usage.get("output")),
+            cache_read=_int(usage.get("cacheRead")),
+            cache_write=_int(usage.get("cacheWrite")),
+            total=_int(usage.get("totalTokens")),
+        )
+        rest = {
+            k: v
+            for k, v in usage.items()
+            if k not in ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+        }
         if rest:
             details["usage"] = rest
     model = msg.get("model")
     stop = msg.get("stopReason")
-    return Message(role="assistant", content=blocks,
-                   model=model if isinstance(model, str) else None, usage=u,
-                   stop_reason=stop if isinstance(stop, str) else None,
-                   provider_details=_pd(details))
+    return Message(
+        role="assistant",
+        content=blocks,
+        model=model if isinstance(model, str) else None,
+        usage=u,
+        stop_reason=stop if isinstance(stop, str) else None,
+        provider_details=_pd(details),
+    )
 
 
 def _pd(extras: dict[str, Any]) -> dict[str, Any] | None:
@@ -364,8 +444,11 @@ def _block(b: Any, label: str, n: int | None) -> Block:
         rest = _rest(b, ("type", "text"))
     elif kind == "thinking":
         sig = b.get("thinkingSignature")
-        blk = thinking(str(b.get("thinking", "")), sig if isinstance(sig, str) else None,
-                       bool(b.get("redacted", False)))
+        blk = thinking(
+            str(b.get("thinking", "")),
+            sig if isinstance(sig, str) else None,
+            bool(b.get("redacted", False)),
+        )
         rest = _rest(b, ("type", "thinking", "thinkingSignature", "redacted"))
     elif kind == "toolCall":
         cid, tname = b.get("id"), b.get("name")
@@ -419,8 +502,9 @@ def dump(messages: Sequence[Message]) -> list[dict[str, Any]]:
     becomes one text block; a ``bashExecution`` message without pi's command fields, and a
     summary message with other than one text block, become a ``custom`` message.
     """
-    lines: list[dict[str, Any]] = [{"type": "session", "version": 3,
-                                    "id": messages_uuid(messages), "timestamp": EPOCH}]
+    lines: list[dict[str, Any]] = [
+        {"type": "session", "version": 3, "id": messages_uuid(messages), "timestamp": EPOCH}
+    ]
     parent: str | None = None
     for m in messages:
         for msg in _to_pi(m):
@@ -447,9 +531,14 @@ def _to_pi(m: Message) -> list[dict[str, Any]]:
         return [d for part in split for d in _to_pi(part)]
     if m.role == "tool" and results:
         r = results[0].tool_result
-        out: dict[str, Any] = {**extras, "role": "toolResult", "toolCallId": r.tool_use_id,
-                               "content": r.content if isinstance(r.content, str)
-                               else [_block_to_pi(b) for b in r.content]}
+        out: dict[str, Any] = {
+            **extras,
+            "role": "toolResult",
+            "toolCallId": r.tool_use_id,
+            "content": r.content
+            if isinstance(r.content, str)
+            else [_block_to_pi(b) for b in r.content],
+        }
         if r.is_error:
             out["isError"] = True
         return [out]
@@ -461,16 +550,25 @@ def _to_pi(m: Message) -> list[dict[str, Any]]:
             out["model"] = m.model
         if m.usage is not None:
             u = m.usage
-            out["usage"] = {**(usage_rest if isinstance(usage_rest, dict) else {}),
-                            "input": u.input, "output": u.output, "cacheRead": u.cache_read,
-                            "cacheWrite": u.cache_write, "totalTokens": u.total}
+            out["usage"] = {
+                **(usage_rest if isinstance(usage_rest, dict) else {}),
+                "input": u.input,
+                "output": u.output,
+                "cacheRead": u.cache_read,
+                "cacheWrite": u.cache_write,
+                "totalTokens": u.total,
+            }
         if m.stop_reason is not None:
             out["stopReason"] = m.stop_reason
         return [out]
     if m.role == "bashExecution" and "command" in extras:
         return [{**extras, "role": "bashExecution"}]
-    if m.role in ("branchSummary", "compactionSummary") and len(m.content) == 1 \
-            and isinstance(m.content[0], TextBlock) and not m.content[0].provider_details:
+    if (
+        m.role in ("branchSummary", "compactionSummary")
+        and len(m.content) == 1
+        and isinstance(m.content[0], TextBlock)
+        and not m.content[0].provider_details
+    ):
         return [{**extras, "role": m.role, "summary": m.content[0].text.content}]
     if m.role in ("user", "system"):
         return [{**extras, "role": m.role, "content": blocks}]

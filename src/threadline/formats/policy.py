@@ -117,26 +117,45 @@ class Rules:
 
 
 RULES: dict[str, Rules] = {
-    "openai_chat": Rules(merge_split_turns=True, json_arguments=True, no_empty_message=True,
-                         no_assistant_images=True),
-    "openai_responses": Rules(json_arguments=True, reasoning_needs_id=True,
-                              no_empty_message=True, no_assistant_images=True,
-                              no_empty_text=True),
-    "anthropic": Rules(user_first=True, no_blank_text=True, object_input=True,
-                       no_empty_message=True, no_assistant_images=True, redacted_thinking=True),
+    "openai_chat": Rules(
+        merge_split_turns=True, json_arguments=True, no_empty_message=True, no_assistant_images=True
+    ),
+    "openai_responses": Rules(
+        json_arguments=True,
+        reasoning_needs_id=True,
+        no_empty_message=True,
+        no_assistant_images=True,
+        no_empty_text=True,
+    ),
+    "anthropic": Rules(
+        user_first=True,
+        no_blank_text=True,
+        object_input=True,
+        no_empty_message=True,
+        no_assistant_images=True,
+        redacted_thinking=True,
+    ),
     "gemini": Rules(user_first=True, object_input=True),
-    "bedrock": Rules(user_first=True, no_blank_text=True, object_input=True,
-                     no_empty_message=True, redacted_thinking=True),
+    "bedrock": Rules(
+        user_first=True,
+        no_blank_text=True,
+        object_input=True,
+        no_empty_message=True,
+        redacted_thinking=True,
+    ),
 }
 
 
-def prepare(messages: Sequence[Message], fmt: str, *, dangling: Dangling = "answer"
-            ) -> tuple[list[Message], list[Adjustment]]:
+def prepare(
+    messages: Sequence[Message], fmt: str, *, dangling: Dangling = "answer"
+) -> tuple[list[Message], list[Adjustment]]:
     """``messages`` adjusted for provider ``fmt``, and the adjustments made (none for a history
     the provider takes as it is; the input is never modified)."""
     if dangling not in ("answer", "drop"):
-        raise UserError(f"dangling={dangling!r} is not a choice; use 'answer' (a synthetic "
-                        "interrupted result) or 'drop' (leave the call out)")
+        raise UserError(
+            f"dangling={dangling!r} is not a choice; use 'answer' (a synthetic "
+            "interrupted result) or 'drop' (leave the call out)"
+        )
     rules = RULES[fmt]
     adj: list[Adjustment] = []
     msgs: list[Message] = []
@@ -157,16 +176,19 @@ def prepare(messages: Sequence[Message], fmt: str, *, dangling: Dangling = "answ
 def refuse(adjustments: Sequence[Adjustment], fmt: str) -> UserError:
     """The error ``strict=True`` raises: every adjustment the history would need."""
     listed = "; ".join(f"({n}) {a}" for n, a in enumerate(adjustments, 1))
-    return UserError(f"{fmt}: the history needs {len(adjustments)} adjustment(s) before it can "
-                     f"be sent: {listed}; dump without strict=True to let the send policy make "
-                     "them, or run Session.repair() to answer interrupted tool calls in the log")
+    return UserError(
+        f"{fmt}: the history needs {len(adjustments)} adjustment(s) before it can "
+        f"be sent: {listed}; dump without strict=True to let the send policy make "
+        "them, or run Session.repair() to answer interrupted tool calls in the log"
+    )
 
 
 class Sender(Generic[P]):
     """A provider format's ``dump``: the send policy, then the format's shaping."""
 
-    def __init__(self, fmt: str, shape: Callable[[Sequence[Message]], P],
-                 validate: Callable[[Any], None]) -> None:
+    def __init__(
+        self, fmt: str, shape: Callable[[Sequence[Message]], P], validate: Callable[[Any], None]
+    ) -> None:
         self.fmt = fmt
         self.shape = shape
         self.validate = validate
@@ -180,19 +202,43 @@ class Sender(Generic[P]):
         )
 
     @overload
-    def __call__(self, messages: Sequence[Message], *, strict: bool = ...,
-                 report: Literal[False] = ..., dangling: Dangling = ...) -> P: ...
+    def __call__(
+        self,
+        messages: Sequence[Message],
+        *,
+        strict: bool = ...,
+        report: Literal[False] = ...,
+        dangling: Dangling = ...,
+    ) -> P: ...
 
     @overload
-    def __call__(self, messages: Sequence[Message], *, strict: bool = ...,
-                 report: Literal[True], dangling: Dangling = ...) -> Dumped[P]: ...
+    def __call__(
+        self,
+        messages: Sequence[Message],
+        *,
+        strict: bool = ...,
+        report: Literal[True],
+        dangling: Dangling = ...,
+    ) -> Dumped[P]: ...
 
     @overload
-    def __call__(self, messages: Sequence[Message], *, strict: bool = ...,
-                 report: bool, dangling: Dangling = ...) -> P | Dumped[P]: ...
+    def __call__(
+        self,
+        messages: Sequence[Message],
+        *,
+        strict: bool = ...,
+        report: bool,
+        dangling: Dangling = ...,
+    ) -> P | Dumped[P]: ...
 
-    def __call__(self, messages: Sequence[Message], *, strict: bool = False,
-                 report: bool = False, dangling: Dangling = "answer") -> P | Dumped[P]:
+    def __call__(
+        self,
+        messages: Sequence[Message],
+        *,
+        strict: bool = False,
+        report: bool = False,
+        dangling: Dangling = "answer",
+    ) -> P | Dumped[P]:
         adjusted, adjustments = prepare(messages, self.fmt, dangling=dangling)
         if strict:
             if adjustments:
@@ -211,14 +257,18 @@ def _sendable(m: Message, fmt: str) -> bool:
     return bool(m.content) or bool(details(m, fmt))
 
 
-def _clean(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
-           ) -> Message | None:
+def _clean(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]) -> Message | None:
     """``m`` with the blocks ``fmt`` cannot take adjusted; None when nothing is left."""
     _note_foreign(m, i, fmt, adj)
     if not _sendable(m, fmt):
         if m.role == "system":  # an empty system prompt would still open a system slot
-            adj.append(Adjustment(kind="dropped_empty_message", position=i,
-                                  detail="system message with no content left out"))
+            adj.append(
+                Adjustment(
+                    kind="dropped_empty_message",
+                    position=i,
+                    detail="system message with no content left out",
+                )
+            )
             return None
         return m  # the format's shaping leaves it out, as it always did
     if m.role in _PLAIN_ROLES and all(_blank_text(b, fmt, rules) for b in m.content):
@@ -227,11 +277,15 @@ def _clean(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
     changed = False
     with_results = any(isinstance(b, ToolResultBlock) for b in m.content)
     for b in m.content:
-        if with_results and isinstance(b, TextBlock) and not b.text.content \
-                and not details(b, fmt):
+        if with_results and isinstance(b, TextBlock) and not b.text.content and not details(b, fmt):
             # beside results it would become a message of its own, with nothing in it
-            adj.append(Adjustment(kind="dropped_blank_text", position=i,
-                                  detail="empty text block beside tool results left out"))
+            adj.append(
+                Adjustment(
+                    kind="dropped_blank_text",
+                    position=i,
+                    detail="empty text block beside tool results left out",
+                )
+            )
             changed = True
             continue
         moved = _misplaced(b, m.role, i, rules, adj)
@@ -246,8 +300,13 @@ def _clean(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
     if details(m, fmt):
         return msgspec.structs.replace(m, content=blocks) if changed else m
     if not blocks:
-        adj.append(Adjustment(kind="dropped_empty_message", position=i,
-                              detail=f"{m.role} message with nothing left to send left out"))
+        adj.append(
+            Adjustment(
+                kind="dropped_empty_message",
+                position=i,
+                detail=f"{m.role} message with nothing left to send left out",
+            )
+        )
         return None
     if all(_blank_text(b, fmt, rules) for b in blocks):
         return _empty(msgspec.structs.replace(m, content=blocks), i, fmt, rules, adj)
@@ -257,8 +316,13 @@ def _clean(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
 _PLAIN_ROLES = ("user", "tool", "assistant", "system")  # the roles a provider has a slot for
 
 # where each format keeps, on a message, the provider items threadline has no block for
-_FOREIGN_KEYS = {"anthropic": ("blocks",), "bedrock": ("blocks",), "gemini": ("parts",),
-                 "openai_chat": ("parts",), "openai_responses": ("items", "parts_kept")}
+_FOREIGN_KEYS = {
+    "anthropic": ("blocks",),
+    "bedrock": ("blocks",),
+    "gemini": ("parts",),
+    "openai_chat": ("parts",),
+    "openai_responses": ("items", "parts_kept"),
+}
 
 
 def _note_foreign(m: Message, i: int, fmt: str, adj: list[Adjustment]) -> None:
@@ -270,9 +334,14 @@ def _note_foreign(m: Message, i: int, fmt: str, adj: list[Adjustment]) -> None:
         if not kept:
             continue
         kinds = [_item_kind(x[1]) for x in kept if isinstance(x, list) and len(x) == 2]
-        adj.append(Adjustment(kind="dropped_provider_items", position=i,
-                              detail=f"{len(kept)} {other} item(s) with no {fmt} form left out "
-                              f"({', '.join(sorted(set(kinds)))})"))
+        adj.append(
+            Adjustment(
+                kind="dropped_provider_items",
+                position=i,
+                detail=f"{len(kept)} {other} item(s) with no {fmt} form left out "
+                f"({', '.join(sorted(set(kinds)))})",
+            )
+        )
 
 
 def _item_kind(raw: Any) -> str:
@@ -282,37 +351,60 @@ def _item_kind(raw: Any) -> str:
     return type(raw).__name__
 
 
-def _empty(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
-           ) -> Message | None:
+def _empty(m: Message, i: int, fmt: str, rules: Rules, adj: list[Adjustment]) -> Message | None:
     """A message holding only blank text: kept where the provider takes it; else a user turn
     stays with :data:`EMPTY_USER_TEXT`, any other message is left out."""
     if not rules.no_empty_message or m.role not in _PLAIN_ROLES or details(m, fmt):
         return m
     if m.role in ("user", "tool"):
-        adj.append(Adjustment(kind="filled_empty_message", position=i,
-                              detail=f"{m.role} message with no text sent as "
-                              f"{EMPTY_USER_TEXT!r}"))
+        adj.append(
+            Adjustment(
+                kind="filled_empty_message",
+                position=i,
+                detail=f"{m.role} message with no text sent as {EMPTY_USER_TEXT!r}",
+            )
+        )
         return msgspec.structs.replace(m, role="user", content=[text(EMPTY_USER_TEXT)])
-    adj.append(Adjustment(kind="dropped_empty_message", position=i,
-                          detail=f"{m.role} message with no text left out"))
+    adj.append(
+        Adjustment(
+            kind="dropped_empty_message",
+            position=i,
+            detail=f"{m.role} message with no text left out",
+        )
+    )
     return None
 
 
-def _misplaced(b: Block, role: str, i: int, rules: Rules, adj: list[Adjustment]
-               ) -> list[Block] | None:
+def _misplaced(
+    b: Block, role: str, i: int, rules: Rules, adj: list[Adjustment]
+) -> list[Block] | None:
     """A block a message of ``role`` cannot hold, in its nearest text form (None: it may stay).
     Calls and thinking belong to assistant messages, results to user and tool messages; images
     to user messages (and, where the provider takes them, assistant ones)."""
     if isinstance(b, ToolUseBlock) and role != "assistant":
         u = b.tool_use
-        adj.append(Adjustment(kind="misplaced_block_as_text", position=i,
-                              detail=f"tool call {u.id!r} in a {role} message sent as text"))
-        return [text(f"[tool call {u.name} {u.id}]\n"
-                     f"{json.dumps(u.input, ensure_ascii=False, default=str)}")]
+        adj.append(
+            Adjustment(
+                kind="misplaced_block_as_text",
+                position=i,
+                detail=f"tool call {u.id!r} in a {role} message sent as text",
+            )
+        )
+        return [
+            text(
+                f"[tool call {u.name} {u.id}]\n"
+                f"{json.dumps(u.input, ensure_ascii=False, default=str)}"
+            )
+        ]
     if isinstance(b, ToolResultBlock) and role not in ("user", "tool"):
-        adj.append(Adjustment(kind="misplaced_block_as_text", position=i,
-                              detail=f"tool result for {b.tool_result.tool_use_id!r} in a {role} "
-                              "message sent as text"))
+        adj.append(
+            Adjustment(
+                kind="misplaced_block_as_text",
+                position=i,
+                detail=f"tool result for {b.tool_result.tool_use_id!r} in a {role} "
+                "message sent as text",
+            )
+        )
         out: list[Block] = []
         for part in _result_as_text(b):
             out.extend(_misplaced(part, role, i, rules, adj) or [part])
@@ -320,27 +412,44 @@ def _misplaced(b: Block, role: str, i: int, rules: Rules, adj: list[Adjustment]
     if isinstance(b, ThinkingBlock) and role != "assistant":
         t = b.thinking
         keep = bool(t.content) and not t.redacted
-        adj.append(Adjustment(kind="misplaced_block_as_text", position=i,
-                              detail=f"thinking in a {role} message "
-                              + ("sent as <think> text" if keep else "with no text left out")))
+        adj.append(
+            Adjustment(
+                kind="misplaced_block_as_text",
+                position=i,
+                detail=f"thinking in a {role} message "
+                + ("sent as <think> text" if keep else "with no text left out"),
+            )
+        )
         return [text(f"<think>\n{t.content}\n</think>")] if keep else []
     no_slot = role == "system" or (role == "assistant" and rules.no_assistant_images)
     if isinstance(b, ImageBlock) and no_slot:
         src = b.image.source
-        said = f"[image: {src.data}]" if src.type == "url" else \
-            f"[image: {src.media_type or 'unknown type'}, not sent]"
-        adj.append(Adjustment(kind="image_as_text", position=i,
-                              detail=f"image in a {role} message sent as the text {said!r}"))
+        said = (
+            f"[image: {src.data}]"
+            if src.type == "url"
+            else f"[image: {src.media_type or 'unknown type'}, not sent]"
+        )
+        adj.append(
+            Adjustment(
+                kind="image_as_text",
+                position=i,
+                detail=f"image in a {role} message sent as the text {said!r}",
+            )
+        )
         return [text(said)]
     return None
 
 
-def _clean_block(b: Block, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
-                 ) -> Block | None:
+def _clean_block(b: Block, i: int, fmt: str, rules: Rules, adj: list[Adjustment]) -> Block | None:
     if isinstance(b, TextBlock):
         if (rules.no_blank_text or rules.no_empty_text) and _blank_text(b, fmt, rules):
-            adj.append(Adjustment(kind="dropped_blank_text", position=i,
-                                  detail=f"blank text block {b.text.content!r} left out"))
+            adj.append(
+                Adjustment(
+                    kind="dropped_blank_text",
+                    position=i,
+                    detail=f"blank text block {b.text.content!r} left out",
+                )
+            )
             return None
         return b
     if isinstance(b, (ImageBlock, ToolResultBlock)):
@@ -348,26 +457,44 @@ def _clean_block(b: Block, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
     mine = details(b, fmt)
     if isinstance(b, ThinkingBlock):
         t = b.thinking
-        if rules.reasoning_needs_id and isinstance(mine.get("reasoning"), dict) \
-                and not mine["reasoning"].get("id"):
+        if (
+            rules.reasoning_needs_id
+            and isinstance(mine.get("reasoning"), dict)
+            and not mine["reasoning"].get("id")
+        ):
             rest = {k: v for k, v in mine.items() if k != "reasoning"}
             pd = {**(b.provider_details or {}), fmt: rest}
             if not rest:
                 del pd[fmt]
-            adj.append(Adjustment(kind="reasoning_as_text", position=i,
-                                  detail="reasoning item without an id sent as <think> text"
-                                  if t.content else "reasoning item without an id or text "
-                                  "left out"))
+            adj.append(
+                Adjustment(
+                    kind="reasoning_as_text",
+                    position=i,
+                    detail="reasoning item without an id sent as <think> text"
+                    if t.content
+                    else "reasoning item without an id or text left out",
+                )
+            )
             if not t.content:
                 return None
             return msgspec.structs.replace(b, provider_details=pd or None)
         if t.redacted and not rules.redacted_thinking:
-            adj.append(Adjustment(kind="dropped_redacted_thinking", position=i,
-                                  detail="redacted thinking (opaque to this provider) left out"))
+            adj.append(
+                Adjustment(
+                    kind="dropped_redacted_thinking",
+                    position=i,
+                    detail="redacted thinking (opaque to this provider) left out",
+                )
+            )
             return None
         if not t.content and t.signature is None and not t.redacted and not mine:
-            adj.append(Adjustment(kind="dropped_empty_thinking", position=i,
-                                  detail="thinking block with no text left out"))
+            adj.append(
+                Adjustment(
+                    kind="dropped_empty_thinking",
+                    position=i,
+                    detail="thinking block with no text left out",
+                )
+            )
             return None
         return b
     if isinstance(b, ToolUseBlock):
@@ -375,17 +502,27 @@ def _clean_block(b: Block, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
         new = b
         if rules.object_input and not isinstance(u.input, dict):
             value: dict[str, Any] = {} if u.input is None else {"input": u.input}
-            adj.append(Adjustment(kind="tool_input_wrapped", position=i,
-                                  detail=f"input of tool call {u.id!r} is not an object; sent "
-                                  f"as {json.dumps(value)[:60]}"))
+            adj.append(
+                Adjustment(
+                    kind="tool_input_wrapped",
+                    position=i,
+                    detail=f"input of tool call {u.id!r} is not an object; sent "
+                    f"as {json.dumps(value)[:60]}",
+                )
+            )
             new = msgspec.structs.replace(new, tool_use=msgspec.structs.replace(u, input=value))
         kept = mine.get("arguments", "")
         if rules.json_arguments and "arguments" in mine and not _json_string(kept):
             rest = {k: v for k, v in mine.items() if k != "arguments"}
             pd = {**(b.provider_details or {}), fmt: rest}
-            adj.append(Adjustment(kind="arguments_reencoded", position=i,
-                                  detail=f"kept arguments of tool call {u.id!r} are not a JSON "
-                                  "string; the input was encoded again"))
+            adj.append(
+                Adjustment(
+                    kind="arguments_reencoded",
+                    position=i,
+                    detail=f"kept arguments of tool call {u.id!r} are not a JSON "
+                    "string; the input was encoded again",
+                )
+            )
             new = msgspec.structs.replace(new, provider_details=pd)
         return new
     return b
@@ -414,8 +551,9 @@ def _json_string(value: Any) -> bool:
 # -- tool pairing ---------------------------------------------------------------------------
 
 
-def _dedupe_calls(msgs: list[Message], where: list[int], fmt: str, adj: list[Adjustment]
-                  ) -> tuple[list[Message], list[int]]:
+def _dedupe_calls(
+    msgs: list[Message], where: list[int], fmt: str, adj: list[Adjustment]
+) -> tuple[list[Message], list[int]]:
     """Call ids used once each: a repeated identical call is left out, a different call that
     reuses an id gets ``<id>_<n>`` (and so does the next result for that id after the first)."""
     calls: dict[str, tuple[str, Any]] = {}
@@ -429,9 +567,14 @@ def _dedupe_calls(msgs: list[Message], where: list[int], fmt: str, adj: list[Adj
             if isinstance(b, ToolUseBlock):
                 u = b.tool_use
                 if u.id in calls and calls[u.id] == (u.name, u.input):
-                    adj.append(Adjustment(kind="dropped_duplicate_call", position=p,
-                                          detail=f"tool call {u.id!r} ({u.name}) repeats an "
-                                          "earlier identical call; left out"))
+                    adj.append(
+                        Adjustment(
+                            kind="dropped_duplicate_call",
+                            position=p,
+                            detail=f"tool call {u.id!r} ({u.name}) repeats an "
+                            "earlier identical call; left out",
+                        )
+                    )
                     continue
                 if u.id in calls:
                     n = 2
@@ -439,9 +582,14 @@ def _dedupe_calls(msgs: list[Message], where: list[int], fmt: str, adj: list[Adj
                         n += 1
                     new_id = f"{u.id}_{n}"
                     renamed.setdefault(u.id, []).append(new_id)
-                    adj.append(Adjustment(kind="renamed_duplicate_call", position=p,
-                                          detail=f"tool call id {u.id!r} is used by an earlier "
-                                          f"call; sent as {new_id!r}"))
+                    adj.append(
+                        Adjustment(
+                            kind="renamed_duplicate_call",
+                            position=p,
+                            detail=f"tool call id {u.id!r} is used by an earlier "
+                            f"call; sent as {new_id!r}",
+                        )
+                    )
                     u = msgspec.structs.replace(u, id=new_id)
                     b = msgspec.structs.replace(b, tool_use=u)
                 calls[u.id] = (u.name, u.input)
@@ -452,22 +600,33 @@ def _dedupe_calls(msgs: list[Message], where: list[int], fmt: str, adj: list[Adj
                     b = msgspec.structs.replace(b, tool_result=r)
                 answered.add(rid)
             blocks.append(b)
-        if len(blocks) == len(m.content) and all(x is y for x, y in zip(blocks, m.content,
-                                                                         strict=True)):
+        if len(blocks) == len(m.content) and all(
+            x is y for x, y in zip(blocks, m.content, strict=True)
+        ):
             out.append(m)
         elif blocks or details(m, fmt):
             out.append(msgspec.structs.replace(m, content=blocks))
         else:
-            adj.append(Adjustment(kind="dropped_empty_message", position=p,
-                                  detail=f"{m.role} message holding only repeated calls left "
-                                  "out"))
+            adj.append(
+                Adjustment(
+                    kind="dropped_empty_message",
+                    position=p,
+                    detail=f"{m.role} message holding only repeated calls left out",
+                )
+            )
             continue
         out_where.append(p)
     return out, out_where
 
 
-def _pair(msgs: list[Message], where: list[int], fmt: str, rules: Rules, dangling: Dangling,
-          adj: list[Adjustment]) -> tuple[list[Message], list[int]]:
+def _pair(
+    msgs: list[Message],
+    where: list[int],
+    fmt: str,
+    rules: Rules,
+    dangling: Dangling,
+    adj: list[Adjustment],
+) -> tuple[list[Message], list[int]]:
     """Every tool result right after its call, every call answered (or dropped), results
     that answer nothing turned into text."""
     out: list[Message] = []
@@ -486,19 +645,38 @@ def _pair(msgs: list[Message], where: list[int], fmt: str, rules: Rules, danglin
         if missing and dangling == "drop":
             gone = {u.id for _, u in missing}
             for p, u in missing:
-                adj.append(Adjustment(kind="dropped_dangling_call", position=where[p],
-                                      detail=f"tool call {u.id!r} ({u.name}) has no result; "
-                                      "left out"))
-            run_msgs = [msgspec.structs.replace(m, content=[
-                b for b in m.content if not (isinstance(b, ToolUseBlock) and b.tool_use.id in gone)
-            ]) for m in run_msgs]
-            kept = [(m, where[p]) for m, p in zip(run_msgs, run, strict=True)
-                    if m.content or details(m, fmt)]
+                adj.append(
+                    Adjustment(
+                        kind="dropped_dangling_call",
+                        position=where[p],
+                        detail=f"tool call {u.id!r} ({u.name}) has no result; left out",
+                    )
+                )
+            run_msgs = [
+                msgspec.structs.replace(
+                    m,
+                    content=[
+                        b
+                        for b in m.content
+                        if not (isinstance(b, ToolUseBlock) and b.tool_use.id in gone)
+                    ],
+                )
+                for m in run_msgs
+            ]
+            kept = [
+                (m, where[p])
+                for m, p in zip(run_msgs, run, strict=True)
+                if m.content or details(m, fmt)
+            ]
             for m, p in zip(run_msgs, run, strict=True):
                 if not (m.content or details(m, fmt)):
-                    adj.append(Adjustment(kind="dropped_empty_message", position=where[p],
-                                          detail="assistant message holding only dropped "
-                                          "calls left out"))
+                    adj.append(
+                        Adjustment(
+                            kind="dropped_empty_message",
+                            position=where[p],
+                            detail="assistant message holding only dropped calls left out",
+                        )
+                    )
             run_pairs = kept
             call_ids = [c for c in call_ids if c not in gone]
         else:
@@ -506,9 +684,14 @@ def _pair(msgs: list[Message], where: list[int], fmt: str, rules: Rules, danglin
         calls_before_last = any(m.tool_uses for m, _ in run_pairs[:-1])
         if rules.merge_split_turns and len(run_pairs) > 1 and calls_before_last:
             merged = _merge([m for m, _ in run_pairs])
-            adj.append(Adjustment(kind="merged_turn", position=run_pairs[0][1],
-                                  detail=f"{len(run_pairs)} consecutive assistant messages "
-                                  "holding parallel tool calls sent as one turn"))
+            adj.append(
+                Adjustment(
+                    kind="merged_turn",
+                    position=run_pairs[0][1],
+                    detail=f"{len(run_pairs)} consecutive assistant messages "
+                    "holding parallel tool calls sent as one turn",
+                )
+            )
             run_pairs = [(merged, run_pairs[0][1])]
         for m, p in run_pairs:
             out.append(m)
@@ -517,17 +700,29 @@ def _pair(msgs: list[Message], where: list[int], fmt: str, rules: Rules, danglin
         synthetic: list[tuple[Message, int]] = []
         if missing and dangling == "answer":
             for p, u in missing:
-                adj.append(Adjustment(kind="answered_dangling_call", position=where[p],
-                                      detail=f"tool call {u.id!r} ({u.name}) has no result; "
-                                      "answered as interrupted"))
+                adj.append(
+                    Adjustment(
+                        kind="answered_dangling_call",
+                        position=where[p],
+                        detail=f"tool call {u.id!r} ({u.name}) has no result; "
+                        "answered as interrupted",
+                    )
+                )
             synthetic = [(interrupted_results([u.id for _, u in missing]), where[turn.last])]
         _emit_side(msgs, where, side, set(call_ids), synthetic, out, out_where, adj)
     return out, out_where
 
 
-def _emit_side(msgs: list[Message], where: list[int], side: range, calls: set[str],
-               synthetic: list[tuple[Message, int]], out: list[Message], out_where: list[int],
-               adj: list[Adjustment]) -> None:
+def _emit_side(
+    msgs: list[Message],
+    where: list[int],
+    side: range,
+    calls: set[str],
+    synthetic: list[tuple[Message, int]],
+    out: list[Message],
+    out_where: list[int],
+    adj: list[Adjustment],
+) -> None:
     """The synthetic results, then the answer side of a turn, its results first."""
     seen: set[str] = set()
     parts: list[tuple[Message, int, Message | None, Message | None]] = []
@@ -549,9 +744,13 @@ def _emit_side(msgs: list[Message], where: list[int], side: range, calls: set[st
             out_where.append(p)
         return
     first = next(p for _, p, mine, _ in parts if mine is not None)
-    adj.append(Adjustment(kind="moved_tool_result", position=first,
-                          detail="tool results moved in front of the other messages that "
-                          "followed their calls"))
+    adj.append(
+        Adjustment(
+            kind="moved_tool_result",
+            position=first,
+            detail="tool results moved in front of the other messages that followed their calls",
+        )
+    )
     for _, p, mine, _ in parts:
         if mine is not None:
             out.append(mine)
@@ -572,8 +771,9 @@ def _whole(m: Message, mine: Message | None, other: Message | None) -> Message:
     return msgspec.structs.replace(m, content=mine.content + other.content)
 
 
-def _split_results(m: Message, p: int, calls: set[str], seen: set[str], adj: list[Adjustment]
-                   ) -> tuple[Message | None, Message | None]:
+def _split_results(
+    m: Message, p: int, calls: set[str], seen: set[str], adj: list[Adjustment]
+) -> tuple[Message | None, Message | None]:
     """(the results of ``m`` answering ``calls``, the rest of ``m``), each None when empty and
     ``m`` itself when it is all of ``m``; results that answer no call of the turn, or a call
     already answered, become text in the rest."""
@@ -588,10 +788,18 @@ def _split_results(m: Message, p: int, calls: set[str], seen: set[str], adj: lis
                 seen.add(cid)
                 mine.append(b)
                 continue
-            why = "answers a call already answered" if cid in seen else \
-                "answers no tool call right before it"
-            adj.append(Adjustment(kind="orphan_result_as_text", position=p,
-                                  detail=f"tool result for {cid!r} {why}; sent as user text"))
+            why = (
+                "answers a call already answered"
+                if cid in seen
+                else "answers no tool call right before it"
+            )
+            adj.append(
+                Adjustment(
+                    kind="orphan_result_as_text",
+                    position=p,
+                    detail=f"tool result for {cid!r} {why}; sent as user text",
+                )
+            )
             other.extend(_result_as_text(b))
         else:
             other.append(b)
@@ -604,8 +812,14 @@ def _split_results(m: Message, p: int, calls: set[str], seen: set[str], adj: lis
     return msgspec.structs.replace(m, content=mine), rest
 
 
-def _emit_orphans(m: Message, p: int, calls: set[str], out: list[Message],
-                  out_where: list[int], adj: list[Adjustment]) -> None:
+def _emit_orphans(
+    m: Message,
+    p: int,
+    calls: set[str],
+    out: list[Message],
+    out_where: list[int],
+    adj: list[Adjustment],
+) -> None:
     mine, other = _split_results(m, p, calls, set(), adj)
     for part in (mine, other):
         if part is not None:
@@ -627,22 +841,30 @@ def _merge(run: Sequence[Message]) -> Message:
     """Consecutive assistant messages as one: their blocks in order, the first one's details,
     the last one's model, usage and stop reason."""
     content = [b for m in run for b in m.content]
-    return msgspec.structs.replace(run[0], content=content, model=run[-1].model,
-                                   usage=run[-1].usage, stop_reason=run[-1].stop_reason)
+    return msgspec.structs.replace(
+        run[0],
+        content=content,
+        model=run[-1].model,
+        usage=run[-1].usage,
+        stop_reason=run[-1].stop_reason,
+    )
 
 
-def _user_first(msgs: list[Message], where: list[int], fmt: str, adj: list[Adjustment]
-                ) -> None:
+def _user_first(msgs: list[Message], where: list[int], fmt: str, adj: list[Adjustment]) -> None:
     i = 0
     while i < len(msgs) and (msgs[i].role == "system" or not _sendable(msgs[i], fmt)):
         i += 1
     if i < len(msgs) and msgs[i].role == "assistant":
         msgs.insert(i, Message(role="user", content=[text(LEADING_USER_TEXT)]))
         where.insert(i, where[i])
-        adj.append(Adjustment(kind="leading_user_turn", position=where[i],
-                              detail="the history starts with an assistant turn; a user turn "
-                              f"{LEADING_USER_TEXT!r} was put before it"))
+        adj.append(
+            Adjustment(
+                kind="leading_user_turn",
+                position=where[i],
+                detail="the history starts with an assistant turn; a user turn "
+                f"{LEADING_USER_TEXT!r} was put before it",
+            )
+        )
 
 
-__all__ = ["RULES", "Adjustment", "Dangling", "Dumped", "Rules", "Sender", "prepare",
-           "refuse"]
+__all__ = ["RULES", "Adjustment", "Dangling", "Dumped", "Rules", "Sender", "prepare", "refuse"]

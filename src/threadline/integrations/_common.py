@@ -24,7 +24,8 @@ def missing_extra(framework: str, extra: str, exc: ImportError) -> ImportError:
     """The ImportError an adapter raises when its framework is not installed."""
     return ImportError(
         f"threadline's {framework} adapter needs the '{extra}' extra ({exc}); "
-        f"run: pip install 'threadline[{extra}]'")
+        f"run: pip install 'threadline[{extra}]'"
+    )
 
 
 def resolve_store(store: Store | str | os.PathLike[str] | None) -> tuple[Store, bool]:
@@ -49,7 +50,8 @@ def check_id(session_id: str, framework: str) -> str:
     if not isinstance(session_id, str) or not _ID.match(session_id):
         raise UserError(
             f"{framework} session id {session_id!r} cannot be a threadline session id; "
-            "use 1-64 characters among letters, digits, '_' and '-'")
+            "use 1-64 characters among letters, digits, '_' and '-'"
+        )
     return session_id
 
 
@@ -60,14 +62,14 @@ def scoped_id(prefix: str, *parts: str) -> str:
     return f"{prefix}-{digest[:40]}"
 
 
-
 class OneSession:
     """The one threadline session an adapter object works on: opened, or created with
     ``metadata={"framework": …}``, on first use; its writer lock is held from the first write
     until :meth:`close`, which also closes the store when the adapter opened it."""
 
-    def __init__(self, session_id: str, store: Store | str | os.PathLike[str] | None,
-                 framework: str) -> None:
+    def __init__(
+        self, session_id: str, store: Store | str | os.PathLike[str] | None, framework: str
+    ) -> None:
         self.session_id = session_id
         self.store, self._owned = resolve_store(store)
         self._framework = framework
@@ -76,9 +78,13 @@ class OneSession:
     def get(self) -> Session:
         if self._session is None:
             store = self.store
-            self._session = (store.open(self.session_id) if store.exists(self.session_id)
-                             else store.create(session_id=self.session_id,
-                                               metadata={"framework": self._framework}))
+            self._session = (
+                store.open(self.session_id)
+                if store.exists(self.session_id)
+                else store.create(
+                    session_id=self.session_id, metadata={"framework": self._framework}
+                )
+            )
         return self._session
 
     def close(self) -> None:

@@ -63,8 +63,10 @@ NAME = "google_adk"
 STATE = "google_adk:state"
 EVENT = "google_adk:event"
 MEMBER = "google_adk:member"
-_STALE = ("The session has been modified in storage since it was loaded; get_session() it "
-          "again before appending more events")
+_STALE = (
+    "The session has been modified in storage since it was loaded; get_session() it "
+    "again before appending more events"
+)
 
 
 class ThreadlineSessionService(BaseSessionService):
@@ -106,18 +108,29 @@ class ThreadlineSessionService(BaseSessionService):
 
     # -- BaseSessionService --------------------------------------------------------------------
 
-    async def create_session(self, *, app_name: str, user_id: str,
-                             state: dict[str, Any] | None = None,
-                             session_id: str | None = None) -> Session:
-        return await asyncio.to_thread(self._create, app_name, user_id, state or {},
-                                       session_id)
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        return await asyncio.to_thread(self._create, app_name, user_id, state or {}, session_id)
 
-    async def get_session(self, *, app_name: str, user_id: str, session_id: str,
-                          config: GetSessionConfig | None = None) -> Session | None:
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
         return await asyncio.to_thread(self._get, app_name, user_id, session_id, config)
 
-    async def list_sessions(self, *, app_name: str, user_id: str | None = None
-                            ) -> ListSessionsResponse:
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
         return await asyncio.to_thread(self._list, app_name, user_id)
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
@@ -155,8 +168,7 @@ class ThreadlineSessionService(BaseSessionService):
             if self._session(tid) is not None:
                 raise AlreadyExistsError(f"Session with id {sid} already exists.")
             app_delta, user_delta, own = _split(state)
-            meta = {NAME: {"app_name": app, "user_id": user, "session_id": sid,
-                           "created": created}}
+            meta = {NAME: {"app_name": app, "user_id": user, "session_id": sid, "created": created}}
             s = self._store.create(session_id=tid, metadata=meta)
             self._open[tid] = s
             s.append_session_info(f"{app}/{user}/{sid}")
@@ -166,14 +178,23 @@ class ThreadlineSessionService(BaseSessionService):
             _log_append(self._store, _user_log(app, user), user_delta, member=sid)
             return self._read(s, app, user, sid, None)
 
-    def _get(self, app: str, user: str, sid: str, config: GetSessionConfig | None
-             ) -> Session | None:
+    def _get(
+        self, app: str, user: str, sid: str, config: GetSessionConfig | None
+    ) -> Session | None:
         with self._lock:
             s = self._session(self.threadline_id(app, user, sid))
             return None if s is None else self._read(s, app, user, sid, config)
 
-    def _read(self, s: TlSession, app: str, user: str, sid: str,
-              config: GetSessionConfig | None, *, with_events: bool = True) -> Session:
+    def _read(
+        self,
+        s: TlSession,
+        app: str,
+        user: str,
+        sid: str,
+        config: GetSessionConfig | None,
+        *,
+        with_events: bool = True,
+    ) -> Session:
         state: dict[str, Any] = {}
         events: list[Event] = []
         updated = float((s.header.metadata or {}).get(NAME, {}).get("created", 0.0))
@@ -192,16 +213,18 @@ class ThreadlineSessionService(BaseSessionService):
                 events.append(event)
         app_state = self._scoped_state(_app_log(app))
         state.update({State.APP_PREFIX + k: v for k, v in app_state.items()})
-        state.update({State.USER_PREFIX + k: v
-                      for k, v in self._scoped_state(_user_log(app, user)).items()})
+        state.update(
+            {State.USER_PREFIX + k: v for k, v in self._scoped_state(_user_log(app, user)).items()}
+        )
         if config is not None:
             if config.after_timestamp is not None:
                 events = [e for e in events if e.timestamp >= config.after_timestamp]
             if config.num_recent_events is not None:
                 n = config.num_recent_events
                 events = events[-n:] if n else []
-        return Session(id=sid, app_name=app, user_id=user, state=state, events=events,
-                       last_update_time=updated)
+        return Session(
+            id=sid, app_name=app, user_id=user, state=state, events=events, last_update_time=updated
+        )
 
     def _scoped_state(self, log_id: str) -> dict[str, Any]:
         state: dict[str, Any] = {}
@@ -236,13 +259,16 @@ class ThreadlineSessionService(BaseSessionService):
         with self._lock:
             s = self._session(self.threadline_id(session.app_name, session.user_id, session.id))
             if s is None:
-                raise ValueError(f"Session {session.id!r} of app {session.app_name!r} and user "
-                                 f"{session.user_id!r} does not exist; create_session() it first")
+                raise ValueError(
+                    f"Session {session.id!r} of app {session.app_name!r} and user "
+                    f"{session.user_id!r} does not exist; create_session() it first"
+                )
             tid = s.id
             stored = self._updated.get(tid)
             if stored is None:
-                stored = self._read(s, session.app_name, session.user_id, session.id, None,
-                                    with_events=False).last_update_time
+                stored = self._read(
+                    s, session.app_name, session.user_id, session.id, None, with_events=False
+                ).last_update_time
             if stored > session.last_update_time + 1e-6:
                 raise StaleSessionError(_STALE)
             app_delta, user_delta, _ = _split(event.actions.state_delta if event.actions else {})
@@ -250,21 +276,26 @@ class ThreadlineSessionService(BaseSessionService):
             message = _message_of(event)
             stamp = _iso(event.timestamp)
             if message is None:
-                rec: Any = CustomEntry(id=_entry_id(event, s), parent_id=s.leaf_id,
-                                       timestamp=stamp,
-                                       custom=Custom(custom_type=EVENT, data={"event": data}))
+                rec: Any = CustomEntry(
+                    id=_entry_id(event, s),
+                    parent_id=s.leaf_id,
+                    timestamp=stamp,
+                    custom=Custom(custom_type=EVENT, data={"event": data}),
+                )
             else:
-                message.provider_details = {**(message.provider_details or {}),
-                                            NAME: {"event": data}}
-                rec = MessageEntry(id=_entry_id(event, s), parent_id=s.leaf_id, timestamp=stamp,
-                                   message=message)
+                message.provider_details = {
+                    **(message.provider_details or {}),
+                    NAME: {"event": data},
+                }
+                rec = MessageEntry(
+                    id=_entry_id(event, s), parent_id=s.leaf_id, timestamp=stamp, message=message
+                )
             s.append_records([rec])
             self._updated[tid] = event.timestamp
             if app_delta:
                 _log_append(self._store, _app_log(session.app_name), app_delta)
             if user_delta:
-                _log_append(self._store, _user_log(session.app_name, session.user_id),
-                            user_delta)
+                _log_append(self._store, _user_log(session.app_name, session.user_id), user_delta)
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -315,8 +346,14 @@ def _members(store: Store, log_id: str) -> list[str]:
     return list(seen)
 
 
-def _log_append(store: Store, log_id: str, delta: dict[str, Any], *, member: str | None = None,
-                removed: bool = False) -> None:
+def _log_append(
+    store: Store,
+    log_id: str,
+    delta: dict[str, Any],
+    *,
+    member: str | None = None,
+    removed: bool = False,
+) -> None:
     """Append a state delta and/or a member change to a shared app/user log, holding its
     writer lock only for this write."""
     if not delta and member is None:
@@ -337,8 +374,7 @@ def _entry_id(event: Event, s: TlSession) -> str:
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _message_of(event: Event) -> Message | None:
@@ -373,5 +409,10 @@ def _event_of(rec: Any, names: dict[str, str]) -> Event | None:
     if content is None:
         return None
     stamp = datetime.fromisoformat(rec.timestamp.replace("Z", "+00:00")).timestamp()
-    return Event(id=rec.id, invocation_id="", author="user" if content.get("role") == "user"
-                 else "model", content=types.Content.model_validate(content), timestamp=stamp)
+    return Event(
+        id=rec.id,
+        invocation_id="",
+        author="user" if content.get("role") == "user" else "model",
+        content=types.Content.model_validate(content),
+        timestamp=stamp,
+    )

@@ -60,8 +60,9 @@ class ThreadlineChatMessageHistory(BaseChatMessageHistory):
     """A LangChain chat message history kept in the threadline session ``session_id``
     (created on first use)."""
 
-    def __init__(self, session_id: str, store: Store | str | os.PathLike[str] | None = None
-                 ) -> None:
+    def __init__(
+        self, session_id: str, store: Store | str | os.PathLike[str] | None = None
+    ) -> None:
         self.session_id = check_id(session_id, "LangChain")
         self._one = OneSession(self.session_id, store, "langchain")
         self._lock = threading.Lock()
@@ -107,8 +108,11 @@ def _to_threadline(m: BaseMessage) -> Message:
         return out
     payload = convert_to_openai_messages([m])
     loaded = openai_chat.load(payload)
-    out = loaded[0] if len(loaded) == 1 else Message(
-        role="user", content=[b for x in loaded for b in x.content])
+    out = (
+        loaded[0]
+        if len(loaded) == 1
+        else Message(role="user", content=[b for x in loaded for b in x.content])
+    )
     # an AI message with tool calls and no words has content "": no empty text block for it
     kept = [b for b in out.content if not (isinstance(b, TextBlock) and not b.text.content)]
     if kept:
@@ -128,10 +132,15 @@ def _to_langchain(m: Message, names: dict[str, str]) -> list[BaseMessage]:
         return [_ai_message(m)]
     results = [b for b in m.content if isinstance(b, ToolResultBlock)]
     if results and len(results) == len(m.content):
-        return [ToolMessage(_result_text(b), tool_call_id=b.tool_result.tool_use_id,
-                            name=names.get(b.tool_result.tool_use_id),
-                            status="error" if b.tool_result.is_error else "success")
-                for b in results]
+        return [
+            ToolMessage(
+                _result_text(b),
+                tool_call_id=b.tool_result.tool_use_id,
+                name=names.get(b.tool_result.tool_use_id),
+                status="error" if b.tool_result.is_error else "success",
+            )
+            for b in results
+        ]
     payload: Any = openai_chat.shape([m])
     if isinstance(payload, dict):
         payload = payload.get("messages", [])
@@ -149,8 +158,11 @@ def _ai_message(m: Message) -> AIMessage:
         elif isinstance(b, TextBlock):
             blocks.append({"type": "text", "text": b.text.content})
         elif isinstance(b, ToolUseBlock):
-            args = b.tool_use.input if isinstance(b.tool_use.input, dict) else {
-                "input": b.tool_use.input}
+            args = (
+                b.tool_use.input
+                if isinstance(b.tool_use.input, dict)
+                else {"input": b.tool_use.input}
+            )
             calls.append({"id": b.tool_use.id, "name": b.tool_use.name, "args": args})
     content: str | list[str | dict[str, Any]] = blocks
     if all(isinstance(x, dict) and x["type"] == "text" for x in blocks):

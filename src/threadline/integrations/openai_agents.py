@@ -53,8 +53,13 @@ class ThreadlineSession:
     :meth:`close` (or ``async with``).
     """
 
-    def __init__(self, session_id: str, store: Store | str | os.PathLike[str] | None = None, *,
-                 session_settings: SessionSettings | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        store: Store | str | os.PathLike[str] | None = None,
+        *,
+        session_settings: SessionSettings | None = None,
+    ) -> None:
         self.session_id = check_id(session_id, "OpenAI Agents")
         self.session_settings = session_settings
         self._one = OneSession(self.session_id, store, "openai-agents")
@@ -135,7 +140,7 @@ class ThreadlineSession:
                 out.extend(reversed(got))
                 pos -= 1
             if limit is not None:
-                out = out[:max(limit, 0)]
+                out = out[: max(limit, 0)]
             out.reverse()
             return list(_decode(b"[" + b",".join(out) + b"]"))
 
@@ -167,4 +172,3 @@ class ThreadlineSession:
     def _clear(self) -> None:
         with self._lock:
             self._open().reset_leaf()
-

@@ -54,14 +54,20 @@ NAME = "pydantic_ai"
 def load(data: Sequence[Any]) -> list[Message]:
     """Threadline messages from pydantic-ai ``ModelMessage`` objects or their JSON form."""
     raw = ModelMessagesTypeAdapter.dump_python(
-        ModelMessagesTypeAdapter.validate_python(list(data)), mode="json")
+        ModelMessagesTypeAdapter.validate_python(list(data)), mode="json"
+    )
     out: list[Message] = []
     for m in raw:
         parts = m.pop("parts")
         if m["kind"] == "response":
             blocks = [b for p in parts for b in _response_block(p)]
-            out.append(Message(role="assistant", content=blocks,
-                               provider_details={NAME: {"envelope": m, "parts": parts}}))
+            out.append(
+                Message(
+                    role="assistant",
+                    content=blocks,
+                    provider_details={NAME: {"envelope": m, "parts": parts}},
+                )
+            )
             continue
         for k, part in enumerate(parts):
             msg = _request_message(part)
@@ -83,18 +89,24 @@ def _request_message(part: dict[str, Any]) -> Message:
         content = part["content"]
         if isinstance(content, str):
             return Message(role="user", content=[text(content)])
-        return Message(role="user", content=[text(c) if isinstance(c, str) else text(str(c))
-                                             for c in content])
+        return Message(
+            role="user", content=[text(c) if isinstance(c, str) else text(str(c)) for c in content]
+        )
     if kind == "tool-return":
         body = part["content"]
-        return Message(role="tool", content=[tool_result(
-            part["tool_call_id"], body if isinstance(body, str) else _json(body))])
+        return Message(
+            role="tool",
+            content=[
+                tool_result(part["tool_call_id"], body if isinstance(body, str) else _json(body))
+            ],
+        )
     # retry-prompt: an error result when it answers a tool call, else a user message
     body = part["content"]
     words = body if isinstance(body, str) else _json(body)
     if part.get("tool_name"):
-        return Message(role="tool", content=[tool_result(part["tool_call_id"], words,
-                                                         is_error=True)])
+        return Message(
+            role="tool", content=[tool_result(part["tool_call_id"], words, is_error=True)]
+        )
     return Message(role="user", content=[text(words)])
 
 
@@ -159,11 +171,18 @@ def _response_part(b: Block) -> dict[str, Any] | None:
     if isinstance(b, ThinkingBlock):
         if b.thinking.redacted:
             return None
-        return {"part_kind": "thinking", "content": b.thinking.content,
-                **({"signature": b.thinking.signature} if b.thinking.signature else {})}
+        return {
+            "part_kind": "thinking",
+            "content": b.thinking.content,
+            **({"signature": b.thinking.signature} if b.thinking.signature else {}),
+        }
     if isinstance(b, ToolUseBlock):
-        return {"part_kind": "tool-call", "tool_name": b.tool_use.name,
-                "args": b.tool_use.input, "tool_call_id": b.tool_use.id}
+        return {
+            "part_kind": "tool-call",
+            "tool_name": b.tool_use.name,
+            "args": b.tool_use.input,
+            "tool_call_id": b.tool_use.id,
+        }
     return None
 
 
@@ -173,15 +192,30 @@ def _request_parts(m: Message, names: dict[str, str]) -> list[dict[str, Any]]:
     for b in m.content:
         if isinstance(b, ToolResultBlock):
             r = b.tool_result
-            body = r.content if isinstance(r.content, str) else "\n".join(
-                c.text.content for c in r.content if isinstance(c, TextBlock))
+            body = (
+                r.content
+                if isinstance(r.content, str)
+                else "\n".join(c.text.content for c in r.content if isinstance(c, TextBlock))
+            )
             name = names.get(r.tool_use_id, "tool")
             if r.is_error:
-                parts.append({"part_kind": "retry-prompt", "content": body, "tool_name": name,
-                              "tool_call_id": r.tool_use_id})
+                parts.append(
+                    {
+                        "part_kind": "retry-prompt",
+                        "content": body,
+                        "tool_name": name,
+                        "tool_call_id": r.tool_use_id,
+                    }
+                )
             else:
-                parts.append({"part_kind": "tool-return", "content": body, "tool_name": name,
-                              "tool_call_id": r.tool_use_id})
+                parts.append(
+                    {
+                        "part_kind": "tool-return",
+                        "content": body,
+                        "tool_name": name,
+                        "tool_call_id": r.tool_use_id,
+                    }
+                )
         elif isinstance(b, TextBlock):
             words.append(b.text.content)
         elif isinstance(b, ThinkingBlock) and not b.thinking.redacted:

@@ -144,10 +144,12 @@ class ThreadlineSessionRepository(SessionRepository):
             tid = self.threadline_id(session_id, session_agent.agent_id)
             if self._store.exists(tid):
                 raise SessionException(
-                    f"Agent {session_agent.agent_id} already exists in session {session_id}")
+                    f"Agent {session_agent.agent_id} already exists in session {session_id}"
+                )
             s = self._open[tid] = self._store.create(
-                session_id=tid, metadata={NAME: {"session_id": session_id,
-                                                 "agent_id": session_agent.agent_id}})
+                session_id=tid,
+                metadata={NAME: {"session_id": session_id, "agent_id": session_agent.agent_id}},
+            )
             s.append_session_info(f"{session_id} / {session_agent.agent_id}")
             s.append_custom(AGENT, session_agent.to_dict())
 
@@ -168,20 +170,31 @@ class ThreadlineSessionRepository(SessionRepository):
 
     # -- messages --------------------------------------------------------------------------------
 
-    def create_message(self, session_id: str, agent_id: str, session_message: SessionMessage,
-                       **kwargs: Any) -> None:
+    def create_message(
+        self, session_id: str, agent_id: str, session_message: SessionMessage, **kwargs: Any
+    ) -> None:
         with self._lock:
             s = self._agent_log(session_id, agent_id)
             n = len(s.context().messages)
             if session_message.message_id < n:
                 raise SessionException(
                     f"Message {session_message.message_id} already exists in agent {agent_id} "
-                    f"in session {session_id}")
-            s.append_records([MessageEntry(id=new_id(), parent_id=s.leaf_id, timestamp=now(),
-                                           message=_to_threadline(session_message))])
+                    f"in session {session_id}"
+                )
+            s.append_records(
+                [
+                    MessageEntry(
+                        id=new_id(),
+                        parent_id=s.leaf_id,
+                        timestamp=now(),
+                        message=_to_threadline(session_message),
+                    )
+                ]
+            )
 
-    def read_message(self, session_id: str, agent_id: str, message_id: int, **kwargs: Any
-                     ) -> SessionMessage | None:
+    def read_message(
+        self, session_id: str, agent_id: str, message_id: int, **kwargs: Any
+    ) -> SessionMessage | None:
         with self._lock:
             if self._get(_session_tid(session_id)) is None:
                 return None
@@ -193,22 +206,25 @@ class ThreadlineSessionRepository(SessionRepository):
                 return None
             return _to_strands(ctx.messages[message_id], message_id)
 
-    def update_message(self, session_id: str, agent_id: str, session_message: SessionMessage,
-                       **kwargs: Any) -> None:
+    def update_message(
+        self, session_id: str, agent_id: str, session_message: SessionMessage, **kwargs: Any
+    ) -> None:
         with self._lock:
             s = self._agent_log(session_id, agent_id)
             ctx = s.context()
             pos = session_message.message_id
             if not 0 <= pos < len(ctx.messages):
-                raise SessionException(
-                    f"Message {pos} does not exist in session {session_id}")
+                raise SessionException(f"Message {pos} does not exist in session {session_id}")
             new = _to_threadline(session_message)
             item = ctx.view[pos]
             if pos == len(ctx.messages) - 1 and item.kind == "message":
                 parent = s.entry(item.id).parent_id
                 # later non-message entries (the agent record) come along to the new branch
-                tail = [e for e in s.path()[s.path_ids().index(item.id) + 1:]
-                        if isinstance(e, CustomEntry)]
+                tail = [
+                    e
+                    for e in s.path()[s.path_ids().index(item.id) + 1 :]
+                    if isinstance(e, CustomEntry)
+                ]
                 if parent is None:
                     s.reset_leaf()
                 else:
@@ -222,8 +238,14 @@ class ThreadlineSessionRepository(SessionRepository):
                 except UserError as exc:
                     raise SessionException(str(exc)) from exc
 
-    def list_messages(self, session_id: str, agent_id: str, limit: int | None = None,
-                      offset: int = 0, **kwargs: Any) -> list[SessionMessage]:
+    def list_messages(
+        self,
+        session_id: str,
+        agent_id: str,
+        limit: int | None = None,
+        offset: int = 0,
+        **kwargs: Any,
+    ) -> list[SessionMessage]:
         with self._lock:
             if self._get(_session_tid(session_id)) is None:
                 return []
@@ -236,14 +258,16 @@ class ThreadlineSessionRepository(SessionRepository):
 
     # -- multi-agent state -----------------------------------------------------------------------
 
-    def create_multi_agent(self, session_id: str, multi_agent: MultiAgentBase, **kwargs: Any
-                           ) -> None:
+    def create_multi_agent(
+        self, session_id: str, multi_agent: MultiAgentBase, **kwargs: Any
+    ) -> None:
         with self._lock:
             s = self._session_log(session_id)
             s.append_custom(MULTI, {"id": multi_agent.id, "state": multi_agent.serialize_state()})
 
-    def read_multi_agent(self, session_id: str, multi_agent_id: str, **kwargs: Any
-                         ) -> dict[str, Any] | None:
+    def read_multi_agent(
+        self, session_id: str, multi_agent_id: str, **kwargs: Any
+    ) -> dict[str, Any] | None:
         with self._lock:
             s = self._get(_session_tid(session_id))
             if s is None:
@@ -251,13 +275,15 @@ class ThreadlineSessionRepository(SessionRepository):
             found = _latest(s, MULTI, key=multi_agent_id)
             return None if found is None else dict(found["state"])
 
-    def update_multi_agent(self, session_id: str, multi_agent: MultiAgentBase, **kwargs: Any
-                           ) -> None:
+    def update_multi_agent(
+        self, session_id: str, multi_agent: MultiAgentBase, **kwargs: Any
+    ) -> None:
         with self._lock:
             s = self._session_log(session_id)
             if _latest(s, MULTI, key=multi_agent.id) is None:
                 raise SessionException(
-                    f"MultiAgent {multi_agent.id} does not exist in session {session_id}")
+                    f"MultiAgent {multi_agent.id} does not exist in session {session_id}"
+                )
             s.append_custom(MULTI, {"id": multi_agent.id, "state": multi_agent.serialize_state()})
 
 
@@ -270,8 +296,11 @@ def _latest(s: TlSession, custom_type: str, *, key: str | None = None) -> Any:
     tree: an agent cleared back to nothing still exists)."""
     for records in (reversed(s.path()), reversed(s.entries())):
         for rec in records:
-            if isinstance(rec, CustomEntry) and rec.custom.custom_type == custom_type and (
-                    key is None or rec.custom.data.get("id") == key):
+            if (
+                isinstance(rec, CustomEntry)
+                and rec.custom.custom_type == custom_type
+                and (key is None or rec.custom.data.get("id") == key)
+            ):
                 return rec.custom.data
     return None
 
@@ -279,8 +308,13 @@ def _latest(s: TlSession, custom_type: str, *, key: str | None = None) -> Any:
 def _to_threadline(sm: SessionMessage) -> Message:
     """The threadline message of a Strands record (the record rides in provider_details)."""
     loaded = bedrock.load([_base64(sm.to_message())])
-    m = loaded[0] if len(loaded) == 1 else Message(
-        role=str(sm.message.get("role", "user")), content=[b for x in loaded for b in x.content])
+    m = (
+        loaded[0]
+        if len(loaded) == 1
+        else Message(
+            role=str(sm.message.get("role", "user")), content=[b for x in loaded for b in x.content]
+        )
+    )
     record = sm.to_dict()
     record.pop("message_id", None)
     m.provider_details = {**(m.provider_details or {}), NAME: {"record": record}}
@@ -305,7 +339,8 @@ def _to_strands(m: Message, position: int) -> SessionMessage:
     if isinstance(mine, dict) and isinstance(mine.get("record"), dict):
         return SessionMessage.from_dict({**mine["record"], "message_id": position})
     dumped = bedrock.shape([m]).get("messages") or [
-        {"role": "user", "content": [{"text": m.text or ""}]}]
+        {"role": "user", "content": [{"text": m.text or ""}]}
+    ]
     message = dumped[0]
     if m.role in ("compactionSummary", "branchSummary", "system") and not message.get("content"):
         message = {"role": "user", "content": [{"text": text(m.text).text.content}]}

@@ -108,10 +108,14 @@ class ContextMessage(BaseModel):
     tags: list[str]
     text: str
     content: list[dict[str, Any]]
-    op_id: str | None = Field(default=None, description="Markers (kind=marker) and the "
-                              "originals an expanded revise/snip shows: that operation's id")
-    hidden: int | None = Field(default=None, description="A marker: how many originals its "
-                               "operation replaces or removes")
+    op_id: str | None = Field(
+        default=None,
+        description="Markers (kind=marker) and the "
+        "originals an expanded revise/snip shows: that operation's id",
+    )
+    hidden: int | None = Field(
+        default=None, description="A marker: how many originals its operation replaces or removes"
+    )
 
 
 class AdjustmentRow(BaseModel):
@@ -179,12 +183,14 @@ class RelevanceResult(BaseModel):
     session_id: str
     objective: str
     threshold: float
-    executed: bool = Field(description="False: a preview; call again with apply=true to write "
-                                       "the proposed operations")
+    executed: bool = Field(
+        description="False: a preview; call again with apply=true to write the proposed operations"
+    )
     scores: list[ScoreRow]
     proposals: list[ProposalRow]
-    operation_ids: list[str] = Field(default_factory=list,
-                                     description="The operations written (apply=true)")
+    operation_ids: list[str] = Field(
+        default_factory=list, description="The operations written (apply=true)"
+    )
 
 
 class InferredTags(BaseModel):
@@ -218,9 +224,11 @@ class SessionList(BaseModel):
 class EntryMetaRow(BaseModel):
     id: str
     ts: str
-    type: str = Field(description="A message's content type (input_text, output_text, "
-                      "reasoning, function_call, function_call_output, message); otherwise the "
-                      "entry type")
+    type: str = Field(
+        description="A message's content type (input_text, output_text, "
+        "reasoning, function_call, function_call_output, message); otherwise the "
+        "entry type"
+    )
     size: int = Field(description="Bytes")
     timestamp: str
     entry_type: str
@@ -261,7 +269,8 @@ class StatsResult(BaseModel):
     total_entries: int
     total_size_kb: float
     stats_by_type: dict[str, ContentTypeStats] = Field(
-        description="By content type, as get_history_metadata's type")
+        description="By content type, as get_history_metadata's type"
+    )
     entries: int
     bytes: int
     file_bytes: int
@@ -397,8 +406,9 @@ def _remaining(session: Session) -> int:
     return sum(1 for e in session.entries() if not isinstance(e, PurgedEntry))
 
 
-def _delete_result(plan: PurgePlan, token: str | None, ttl: float | None,
-                   remaining: int) -> DeleteResult:
+def _delete_result(
+    plan: PurgePlan, token: str | None, ttl: float | None, remaining: int
+) -> DeleteResult:
     n = len(plan.entry_ids)
     if plan.executed:
         message = f"Purged {n} entries ({plan.bytes} bytes); their content is gone from the store."
@@ -423,13 +433,13 @@ def _delete_result(plan: PurgePlan, token: str | None, ttl: float | None,
         pending=plan.pending,
         message=message,
         remaining_count=remaining,
-        deleted_count=(sum(1 for i in plan.items if not i.already_purged)
-                       if plan.executed else 0),
+        deleted_count=(sum(1 for i in plan.items if not i.already_purged) if plan.executed else 0),
     )
 
 
-def _context_messages(session: Session, active_tags: list[str] | None,
-                      markers: bool = True) -> tuple[Any, list[Any]]:
+def _context_messages(
+    session: Session, active_tags: list[str] | None, markers: bool = True
+) -> tuple[Any, list[Any]]:
     ctx = session.context(active_tags=active_tags, markers=markers)
     return ctx, list(ctx.messages)
 
@@ -547,8 +557,9 @@ def insert_messages(
         return _op_created(s, s.insert(after_idx, _messages_in(messages), tags=tags))
 
 
-def list_operations(ctx: ToolContext, session_id: str, active_only: bool = False
-                    ) -> list[OperationRow]:
+def list_operations(
+    ctx: ToolContext, session_id: str, active_only: bool = False
+) -> list[OperationRow]:
     """Every context operation (list[Operation]) with its state (active/inactive/reverted),
     standing (applied, inapplicable, not_applied, not_on_branch) and whether a revise/snip is
     expanded."""
@@ -574,8 +585,9 @@ def toggle_operation(
     return OperationSwitched(success=True, session_id=s.id, operation=_row(info, s.id))
 
 
-def expand_operation(ctx: ToolContext, operation_id: str, session_id: str | None = None
-                     ) -> OperationSwitched:
+def expand_operation(
+    ctx: ToolContext, operation_id: str, session_id: str | None = None
+) -> OperationSwitched:
     """Show the originals of a revise or snip in place, between its markers (the operation
     stays active; collapse_operation hides them again)."""
     with ctx.store.open(_find_op(ctx, operation_id, session_id)) as s:
@@ -583,17 +595,24 @@ def expand_operation(ctx: ToolContext, operation_id: str, session_id: str | None
     return OperationSwitched(success=True, session_id=s.id, operation=_row(info, s.id))
 
 
-def collapse_operation(ctx: ToolContext, operation_id: str, session_id: str | None = None
-                       ) -> OperationSwitched:
+def collapse_operation(
+    ctx: ToolContext, operation_id: str, session_id: str | None = None
+) -> OperationSwitched:
     """Hide the originals of an expanded revise or snip again."""
     with ctx.store.open(_find_op(ctx, operation_id, session_id)) as s:
         info = s.collapse(operation_id)
     return OperationSwitched(success=True, session_id=s.id, operation=_row(info, s.id))
 
 
-def score_relevance(ctx: ToolContext, session_id: str, objective: str, threshold: float = 0.2,
-                    action: Literal["digest", "snip"] = "digest", keep_recent: int = 4,
-                    apply: bool = False) -> RelevanceResult:
+def score_relevance(
+    ctx: ToolContext,
+    session_id: str,
+    objective: str,
+    threshold: float = 0.2,
+    action: Literal["digest", "snip"] = "digest",
+    keep_recent: int = 4,
+    apply: bool = False,
+) -> RelevanceResult:
     """Score every message of the view against an objective (the catalog's embedder) and
     propose a digest or snip of each least relevant stretch (tool calls kept with their
     results, the last keep_recent messages left alone). A preview unless apply=true; the
@@ -601,15 +620,20 @@ def score_relevance(ctx: ToolContext, session_id: str, objective: str, threshold
     from threadline import relevance
 
     with ctx.store.open(session_id, read_only=not apply) as s:
-        plan = relevance.propose(s, objective, threshold=threshold, action=action,
-                                 keep_recent=keep_recent)
+        plan = relevance.propose(
+            s, objective, threshold=threshold, action=action, keep_recent=keep_recent
+        )
         if apply and plan.proposals:
             plan = relevance.apply(s, plan)
     return RelevanceResult(
-        session_id=s.id, objective=objective, threshold=threshold, executed=apply,
+        session_id=s.id,
+        objective=objective,
+        threshold=threshold,
+        executed=apply,
         scores=[ScoreRow.model_validate(_builtins(x)) for x in plan.scores],
         proposals=[ProposalRow.model_validate(_builtins(p)) for p in plan.proposals],
-        operation_ids=plan.applied)
+        operation_ids=plan.applied,
+    )
 
 
 def infer_active_tags(ctx: ToolContext, session_id: str, turns: int = 3) -> InferredTags:
@@ -619,8 +643,11 @@ def infer_active_tags(ctx: ToolContext, session_id: str, turns: int = 3) -> Infe
     from threadline import relevance
 
     s = ctx.store.open(session_id, read_only=True)
-    return InferredTags(session_id=s.id, known_tags=sorted(relevance.known_tags(s)),
-                        active_tags=relevance.infer_active_tags(s, turns=turns))
+    return InferredTags(
+        session_id=s.id,
+        known_tags=sorted(relevance.known_tags(s)),
+        active_tags=relevance.infer_active_tags(s, turns=turns),
+    )
 
 
 # -- reading ---------------------------------------------------------------------------

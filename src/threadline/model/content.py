@@ -90,8 +90,16 @@ Role: TypeAlias = Literal[
     "compactionSummary",
 ]
 ROLES: frozenset[str] = frozenset(
-    {"system", "user", "assistant", "tool", "bashExecution", "custom", "branchSummary",
-     "compactionSummary"}
+    {
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "bashExecution",
+        "custom",
+        "branchSummary",
+        "compactionSummary",
+    }
 )
 
 
@@ -129,13 +137,17 @@ class Message(msgspec.Struct, omit_defaults=True, kw_only=True):
     @property
     def is_user_input(self) -> bool:
         """A user message typed by a person: role user and no tool_result block."""
-        return self.role == "user" and not any(
-            isinstance(b, ToolResultBlock) for b in self.content
-        )
+        return self.role == "user" and not any(isinstance(b, ToolResultBlock) for b in self.content)
 
 
-CONTENT_TYPES = ("input_text", "output_text", "reasoning", "function_call",
-                 "function_call_output", "message")
+CONTENT_TYPES = (
+    "input_text",
+    "output_text",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+    "message",
+)
 
 
 def content_type(msg: Message) -> str:
@@ -168,8 +180,9 @@ def text(content: str, **details: Any) -> TextBlock:
 
 
 def image(data: str, media_type: str = "image/png", source_type: str = "base64") -> ImageBlock:
-    return ImageBlock(image=Image(source=ImageSource(type=source_type, media_type=media_type,
-                                                     data=data)))
+    return ImageBlock(
+        image=Image(source=ImageSource(type=source_type, media_type=media_type, data=data))
+    )
 
 
 def image_url(url: str, media_type: str = "") -> ImageBlock:

@@ -31,7 +31,7 @@ def new_id() -> str:
     are hot; uuid.uuid4() costs more than the rest of an append's bookkeeping)."""
     if not _random_pool:
         raw = os.urandom(16 * 256).hex()
-        _random_pool.extend(raw[i:i + 32] for i in range(0, len(raw), 32))
+        _random_pool.extend(raw[i : i + 32] for i in range(0, len(raw), 32))
     h = _random_pool.pop()
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
 
@@ -52,8 +52,9 @@ def now() -> str:
     return _last_stamp[1]  # type: ignore[no-any-return]
 
 
-class SessionHeader(msgspec.Struct, tag="session", tag_field="type", omit_defaults=True,
-                    kw_only=True):
+class SessionHeader(
+    msgspec.Struct, tag="session", tag_field="type", omit_defaults=True, kw_only=True
+):
     id: str
     version: int  # required, so omit_defaults never drops it
     timestamp: str
@@ -242,8 +243,15 @@ class PurgeRecord(_Record, tag="purge"):
 
 
 Entry: TypeAlias = (
-    MessageEntry | ModelChangeEntry | ThinkingLevelEntry | LabelEntry | SessionInfoEntry
-    | CompactionEntry | BranchSummaryEntry | CustomEntry | ContextOpEntry
+    MessageEntry
+    | ModelChangeEntry
+    | ThinkingLevelEntry
+    | LabelEntry
+    | SessionInfoEntry
+    | CompactionEntry
+    | BranchSummaryEntry
+    | CustomEntry
+    | ContextOpEntry
 )
 MetaRecord: TypeAlias = (
     LeafRecord | BookmarkRecord | OpStateRecord | MessageTagsRecord | PurgeRecord
@@ -252,8 +260,17 @@ KnownRecord: TypeAlias = Entry | MetaRecord
 
 ENTRY_CLASSES: dict[str, type[_Record]] = {
     c.payload_key: c
-    for c in (MessageEntry, ModelChangeEntry, ThinkingLevelEntry, LabelEntry, SessionInfoEntry,
-              CompactionEntry, BranchSummaryEntry, CustomEntry, ContextOpEntry)
+    for c in (
+        MessageEntry,
+        ModelChangeEntry,
+        ThinkingLevelEntry,
+        LabelEntry,
+        SessionInfoEntry,
+        CompactionEntry,
+        BranchSummaryEntry,
+        CustomEntry,
+        ContextOpEntry,
+    )
 }
 META_CLASSES: dict[str, type[_Record]] = {
     c.payload_key: c
@@ -323,8 +340,13 @@ def encode_record(record: AnyRecord) -> bytes:
         return record.raw
     if isinstance(record, PurgedEntry):
         return _encoder.encode(
-            {"type": record.kind, "id": record.id, "parent_id": record.parent_id,
-             "timestamp": record.timestamp, record.kind: {"purged": True}}
+            {
+                "type": record.kind,
+                "id": record.id,
+                "parent_id": record.parent_id,
+                "timestamp": record.timestamp,
+                record.kind: {"purged": True},
+            }
         )
     return _encoder.encode(record)
 
@@ -395,9 +417,11 @@ def _decode_slow(line: bytes) -> AnyRecord:
         if kind == "session":
             raise RecordError("a second session header")
         return UnknownRecord(
-            kind=kind, id=rid if isinstance(rid, str) else None,
+            kind=kind,
+            id=rid if isinstance(rid, str) else None,
             parent_id=parent if isinstance(parent, str) else None,
-            timestamp=ts if isinstance(ts, str) else None, raw=line,
+            timestamp=ts if isinstance(ts, str) else None,
+            raw=line,
         )
     if not isinstance(rid, str) or not rid:
         raise RecordError(f'a {kind} record needs a string "id"')
@@ -410,8 +434,9 @@ def _decode_slow(line: bytes) -> AnyRecord:
         return PurgedEntry(kind=kind, id=rid, parent_id=parent, timestamp=ts)
     if not isinstance(payload, dict):
         # flattened form: payload fields beside the envelope
-        payload = {k: v for k, v in obj.items() if k not in ("type", "id", "parent_id",
-                                                             "timestamp")}
+        payload = {
+            k: v for k, v in obj.items() if k not in ("type", "id", "parent_id", "timestamp")
+        }
     try:
         rec: Any = msgspec.convert(
             {"type": kind, "id": rid, "parent_id": parent, "timestamp": ts, kind: payload}, cls
@@ -425,8 +450,9 @@ def _decode_slow(line: bytes) -> AnyRecord:
         raise RecordError(f"invalid {kind} record: {decode_error_reason(exc)}") from None
 
 
-def _lenient_message(rid: str, parent: str | None, ts: str, payload: dict[str, Any]
-                     ) -> MessageEntry | None:
+def _lenient_message(
+    rid: str, parent: str | None, ts: str, payload: dict[str, Any]
+) -> MessageEntry | None:
     """A message holding blocks of a type this version does not know (say ``audio`` from a
     newer writer): the known blocks are kept, each unknown one becomes a text placeholder with
     the block itself under ``provider_details["unknown_block"]``. The file keeps the original
@@ -442,9 +468,14 @@ def _lenient_message(rid: str, parent: str | None, ts: str, payload: dict[str, A
             blocks.append(msgspec.convert(raw, Block))
         except DECODE_ERRORS:
             kind = raw.get("type") if isinstance(raw, dict) else type(raw).__name__
-            blocks.append(TextBlock(text=Text(content=f"[{kind} block: not supported by this "
-                                              "version of threadline]"),
-                                    provider_details={"unknown_block": raw}))
+            blocks.append(
+                TextBlock(
+                    text=Text(
+                        content=f"[{kind} block: not supported by this version of threadline]"
+                    ),
+                    provider_details={"unknown_block": raw},
+                )
+            )
     try:
         msg = msgspec.convert({**payload, "content": []}, Message)
     except DECODE_ERRORS:

@@ -76,8 +76,11 @@ def check_record(payload: Any, line: bytes, envelope_nulls: int) -> None:
     64 brackets cannot nest 64 deep. Anything else takes the exact walk.
     """
     check_encoded(line)
-    if (b"u0000" in line or line.count(b"null") > envelope_nulls
-            or line.count(b"{") + line.count(b"[") >= MAX_DEPTH):
+    if (
+        b"u0000" in line
+        or line.count(b"null") > envelope_nulls
+        or line.count(b"{") + line.count(b"[") >= MAX_DEPTH
+    ):
         check_value(payload, depth=2)
 
 

@@ -20,8 +20,10 @@ import msgspec
 
 from threadline.model.content import Message, ToolUse, tool_result
 
-INTERRUPTED = ("[interrupted] This tool call was never answered: the turn was interrupted "
-               "before a result was recorded, so its outcome is unknown.")
+INTERRUPTED = (
+    "[interrupted] This tool call was never answered: the turn was interrupted "
+    "before a result was recorded, so its outcome is unknown."
+)
 """The text of the synthetic result that answers a dangling tool call."""
 
 
@@ -70,8 +72,12 @@ def tool_turns(messages: Sequence[Message]) -> list[ToolTurn]:
 def answered_ids(messages: Sequence[Message], turn: ToolTurn) -> set[str]:
     """The call ids of ``turn`` that a result on its answer side answers."""
     wanted = {u.id for _, u in turn.calls}
-    return {r.tool_use_id for m in messages[turn.last + 1 : turn.end] for r in m.tool_results
-            if r.tool_use_id in wanted}
+    return {
+        r.tool_use_id
+        for m in messages[turn.last + 1 : turn.end]
+        for r in m.tool_results
+        if r.tool_use_id in wanted
+    }
 
 
 def dangling_calls(messages: Sequence[Message]) -> list[DanglingCall]:
@@ -82,13 +88,17 @@ def dangling_calls(messages: Sequence[Message]) -> list[DanglingCall]:
         if not turn.calls:
             continue
         answered = answered_ids(messages, turn)
-        found.extend(DanglingCall(position=p, call_id=u.id, name=u.name)
-                     for p, u in turn.calls if u.id not in answered)
+        found.extend(
+            DanglingCall(position=p, call_id=u.id, name=u.name)
+            for p, u in turn.calls
+            if u.id not in answered
+        )
     return found
 
 
 def interrupted_results(call_ids: Sequence[str]) -> Message:
     """A ``tool`` message answering each of ``call_ids`` with the :data:`INTERRUPTED` text,
     flagged as an error."""
-    return Message(role="tool", content=[tool_result(cid, INTERRUPTED, is_error=True)
-                                         for cid in call_ids])
+    return Message(
+        role="tool", content=[tool_result(cid, INTERRUPTED, is_error=True) for cid in call_ids]
+    )

@@ -25,8 +25,7 @@ def message_text(msg: Message) -> str:
             if isinstance(content, str):
                 parts.append(content[:1000])
             else:
-                parts.extend(b.text.content[:1000] for b in content
-                             if isinstance(b, TextBlock))
+                parts.extend(b.text.content[:1000] for b in content if isinstance(b, TextBlock))
     return "\n".join(p for p in parts if p)[:BODY_LIMIT]
 
 

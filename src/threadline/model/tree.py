@@ -75,7 +75,7 @@ class TreeIndex:
             while node is not None and node not in done:
                 if node in on_path:
                     # a cycle: cut it at the member whose parent stands latest in the file
-                    cycle = list(on_path)[list(on_path).index(node):]
+                    cycle = list(on_path)[list(on_path).index(node) :]
                     cut = max(cycle, key=lambda n: seq[parent[n]])  # type: ignore[index]
                     parent[cut] = None
                     self.cycles.append(cut)

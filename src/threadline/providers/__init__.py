@@ -31,8 +31,13 @@ def provider_kind(model: str, provider: str | None = None) -> str:
     return "anthropic" if model.lower().startswith("claude") else "openai"
 
 
-def get_provider(model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 provider: str | None = None) -> Provider:
+def get_provider(
+    model: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    provider: str | None = None,
+) -> Provider:
     """The client for ``model``.
 
     ``provider`` picks the implementation (``"openai"`` for any OpenAI-compatible server,

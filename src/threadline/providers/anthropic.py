@@ -27,8 +27,9 @@ API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 8192
 
 
-def request_messages(messages: Sequence[Message], system: str | None
-                     ) -> tuple[list[dict[str, Any]], Any]:
+def request_messages(
+    messages: Sequence[Message], system: str | None
+) -> tuple[list[dict[str, Any]], Any]:
     """``(messages, system)`` of a request, from the formats module's dump."""
     from threadline.formats import anthropic
 
@@ -51,36 +52,51 @@ def request_messages(messages: Sequence[Message], system: str | None
 class AnthropicProvider(StreamingProvider):
     """A client for Anthropic's Messages API; the key comes from ``$ANTHROPIC_API_KEY``."""
 
-    def __init__(self, model: str, *, base_url: str | None = None,
-                 api_key: str | None = None) -> None:
+    def __init__(
+        self, model: str, *, base_url: str | None = None, api_key: str | None = None
+    ) -> None:
         self.model = model
-        self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL")
-                         or DEFAULT_BASE_URL).rstrip("/")
+        self.base_url = (
+            base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        ).rstrip("/")
         self.api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         self.endpoint = f"{self.base_url}/v1/messages"
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(model={self.model!r}, base_url={self.base_url!r})"
 
-    def stream(self, messages: Sequence[Message], *, system: str | None = None,
-               tools: Sequence[ToolSpec] = (), max_tokens: int | None = None,
-               timeout: float = 60.0) -> Iterator[StreamEvent]:
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        system: str | None = None,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        timeout: float = 60.0,
+    ) -> Iterator[StreamEvent]:
         """Text and thinking chunks, then each tool call, then ``done`` with the message."""
         url = self.endpoint
         if not self.api_key and self.base_url == DEFAULT_BASE_URL:
-            raise ProviderError(f"No API key for {url}; set $ANTHROPIC_API_KEY or pass api_key=",
-                                endpoint=url)
+            raise ProviderError(
+                f"No API key for {url}; set $ANTHROPIC_API_KEY or pass api_key=", endpoint=url
+            )
         headers = {"anthropic-version": API_VERSION, "Accept": "text/event-stream"}
         if self.api_key:
             headers["x-api-key"] = self.api_key
         msgs, sys_part = request_messages(messages, system)
-        body: dict[str, Any] = {"model": self.model, "messages": msgs, "stream": True,
-                                "max_tokens": max_tokens or DEFAULT_MAX_TOKENS}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": msgs,
+            "stream": True,
+            "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
+        }
         if sys_part:
             body["system"] = sys_part
         if tools:
-            body["tools"] = [{"name": t.name, "description": t.description,
-                              "input_schema": t.parameters} for t in tools]
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in tools
+            ]
 
         blocks: dict[int, dict[str, Any]] = {}
         usage = Usage()
@@ -96,8 +112,9 @@ class AnthropicProvider(StreamingProvider):
                 if kind == "error":
                     err = ev.get("error") or {}
                     msg = err.get("message") if isinstance(err, dict) else err
-                    raise ProviderError(f"{url} reported an error mid-stream: {msg}; retry later",
-                                        endpoint=url)
+                    raise ProviderError(
+                        f"{url} reported an error mid-stream: {msg}; retry later", endpoint=url
+                    )
                 if kind == "message_start":
                     m = ev.get("message") or {}
                     model = m.get("model") or model
@@ -105,10 +122,15 @@ class AnthropicProvider(StreamingProvider):
                 elif kind == "content_block_start":
                     cb = ev.get("content_block") or {}
                     blocks[int(ev.get("index", len(blocks)))] = {
-                        "type": cb.get("type"), "text": cb.get("text") or "",
-                        "thinking": cb.get("thinking") or "", "signature": "",
-                        "id": cb.get("id") or "", "name": cb.get("name") or "", "json": "",
-                        "data": cb.get("data") or ""}
+                        "type": cb.get("type"),
+                        "text": cb.get("text") or "",
+                        "thinking": cb.get("thinking") or "",
+                        "signature": "",
+                        "id": cb.get("id") or "",
+                        "name": cb.get("name") or "",
+                        "json": "",
+                        "data": cb.get("data") or "",
+                    }
                 elif kind == "content_block_delta":
                     index = int(ev.get("index", 0))
                     if index not in blocks:
@@ -151,27 +173,38 @@ class AnthropicProvider(StreamingProvider):
             elif slot["type"] == "redacted_thinking":
                 content.append(thinking(slot["data"], redacted=True))
             elif slot["type"] == "tool_use":
-                content.append(tool_use(slot["id"], slot["name"],
-                                        slot.get("input", parse_tool_input(
-                                            slot["json"], slot["name"], url))))
+                content.append(
+                    tool_use(
+                        slot["id"],
+                        slot["name"],
+                        slot.get("input", parse_tool_input(slot["json"], slot["name"], url)),
+                    )
+                )
         usage.total = usage.input + usage.output + usage.cache_read + usage.cache_write
-        message = Message(role="assistant", content=content, model=model, usage=usage,
-                          stop_reason=stop)
+        message = Message(
+            role="assistant", content=content, model=model, usage=usage, stop_reason=stop
+        )
         yield StreamEvent(kind="done", message=message)
 
 
 def _merge_usage(usage: Usage, raw: dict[str, Any]) -> Usage:
     """Anthropic sends input counts in message_start and output counts in message_delta."""
+
     def pick(key: str, old: int) -> int:
         value = raw.get(key)
         return int(value) if isinstance(value, int) and value else old
 
-    return Usage(input=pick("input_tokens", usage.input),
-                 output=pick("output_tokens", usage.output),
-                 cache_read=pick("cache_read_input_tokens", usage.cache_read),
-                 cache_write=pick("cache_creation_input_tokens", usage.cache_write))
+    return Usage(
+        input=pick("input_tokens", usage.input),
+        output=pick("output_tokens", usage.output),
+        cache_read=pick("cache_read_input_tokens", usage.cache_read),
+        cache_write=pick("cache_creation_input_tokens", usage.cache_write),
+    )
 
 
 def _malformed(url: str, what: str) -> ProviderError:
-    return ProviderError(f"Malformed stream from {url}: {what}; check that the server speaks "
-                         "Anthropic's Messages API", endpoint=url)
+    return ProviderError(
+        f"Malformed stream from {url}: {what}; check that the server speaks "
+        "Anthropic's Messages API",
+        endpoint=url,
+    )

@@ -31,7 +31,8 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     description: str = ""
     parameters: dict[str, Any] = msgspec.field(
-        default_factory=lambda: {"type": "object", "properties": {}})
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
 
 
 class StreamEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,13 +55,25 @@ class Provider(Protocol):
 
     model: str
 
-    def complete(self, messages: Sequence[Message], *, system: str | None = None,
-                 tools: Sequence[ToolSpec] = (), max_tokens: int | None = None,
-                 timeout: float = 60.0) -> Message: ...
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        system: str | None = None,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        timeout: float = 60.0,
+    ) -> Message: ...
 
-    def stream(self, messages: Sequence[Message], *, system: str | None = None,
-               tools: Sequence[ToolSpec] = (), max_tokens: int | None = None,
-               timeout: float = 60.0) -> Iterator[StreamEvent]: ...
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        system: str | None = None,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        timeout: float = 60.0,
+    ) -> Iterator[StreamEvent]: ...
 
 
 class StreamingProvider:
@@ -69,17 +82,32 @@ class StreamingProvider:
     model: str
     endpoint: str
 
-    def complete(self, messages: Sequence[Message], *, system: str | None = None,
-                 tools: Sequence[ToolSpec] = (), max_tokens: int | None = None,
-                 timeout: float = 60.0) -> Message:
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        system: str | None = None,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        timeout: float = 60.0,
+    ) -> Message:
         """The whole assistant reply (the stream, drained)."""
         return complete_from_stream(
-            self.stream(messages, system=system, tools=tools, max_tokens=max_tokens,
-                        timeout=timeout), self.endpoint)
+            self.stream(
+                messages, system=system, tools=tools, max_tokens=max_tokens, timeout=timeout
+            ),
+            self.endpoint,
+        )
 
-    def stream(self, messages: Sequence[Message], *, system: str | None = None,
-               tools: Sequence[ToolSpec] = (), max_tokens: int | None = None,
-               timeout: float = 60.0) -> Iterator[StreamEvent]:
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        system: str | None = None,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        timeout: float = 60.0,
+    ) -> Iterator[StreamEvent]:
         raise NotImplementedError
 
 
@@ -88,8 +116,11 @@ def complete_from_stream(events: Iterator[StreamEvent], endpoint: str) -> Messag
     for ev in events:
         if ev.kind == "done" and ev.message is not None:
             return ev.message
-    raise ProviderError(f"The stream from {endpoint} ended without a final message; "
-                        "check that the server speaks the expected API", endpoint=endpoint)
+    raise ProviderError(
+        f"The stream from {endpoint} ended without a final message; "
+        "check that the server speaks the expected API",
+        endpoint=endpoint,
+    )
 
 
 def parse_tool_input(raw: str, name: str, endpoint: str) -> Any:
@@ -102,37 +133,48 @@ def parse_tool_input(raw: str, name: str, endpoint: str) -> Any:
         raise ProviderError(
             f"Malformed stream from {endpoint}: the arguments of tool call '{name}' are not "
             f"JSON ({exc.msg}); check that the server speaks the expected API",
-            endpoint=endpoint) from None
+            endpoint=endpoint,
+        ) from None
 
 
 @contextmanager
-def post_stream(url: str, body: dict[str, Any], headers: dict[str, str],
-                timeout: float) -> Iterator[Iterator[tuple[str, str]]]:
+def post_stream(
+    url: str, body: dict[str, Any], headers: dict[str, str], timeout: float
+) -> Iterator[Iterator[tuple[str, str]]]:
     """POST ``body`` and yield an iterator of SSE ``(event, data)`` pairs.
 
     Every httpx failure becomes a :class:`ProviderError` naming ``url`` and the fix, including
     the ones raised while the caller is still reading the stream.
     """
     try:
-        with httpx.Client(timeout=httpx.Timeout(timeout)) as client, \
-                client.stream("POST", url, json=body, headers=headers) as resp:
+        with (
+            httpx.Client(timeout=httpx.Timeout(timeout)) as client,
+            client.stream("POST", url, json=body, headers=headers) as resp,
+        ):
             if resp.status_code >= 400:
                 resp.read()
-                raise ProviderError(_status_message(url, resp), endpoint=url,
-                                    status=resp.status_code)
+                raise ProviderError(
+                    _status_message(url, resp), endpoint=url, status=resp.status_code
+                )
             yield _sse(resp.iter_lines(), url)
     except httpx.TimeoutException:
         raise ProviderError(
             f"POST {url} timed out after {timeout:g}s; check that the server is responsive "
-            "or raise the timeout", endpoint=url) from None
+            "or raise the timeout",
+            endpoint=url,
+        ) from None
     except httpx.ConnectError as exc:
         raise ProviderError(
             f"Cannot connect to {url} ({_first_line(str(exc))}); check that the server is "
-            "running and the base URL is right", endpoint=url) from None
+            "running and the base URL is right",
+            endpoint=url,
+        ) from None
     except httpx.HTTPError as exc:
         raise ProviderError(
             f"POST {url} failed ({type(exc).__name__}: {_first_line(str(exc))}); check the "
-            "server and retry", endpoint=url) from None
+            "server and retry",
+            endpoint=url,
+        ) from None
 
 
 def _sse(lines: Iterator[str], url: str) -> Iterator[tuple[str, str]]:
@@ -156,7 +198,9 @@ def _sse(lines: Iterator[str], url: str) -> Iterator[tuple[str, str]]:
         elif field not in ("id", "retry"):
             raise ProviderError(
                 f"Malformed stream from {url}: unexpected line {_first_line(line)[:60]!r}; "
-                "check that the server streams server-sent events", endpoint=url)
+                "check that the server streams server-sent events",
+                endpoint=url,
+            )
     if data:
         yield event, "\n".join(data)
 
@@ -167,7 +211,9 @@ def load_json(data: str, url: str) -> Any:
     except json.JSONDecodeError as exc:
         raise ProviderError(
             f"Malformed stream from {url}: an event is not JSON ({exc.msg}); check that the "
-            "server speaks the expected API", endpoint=url) from None
+            "server speaks the expected API",
+            endpoint=url,
+        ) from None
 
 
 def _status_message(url: str, resp: httpx.Response) -> str:
@@ -182,10 +228,15 @@ def _status_message(url: str, resp: httpx.Response) -> str:
             detail = err
     except (ValueError, AttributeError):
         detail = resp.text[:200]
-    fix = {401: "check the API key", 403: "check the API key's permissions",
-           404: "check the base URL and the model name", 429: "wait and retry (rate limited)"
-           }.get(status, "check the request and the server" if status < 500
-                 else "the server failed; retry later")
+    fix = {
+        401: "check the API key",
+        403: "check the API key's permissions",
+        404: "check the base URL and the model name",
+        429: "wait and retry (rate limited)",
+    }.get(
+        status,
+        "check the request and the server" if status < 500 else "the server failed; retry later",
+    )
     detail = f": {_first_line(detail)[:200]}" if detail else ""
     return f"POST {url} failed with HTTP {status}{detail}; {fix}"
 

@@ -24,8 +24,13 @@ from threadline.providers.base import (
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-_FINISH = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
-           "function_call": "tool_use", "content_filter": "content_filter"}
+_FINISH = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "content_filter",
+}
 
 
 def chat_messages(messages: Sequence[Message], system: str | None) -> list[dict[str, Any]]:
@@ -46,20 +51,28 @@ class OpenAICompatProvider(StreamingProvider):
     ``$OPENAI_API_KEY``. A key is required only for api.openai.com: local servers take none.
     """
 
-    def __init__(self, model: str, *, base_url: str | None = None,
-                 api_key: str | None = None) -> None:
+    def __init__(
+        self, model: str, *, base_url: str | None = None, api_key: str | None = None
+    ) -> None:
         self.model = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL")
-                         or DEFAULT_BASE_URL).rstrip("/")
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
+            "/"
+        )
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY")
         self.endpoint = f"{self.base_url}/chat/completions"
 
     def __repr__(self) -> str:
         return f"OpenAICompatProvider(model={self.model!r}, base_url={self.base_url!r})"
 
-    def stream(self, messages: Sequence[Message], *, system: str | None = None,
-               tools: Sequence[ToolSpec] = (), max_tokens: int | None = None,
-               timeout: float = 60.0) -> Iterator[StreamEvent]:
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        system: str | None = None,
+        tools: Sequence[ToolSpec] = (),
+        max_tokens: int | None = None,
+        timeout: float = 60.0,
+    ) -> Iterator[StreamEvent]:
         """Text and reasoning chunks, then each tool call, then ``done`` with the message."""
         url = self.endpoint
         headers = {"Accept": "text/event-stream"}
@@ -68,7 +81,9 @@ class OpenAICompatProvider(StreamingProvider):
         elif self.base_url == DEFAULT_BASE_URL:
             raise ProviderError(
                 f"No API key for {url}; set $OPENAI_API_KEY or pass api_key=, or point "
-                "--base-url at a local server", endpoint=url)
+                "--base-url at a local server",
+                endpoint=url,
+            )
         body: dict[str, Any] = {
             "model": self.model,
             "messages": chat_messages(messages, system),
@@ -76,9 +91,17 @@ class OpenAICompatProvider(StreamingProvider):
             "stream_options": {"include_usage": True},
         }
         if tools:
-            body["tools"] = [{"type": "function", "function": {
-                "name": t.name, "description": t.description, "parameters": t.parameters}}
-                for t in tools]
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in tools
+            ]
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
 
@@ -100,8 +123,9 @@ class OpenAICompatProvider(StreamingProvider):
                 if "error" in chunk:
                     err = chunk["error"]
                     msg = err.get("message") if isinstance(err, dict) else err
-                    raise ProviderError(f"{url} reported an error mid-stream: {msg}; retry later",
-                                        endpoint=url)
+                    raise ProviderError(
+                        f"{url} reported an error mid-stream: {msg}; retry later", endpoint=url
+                    )
                 model = chunk.get("model") or model
                 if isinstance(chunk.get("usage"), dict):
                     usage = _usage(chunk["usage"])
@@ -116,8 +140,9 @@ class OpenAICompatProvider(StreamingProvider):
                         think_parts.append(reasoning)
                         yield StreamEvent(kind="thinking", text=reasoning)
                     for tc in delta.get("tool_calls") or ():
-                        slot = calls.setdefault(int(tc.get("index", len(calls))),
-                                                {"id": "", "name": "", "args": ""})
+                        slot = calls.setdefault(
+                            int(tc.get("index", len(calls))), {"id": "", "name": "", "args": ""}
+                        )
                         fn = tc.get("function") or {}
                         slot["id"] = tc.get("id") or slot["id"]
                         slot["name"] += fn.get("name") or ""
@@ -136,15 +161,19 @@ class OpenAICompatProvider(StreamingProvider):
             slot = calls[index]
             if not slot["name"]:
                 raise _malformed(url, f"tool call #{index} has no function name")
-            block = tool_use(slot["id"] or f"call_{index}", slot["name"],
-                             parse_tool_input(slot["args"], slot["name"], url))
+            block = tool_use(
+                slot["id"] or f"call_{index}",
+                slot["name"],
+                parse_tool_input(slot["args"], slot["name"], url),
+            )
             blocks.append(block)
             yield StreamEvent(kind="tool_use", text=slot["name"], tool_use=block.tool_use)
         stop = _FINISH.get(finish or "", finish)
         if calls and stop == "end_turn":
             stop = "tool_use"
-        message = Message(role="assistant", content=blocks, model=model, usage=usage,
-                          stop_reason=stop)
+        message = Message(
+            role="assistant", content=blocks, model=model, usage=usage, stop_reason=stop
+        )
         yield StreamEvent(kind="done", message=message)
 
 
@@ -158,5 +187,8 @@ def _usage(raw: dict[str, Any]) -> Usage:
 
 
 def _malformed(url: str, what: str) -> ProviderError:
-    return ProviderError(f"Malformed stream from {url}: {what}; check that the server speaks "
-                         "the OpenAI Chat Completions API", endpoint=url)
+    return ProviderError(
+        f"Malformed stream from {url}: {what}; check that the server speaks "
+        "the OpenAI Chat Completions API",
+        endpoint=url,
+    )

@@ -42,8 +42,9 @@ def default_home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".threadline"
 
 
-def open_backend(url: str | os.PathLike[str] | None = None, *, durability: Durability = "fsync",
-               **options: Any) -> BaseStore:
+def open_backend(
+    url: str | os.PathLike[str] | None = None, *, durability: Durability = "fsync", **options: Any
+) -> BaseStore:
     """Open the backend at ``url`` (default: ``$THREADLINE_HOME`` or ``~/.threadline``)."""
     if durability not in ("fsync", "group", "flush"):
         raise UserError(f"Unknown durability {durability!r}; use 'fsync', 'group' or 'flush'")
@@ -74,6 +75,5 @@ def open_backend(url: str | os.PathLike[str] | None = None, *, durability: Durab
         )
     from threadline.store.jsonl import JsonlStore
 
-    path = target[len("file://"):] if target.startswith("file://") else target
+    path = target[len("file://") :] if target.startswith("file://") else target
     return JsonlStore(path, durability=durability)
-

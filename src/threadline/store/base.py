@@ -39,9 +39,7 @@ SESSION_ID_RE = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
 
 def check_session_id(session_id: str) -> str:
     if not isinstance(session_id, str) or not SESSION_ID_RE.match(session_id):
-        raise UserError(
-            f"Invalid session id {session_id!r}: use 1-64 letters, digits, '_' or '-'"
-        )
+        raise UserError(f"Invalid session id {session_id!r}: use 1-64 letters, digits, '_' or '-'")
     return session_id
 
 
@@ -57,8 +55,14 @@ class LoadReport(msgspec.Struct, kw_only=True):
 
     @property
     def clean(self) -> bool:
-        return not (self.corrupt_lines or self.duplicate_ids or self.orphans or self.cycles
-                    or self.unknown_leaf or self.torn_bytes)
+        return not (
+            self.corrupt_lines
+            or self.duplicate_ids
+            or self.orphans
+            or self.cycles
+            or self.unknown_leaf
+            or self.torn_bytes
+        )
 
 
 class LazyMessage:
@@ -68,8 +72,9 @@ class LazyMessage:
     tree = True
     type = "message"
 
-    def __init__(self, id: str, parent_id: str | None, timestamp: str, buf: Any, start: int,
-                 end: int) -> None:
+    def __init__(
+        self, id: str, parent_id: str | None, timestamp: str, buf: Any, start: int, end: int
+    ) -> None:
         self.id = id
         self.parent_id = parent_id
         self.timestamp = timestamp
@@ -82,13 +87,13 @@ class LazyMessage:
         return self._end - self._start
 
     def raw(self) -> bytes:
-        return bytes(self._buf[self._start:self._end])
+        return bytes(self._buf[self._start : self._end])
 
     def decode(self) -> AnyRecord:
         buf = self._buf
         if isinstance(buf, bytes):
-            return decode_record(memoryview(buf)[self._start:self._end])
-        return decode_record(buf[self._start:self._end])  # a file read with pread
+            return decode_record(memoryview(buf)[self._start : self._end])
+        return decode_record(buf[self._start : self._end])  # a file read with pread
 
 
 Slot = AnyRecord | LazyMessage
@@ -102,9 +107,16 @@ class Loaded(msgspec.Struct, kw_only=True):
     report: LoadReport
 
 
-def parse_lines(buf: Any, start: int, end: int, report: LoadReport, first_line_no: int,
-                sizes: dict[str, int], source: Any = None, base: int = 0
-                ) -> tuple[list[Slot], int]:
+def parse_lines(
+    buf: Any,
+    start: int,
+    end: int,
+    report: LoadReport,
+    first_line_no: int,
+    sizes: dict[str, int],
+    source: Any = None,
+    base: int = 0,
+) -> tuple[list[Slot], int]:
     """Parse complete lines of ``buf[start:end]``; returns the slots and the offset after the
     last newline. Messages stay lazy; corrupt lines are reported and skipped. Lazy messages
     read their bytes from ``source`` at ``base`` + their offset in ``buf`` when a source is
@@ -142,10 +154,15 @@ def parse_lines(buf: Any, start: int, end: int, report: LoadReport, first_line_n
     for env, nl in zip(envs, bounds, strict=True):
         kind = env.type
         eid = env.id
-        if (kind == "message" and eid and env.timestamp is not None
-                and not (marked and find(PURGED_MARK, line_start, nl) >= 0)):
-            append(LazyMessage(eid, env.parent_id, env.timestamp, source, base + line_start,
-                               base + nl))
+        if (
+            kind == "message"
+            and eid
+            and env.timestamp is not None
+            and not (marked and find(PURGED_MARK, line_start, nl) >= 0)
+        ):
+            append(
+                LazyMessage(eid, env.parent_id, env.timestamp, source, base + line_start, base + nl)
+            )
             sizes[eid] = nl - line_start
         else:
             try:
@@ -161,9 +178,16 @@ def parse_lines(buf: Any, start: int, end: int, report: LoadReport, first_line_n
     return slots, last
 
 
-def _parse_each(mv: memoryview, start: int, bounds: list[int], report: LoadReport,
-                first_line_no: int, sizes: dict[str, int], source: Any, base: int
-                ) -> list[Slot]:
+def _parse_each(
+    mv: memoryview,
+    start: int,
+    bounds: list[int],
+    report: LoadReport,
+    first_line_no: int,
+    sizes: dict[str, int],
+    source: Any,
+    base: int,
+) -> list[Slot]:
     slots: list[Slot] = []
     buf: Any = mv.obj
     pos = start
@@ -176,10 +200,17 @@ def _parse_each(mv: memoryview, start: int, bounds: list[int], report: LoadRepor
                 report.corrupt_lines.append((line_no, decode_error_reason(exc, line)))
                 env = None
             if env is not None:
-                if (env.type == "message" and env.id and env.timestamp is not None
-                        and buf.find(PURGED_MARK, pos, nl) < 0):
-                    slots.append(LazyMessage(env.id, env.parent_id, env.timestamp, source,
-                                             base + pos, base + nl))
+                if (
+                    env.type == "message"
+                    and env.id
+                    and env.timestamp is not None
+                    and buf.find(PURGED_MARK, pos, nl) < 0
+                ):
+                    slots.append(
+                        LazyMessage(
+                            env.id, env.parent_id, env.timestamp, source, base + pos, base + nl
+                        )
+                    )
                     sizes[env.id] = nl - pos
                 else:
                     try:
@@ -259,8 +290,9 @@ class SessionListing(list[SessionSummary]):
 
     skipped: list[tuple[str, str]]
 
-    def __init__(self, rows: Iterable[SessionSummary] = (),
-                 skipped: Iterable[tuple[str, str]] = ()) -> None:
+    def __init__(
+        self, rows: Iterable[SessionSummary] = (), skipped: Iterable[tuple[str, str]] = ()
+    ) -> None:
         super().__init__(rows)
         self.skipped = list(skipped)
 
@@ -318,8 +350,9 @@ class Backend(Protocol):
         """Release backend resources (connections, pools)."""
 
 
-def summarize_records(header: SessionHeader, records: Iterable[AnyRecord | LazyMessage]
-                      ) -> SessionSummary:
+def summarize_records(
+    header: SessionHeader, records: Iterable[AnyRecord | LazyMessage]
+) -> SessionSummary:
     """A list row from a session's records (backends with an index compute it incrementally)."""
     name: str | None = None
     modified = header.timestamp
@@ -336,9 +369,15 @@ def summarize_records(header: SessionHeader, records: Iterable[AnyRecord | LazyM
                 msg = _message_of(rec)
                 if msg is not None and msg.is_user_input:
                     first = msg.text[:200]
-    return SessionSummary(id=header.id, name=name, created=header.timestamp, modified=modified,
-                          message_count=count, first_message=first,
-                          parent_session=header.parent_session)
+    return SessionSummary(
+        id=header.id,
+        name=name,
+        created=header.timestamp,
+        modified=modified,
+        message_count=count,
+        first_message=first,
+        parent_session=header.parent_session,
+    )
 
 
 def _message_of(rec: AnyRecord | LazyMessage) -> Message | None:
@@ -365,8 +404,15 @@ def bulk_load() -> Iterator[None]:
 
 def damaged_summary(session_id: str, problem: str, modified: str = "") -> SessionSummary:
     """The list row of a session whose log cannot be read: listed, flagged, never hidden."""
-    return SessionSummary(id=session_id, name=None, created=modified, modified=modified,
-                          message_count=0, first_message=None, damaged=problem)
+    return SessionSummary(
+        id=session_id,
+        name=None,
+        created=modified,
+        modified=modified,
+        message_count=0,
+        first_message=None,
+        damaged=problem,
+    )
 
 
 def not_found(session_id: str) -> NotFoundError:

@@ -116,8 +116,9 @@ class FileSource:
         start, stop = span.start, span.stop
         data = os.pread(self.fd, stop - start, start)
         if len(data) != stop - start:  # only a rewrite in place could do this; none does
-            raise StoreError(f"{self.path} is shorter than when it was loaded; open the session "
-                             "again")
+            raise StoreError(
+                f"{self.path} is shorter than when it was loaded; open the session again"
+            )
         return data
 
     def __del__(self) -> None:
@@ -163,8 +164,10 @@ class JsonlLog:
             raise UserError(f"Session '{self.session_id}' not found at {self.path}") from None
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise UserError(f"{self.path} is a symbolic link; threadline does not follow "
-                                "links to session files") from None
+                raise UserError(
+                    f"{self.path} is a symbolic link; threadline does not follow "
+                    "links to session files"
+                ) from None
             raise StoreError(f"Cannot open {self.path}: {exc.strerror}") from None
 
     def load(self) -> Loaded:
@@ -173,8 +176,10 @@ class JsonlLog:
             st = os.fstat(fd)
             size = st.st_size
             if size == 0:
-                raise StoreError(f"{self.path} is empty (no session header); remove it or restore "
-                                 "it from a backup")
+                raise StoreError(
+                    f"{self.path} is empty (no session header); remove it or restore "
+                    "it from a backup"
+                )
             head = os.pread(fd, min(size, _HEAD), 0)
             nl = head.find(b"\n")
             while nl < 0 and len(head) < size:  # a long header (metadata)
@@ -205,8 +210,9 @@ class JsonlLog:
                 chunk = os.pread(fd, min(size - end, _CHUNK), end)
                 chunk_at = end
                 while chunk.rfind(b"\n") < 0 and chunk_at + len(chunk) < size:
-                    more = os.pread(fd, min(size - chunk_at - len(chunk), _CHUNK),
-                                    chunk_at + len(chunk))
+                    more = os.pread(
+                        fd, min(size - chunk_at - len(chunk), _CHUNK), chunk_at + len(chunk)
+                    )
                     if not more:
                         break
                     chunk += more  # one line longer than a chunk (records go up to 32 MiB)
@@ -274,11 +280,14 @@ class JsonlLog:
     def _take_lock(self) -> None:
         while True:
             try:
-                lfd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
-                              0o644)
+                lfd = os.open(
+                    self.lock_path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, 0o644
+                )
             except OSError as exc:  # a symlink planted as the lock file (ELOOP), permissions
-                raise StoreError(f"Cannot open the lock file {self.lock_path} ({exc.strerror}); "
-                                 "remove it if it is a symbolic link, then retry") from None
+                raise StoreError(
+                    f"Cannot open the lock file {self.lock_path} ({exc.strerror}); "
+                    "remove it if it is a symbolic link, then retry"
+                ) from None
             try:
                 fcntl.flock(lfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -289,8 +298,7 @@ class JsonlLog:
             # the file locked here may have been unlinked in between: only the lock on the file
             # that is still at lock_path counts; otherwise start over on the new one.
             try:
-                same = os.stat(self.lock_path, follow_symlinks=False).st_ino == os.fstat(
-                    lfd).st_ino
+                same = os.stat(self.lock_path, follow_symlinks=False).st_ino == os.fstat(lfd).st_ino
             except FileNotFoundError:
                 same = False
             if same:
@@ -301,9 +309,11 @@ class JsonlLog:
             os.pwrite(lfd, f"{os.getpid()}\n".encode(), 0)
         except OSError as exc:  # disk full: the lock must not outlive this failed attempt
             os.close(lfd)  # closing the descriptor drops the flock
-            raise StoreError(f"Cannot record the writer of session '{self.session_id}' in "
-                             f"{self.lock_path} ({exc.strerror}); free disk space, then "
-                             "retry") from None
+            raise StoreError(
+                f"Cannot record the writer of session '{self.session_id}' in "
+                f"{self.lock_path} ({exc.strerror}); free disk space, then "
+                "retry"
+            ) from None
         self._lock_fd = lfd
 
     def lock_only(self) -> None:
@@ -333,13 +343,17 @@ class JsonlLog:
             return []
         tail = os.pread(fd, size - self._end, self._end)
         report = self._report or LoadReport()
-        slots, end = parse_lines(tail, 0, len(tail), report, self._lines, self._sizes,
-                                 self._source, self._end)
+        slots, end = parse_lines(
+            tail, 0, len(tail), report, self._lines, self._sizes, self._source, self._end
+        )
         self._lines += len(slots)
         if end < len(tail):
             torn = tail[end:]
-            tfd = os.open(f"{self.path}.torn", os.O_WRONLY | os.O_CREAT | os.O_APPEND
-                          | _O_NOFOLLOW | _O_CLOEXEC, 0o644)
+            tfd = os.open(
+                f"{self.path}.torn",
+                os.O_WRONLY | os.O_CREAT | os.O_APPEND | _O_NOFOLLOW | _O_CLOEXEC,
+                0o644,
+            )
             try:
                 _write_all(tfd, torn + b"\n")
                 os.fsync(tfd)
@@ -420,7 +434,8 @@ class JsonlLog:
     def _write_error(self, exc: OSError) -> StoreError:
         return StoreError(
             f"Writing to session '{self.session_id}' failed ({exc.strerror or exc}); nothing "
-            "was written. Check free disk space and permissions, then retry")
+            "was written. Check free disk space and permissions, then retry"
+        )
 
     def sync_to(self, upto: int) -> bool:
         """One sync for everything written up to ``upto`` (the group commit leader's).
@@ -444,7 +459,8 @@ class JsonlLog:
     def sync_error(self, end: int) -> StoreError:
         return StoreError(
             f"Writing to session '{self.session_id}' failed ({self._last_error or 'sync failed'})"
-            "; nothing was written. Check free disk space and permissions, then retry")
+            "; nothing was written. Check free disk space and permissions, then retry"
+        )
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -472,7 +488,8 @@ class JsonlLog:
                             f"Syncing a batch of session '{self.session_id}' failed "
                             f"({exc.strerror or exc}); none of the batch's entries were kept. "
                             "Check free disk space and permissions, open the session again "
-                            "and retry") from None
+                            "and retry"
+                        ) from None
                     self.synced = self.written
                     self._synced_offset = self._end
 
@@ -487,9 +504,11 @@ class JsonlLog:
         try:
             write_file_atomic(tmp, self.path, header, lines, exclusive=False)
         except OSError as exc:
-            raise StoreError(f"Rewriting session '{self.session_id}' failed "
-                             f"({exc.strerror or exc}); the old file is unchanged. Free disk "
-                             "space, then retry") from None
+            raise StoreError(
+                f"Rewriting session '{self.session_id}' failed "
+                f"({exc.strerror or exc}); the old file is unchanged. Free disk "
+                "space, then retry"
+            ) from None
         self._source = None  # it reads the replaced file: what follows is read from the new one
         if self._fd is not None:
             os.close(self._fd)
@@ -508,11 +527,14 @@ class JsonlLog:
         finally:
             os.close(fd)
         try:
-            write_file_atomic(dest.with_name(dest.name + ".tmp"), dest, None, [data], raw=True,
-                              exclusive=False)
+            write_file_atomic(
+                dest.with_name(dest.name + ".tmp"), dest, None, [data], raw=True, exclusive=False
+            )
         except OSError as exc:
-            raise StoreError(f"Cannot write the backup {dest} ({exc.strerror or exc}); free "
-                             "disk space, then retry") from None
+            raise StoreError(
+                f"Cannot write the backup {dest} ({exc.strerror or exc}); free "
+                "disk space, then retry"
+            ) from None
         return str(dest)
 
     def release(self) -> None:
@@ -534,8 +556,15 @@ class JsonlLog:
             self._lock_fd = None
 
 
-def write_file_atomic(tmp: Path, dest: Path, header: bytes | None, lines: Iterable[bytes], *,
-                      exclusive: bool, raw: bool = False) -> None:
+def write_file_atomic(
+    tmp: Path,
+    dest: Path,
+    header: bytes | None,
+    lines: Iterable[bytes],
+    *,
+    exclusive: bool,
+    raw: bool = False,
+) -> None:
     """Write to ``tmp``, fsync, then rename (or link, when ``exclusive``) to ``dest`` and fsync
     the directory. With ``exclusive`` an existing ``dest`` raises FileExistsError."""
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_NOFOLLOW | _O_CLOEXEC, 0o644)
@@ -576,8 +605,9 @@ class _CacheRow(msgspec.Struct):
 class JsonlStore(BaseStore):
     """Sessions as ``<id>.jsonl`` files in one directory."""
 
-    def __init__(self, directory: str | os.PathLike[str], *, durability: Durability = "fsync"
-                 ) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], *, durability: Durability = "fsync"
+    ) -> None:
         self.directory = Path(directory).expanduser()
         self.directory.mkdir(parents=True, exist_ok=True)
         self.durability: Durability = durability
@@ -602,9 +632,11 @@ class JsonlStore(BaseStore):
         except FileExistsError:
             raise UserError(f"Session '{header.id}' already exists; choose another id") from None
         except OSError as exc:
-            raise StoreError(f"Cannot create session '{header.id}' in {self.directory} "
-                             f"({exc.strerror or exc}); nothing was written. Check free disk "
-                             "space and permissions, then retry") from None
+            raise StoreError(
+                f"Cannot create session '{header.id}' in {self.directory} "
+                f"({exc.strerror or exc}); nothing was written. Check free disk "
+                "space and permissions, then retry"
+            ) from None
         return self.open_log(header.id)
 
     def _clean_temp_files(self) -> None:
@@ -638,8 +670,10 @@ class JsonlStore(BaseStore):
                 log.lock_path.unlink()
             fsync_dir(self.directory)
         except OSError as exc:
-            raise StoreError(f"Cannot delete session '{session_id}' ({exc.strerror}); check "
-                             f"the permissions of {self.directory}, then retry") from None
+            raise StoreError(
+                f"Cannot delete session '{session_id}' ({exc.strerror}); check "
+                f"the permissions of {self.directory}, then retry"
+            ) from None
         finally:
             log.release()
 
@@ -714,8 +748,12 @@ class JsonlStore(BaseStore):
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
         try:
             st = os.fstat(fd)
-            if (cached is not None and cached.inode == st.st_ino and cached.size == st.st_size
-                    and cached.mtime_ns == st.st_mtime_ns):
+            if (
+                cached is not None
+                and cached.inode == st.st_ino
+                and cached.size == st.st_size
+                and cached.mtime_ns == st.st_mtime_ns
+            ):
                 return cached
             if cached is not None and cached.inode == st.st_ino and cached.offset <= st.st_size:
                 start, summary = cached.offset, cached.summary
@@ -724,22 +762,33 @@ class JsonlStore(BaseStore):
                 data = os.pread(fd, st.st_size, 0)
                 nl = data.find(b"\n")
                 if nl < 0:
-                    raise StoreError(f"{path} has no complete header line; restore it from a "
-                                     "backup")
+                    raise StoreError(
+                        f"{path} has no complete header line; restore it from a backup"
+                    )
                 header = decode_header(data[:nl])
-                summary = SessionSummary(id=header.id, name=None, created=header.timestamp,
-                                         modified=header.timestamp, message_count=0,
-                                         first_message=None,
-                                         parent_session=header.parent_session)
-                data = data[nl + 1:]
+                summary = SessionSummary(
+                    id=header.id,
+                    name=None,
+                    created=header.timestamp,
+                    modified=header.timestamp,
+                    message_count=0,
+                    first_message=None,
+                    parent_session=header.parent_session,
+                )
+                data = data[nl + 1 :]
                 start = nl + 1
         finally:
             os.close(fd)
         report = LoadReport()
         slots, end = parse_lines(data, 0, len(data), report, 0, {})
         summary = _extend_summary(summary, slots, len(report.corrupt_lines))
-        return _CacheRow(inode=st.st_ino, size=st.st_size, offset=start + end, summary=summary,
-                         mtime_ns=st.st_mtime_ns)
+        return _CacheRow(
+            inode=st.st_ino,
+            size=st.st_size,
+            offset=start + end,
+            summary=summary,
+            mtime_ns=st.st_mtime_ns,
+        )
 
     def _read_cache(self) -> dict[str, _CacheRow]:
         try:
@@ -761,23 +810,28 @@ def _problem(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
 
 
-def _extend_summary(summary: SessionSummary, slots: list[Slot], corrupt: int = 0
-                    ) -> SessionSummary:
+def _extend_summary(summary: SessionSummary, slots: list[Slot], corrupt: int = 0) -> SessionSummary:
     from threadline.store.base import summarize_records
 
-    header = SessionHeader(id=summary.id, version=1, timestamp=summary.modified,
-                           parent_session=summary.parent_session)
+    header = SessionHeader(
+        id=summary.id, version=1, timestamp=summary.modified, parent_session=summary.parent_session
+    )
     tail = summarize_records(header, slots)
     damaged = summary.damaged
     if corrupt:
         before = int(damaged.split()[0]) if damaged and damaged[0].isdigit() else 0
         n = before + corrupt
-        damaged = (f"{n} unreadable line{'s' if n != 1 else ''} skipped; run "
-                   f"'threadline show {summary.id}' to see which")
+        damaged = (
+            f"{n} unreadable line{'s' if n != 1 else ''} skipped; run "
+            f"'threadline show {summary.id}' to see which"
+        )
     return SessionSummary(
-        id=summary.id, name=tail.name or summary.name, created=summary.created,
+        id=summary.id,
+        name=tail.name or summary.name,
+        created=summary.created,
         modified=max(summary.modified, tail.modified),
         message_count=summary.message_count + tail.message_count,
         first_message=summary.first_message or tail.first_message,
-        parent_session=summary.parent_session, damaged=damaged,
+        parent_session=summary.parent_session,
+        damaged=damaged,
     )

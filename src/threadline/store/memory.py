@@ -35,8 +35,9 @@ class MemoryLog:
         self._data = data
         self._seen = 0
 
-    def _parse(self, lines: list[bytes], report: LoadReport, sizes: dict[str, int],
-               first: int) -> list[Slot]:
+    def _parse(
+        self, lines: list[bytes], report: LoadReport, sizes: dict[str, int], first: int
+    ) -> list[Slot]:
         buf = b"".join(line + b"\n" for line in lines)
         slots, _ = parse_lines(buf, 0, len(buf), report, first, sizes)
         return slots
@@ -47,8 +48,9 @@ class MemoryLog:
         sizes: dict[str, int] = {}
         lines = list(self._data.lines)
         self._seen = len(lines)
-        return Loaded(header=header, slots=self._parse(lines, report, sizes, 2), sizes=sizes,
-                      report=report)
+        return Loaded(
+            header=header, slots=self._parse(lines, report, sizes, 2), sizes=sizes, report=report
+        )
 
     def acquire(self) -> list[Slot]:
         if self._data.writer is self:
@@ -56,7 +58,7 @@ class MemoryLog:
         if self._data.writer is not None:
             raise SessionLockedError(self.session_id, os.getpid())
         self._data.writer = self
-        newer = self._data.lines[self._seen:]
+        newer = self._data.lines[self._seen :]
         self._seen = len(self._data.lines)
         return self._parse(list(newer), LoadReport(), {}, self._seen) if newer else []
 
@@ -130,5 +132,3 @@ class MemoryStore(BaseStore):
         check_session_id(session_id)
         if self._sessions.pop(session_id, None) is None:
             raise not_found(session_id)
-
-

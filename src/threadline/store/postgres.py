@@ -59,8 +59,9 @@ try:
     from psycopg import sql
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as _exc:  # pragma: no cover - the extra is missing
-    raise ImportError(f"{_exc}; run: pip install -e '.[postgres]' in the threadline "
-                      "clone") from None
+    raise ImportError(
+        f"{_exc}; run: pip install -e '.[postgres]' in the threadline clone"
+    ) from None
 
 APP_ROLE = "threadline_app"
 TENANT_GROUP = "threadline_tenant"  # the group of the tenants' own login roles (role isolation)
@@ -100,36 +101,43 @@ def upgrade(url: str, schema: str = "public") -> list[int]:
     applied = []
     try:
         with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('threadline-upgrade',"
-                         " 0))")
-            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                sql.Identifier(schema)))
-            conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(
-                sql.Identifier(schema)))
-            conn.execute("CREATE TABLE IF NOT EXISTS tl_schema_migrations (version integer "
-                         "PRIMARY KEY, name text NOT NULL, applied text NOT NULL)")
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('threadline-upgrade', 0))")
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+            conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS tl_schema_migrations (version integer "
+                "PRIMARY KEY, name text NOT NULL, applied text NOT NULL)"
+            )
             done = {r[0] for r in conn.execute("SELECT version FROM tl_schema_migrations")}
             for version, name, script in migrations.scripts("postgres"):
                 if version in done:
                     continue
                 conn.execute(script.encode())
-                conn.execute("INSERT INTO tl_schema_migrations VALUES (%s, %s, %s)",
-                             (version, name, now()))
+                conn.execute(
+                    "INSERT INTO tl_schema_migrations VALUES (%s, %s, %s)", (version, name, now())
+                )
                 applied.append(version)
-            conn.execute(sql.SQL("GRANT SELECT ON tl_schema_migrations TO {}, {}").format(
-                sql.Identifier(APP_ROLE), sql.Identifier(TENANT_GROUP)))
+            conn.execute(
+                sql.SQL("GRANT SELECT ON tl_schema_migrations TO {}, {}").format(
+                    sql.Identifier(APP_ROLE), sql.Identifier(TENANT_GROUP)
+                )
+            )
     except psycopg.Error as exc:
-        raise StoreError(f"Upgrading the database failed: {reason(exc)}; nothing was applied"
-                         ) from None
+        raise StoreError(
+            f"Upgrading the database failed: {reason(exc)}; nothing was applied"
+        ) from None
     return applied
 
 
-WAL_RESIDUE = ("PostgreSQL's write-ahead log, replicas and base backups keep the text until "
-               "their WAL segments are recycled or the backups expire")
+WAL_RESIDUE = (
+    "PostgreSQL's write-ahead log, replicas and base backups keep the text until "
+    "their WAL segments are recycled or the backups expire"
+)
 
 
-def scrub(url: str, schema: str = "public", *, lock_timeout: str = "10s", wait: float = 10.0
-          ) -> list[str]:
+def scrub(
+    url: str, schema: str = "public", *, lock_timeout: str = "10s", wait: float = 10.0
+) -> list[str]:
     """Rewrite every threadline table of ``schema`` (``VACUUM FULL``), so the text of deleted and
     purged rows leaves the table and index files: a plain ``DELETE`` (and even ``VACUUM``)
     leaves the bytes in the pages until they happen to be reused. Needs the tables' owner (or a
@@ -142,15 +150,20 @@ def scrub(url: str, schema: str = "public", *, lock_timeout: str = "10s", wait: 
             row: Any = conn.execute(
                 "SELECT r.rolsuper OR pg_has_role(session_user, c.relowner, 'USAGE') FROM "
                 "pg_roles r, pg_class c WHERE r.rolname = session_user AND c.oid = "
-                "to_regclass('tl_records')").fetchone()
+                "to_regclass('tl_records')"
+            ).fetchone()
             if row is None or not row[0]:
-                return [f"the {schema} table files keep the purged text in freed space until "
-                        "the owner runs: threadline db scrub URL", WAL_RESIDUE]
+                return [
+                    f"the {schema} table files keep the purged text in freed space until "
+                    "the owner runs: threadline db scrub URL",
+                    WAL_RESIDUE,
+                ]
             conn.execute("SELECT set_config('lock_timeout', %s, false)", (lock_timeout,))
             # VACUUM FULL keeps rows that an older snapshot may still see: wait (briefly) until
             # every transaction that began before the purge committed has ended
-            got: Any = conn.execute("SELECT pg_current_xact_id()::text::bigint % 4294967296"
-                                    ).fetchone()
+            got: Any = conn.execute(
+                "SELECT pg_current_xact_id()::text::bigint % 4294967296"
+            ).fetchone()
             mark = got[0]
             deadline = time.monotonic() + wait
             older = True
@@ -158,7 +171,9 @@ def scrub(url: str, schema: str = "public", *, lock_timeout: str = "10s", wait: 
                 got = conn.execute(
                     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                     "AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL AND "
-                    "age(backend_xmin) >= age(%s::text::xid)", (mark,)).fetchone()
+                    "age(backend_xmin) >= age(%s::text::xid)",
+                    (mark,),
+                ).fetchone()
                 older = got[0] > 0
                 if older:
                     time.sleep(0.05)
@@ -167,44 +182,65 @@ def scrub(url: str, schema: str = "public", *, lock_timeout: str = "10s", wait: 
                 if found[0] is not None:
                     conn.execute(sql.SQL("VACUUM FULL {}").format(sql.Identifier(table)))
     except psycopg.Error as exc:
-        return [f"the table files could not be rewritten ({reason(exc)}); run as the owner: "
-                "threadline db scrub URL", WAL_RESIDUE]
+        return [
+            f"the table files could not be rewritten ({reason(exc)}); run as the owner: "
+            "threadline db scrub URL",
+            WAL_RESIDUE,
+        ]
     if older:
-        return ["a transaction older than the purge was still open: rows it could see stay in "
-                "the table files until the owner runs: threadline db scrub URL", WAL_RESIDUE]
+        return [
+            "a transaction older than the purge was still open: rows it could see stay in "
+            "the table files until the owner runs: threadline db scrub URL",
+            WAL_RESIDUE,
+        ]
     return [WAL_RESIDUE]
 
 
-def create_tenant_role(url: str, tenant: str, role: str, *, password: str | None = None,
-                       schema: str = "public") -> None:
+def create_tenant_role(
+    url: str, tenant: str, role: str, *, password: str | None = None, schema: str = "public"
+) -> None:
     """Create (or re-point) the login role ``role`` for ``tenant`` (role isolation, see
     docs/stores.md): it can read and write that tenant's rows only, whatever it sets or runs.
     Run as the owner of the schema (with CREATEROLE). ``password``: for servers that do not
     trust local connections."""
     schema = _schema(schema)
     if not ROLE_RE.match(role) or role in (APP_ROLE, TENANT_GROUP):
-        raise UserError(f"Invalid role name {role!r}: use lowercase letters, digits and '_', "
-                        f"not {APP_ROLE} or {TENANT_GROUP}")
+        raise UserError(
+            f"Invalid role name {role!r}: use lowercase letters, digits and '_', "
+            f"not {APP_ROLE} or {TENANT_GROUP}"
+        )
     if not isinstance(tenant, str) or not tenant or len(tenant) > 128 or "\x00" in tenant:
         raise UserError(f"Invalid tenant {tenant!r}: use 1-128 characters")
     try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn, \
-                conn.transaction():
+        with (
+            psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn,
+            conn.transaction(),
+        ):
             conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
             exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
             ident = sql.Identifier(role)
             if exists is None:
-                conn.execute(sql.SQL("CREATE ROLE {} LOGIN INHERIT NOSUPERUSER NOBYPASSRLS "
-                                     "NOCREATEDB NOCREATEROLE").format(ident))
+                conn.execute(
+                    sql.SQL(
+                        "CREATE ROLE {} LOGIN INHERIT NOSUPERUSER NOBYPASSRLS "
+                        "NOCREATEDB NOCREATEROLE"
+                    ).format(ident)
+                )
             if password is not None:
-                conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
-                    ident, sql.Literal(password)))
+                conn.execute(
+                    sql.SQL("ALTER ROLE {} PASSWORD {}").format(ident, sql.Literal(password))
+                )
             conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(TENANT_GROUP), ident))
-            conn.execute("INSERT INTO tl_tenant_roles VALUES (%s, %s) ON CONFLICT (role_name) "
-                         "DO UPDATE SET tenant_id = excluded.tenant_id", (role, tenant))
+            conn.execute(
+                "INSERT INTO tl_tenant_roles VALUES (%s, %s) ON CONFLICT (role_name) "
+                "DO UPDATE SET tenant_id = excluded.tenant_id",
+                (role, tenant),
+            )
     except psycopg.Error as exc:
-        raise StoreError(f"Creating the tenant role {role} failed: {reason(exc)}; run it as "
-                         "the schema's owner with CREATEROLE") from None
+        raise StoreError(
+            f"Creating the tenant role {role} failed: {reason(exc)}; run it as "
+            "the schema's owner with CREATEROLE"
+        ) from None
 
 
 def audit_rls(conn: Any, schema: str = "public", app_role: str = APP_ROLE) -> list[str]:
@@ -215,8 +251,9 @@ def audit_rls(conn: Any, schema: str = "public", app_role: str = APP_ROLE) -> li
     with both USING and WITH CHECK on ``threadline.tenant``; and that the application role is
     neither its owner, nor a superuser, nor BYPASSRLS."""
     problems = []
-    role = conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s",
-                        (app_role,)).fetchone()
+    role = conn.execute(
+        "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s", (app_role,)
+    ).fetchone()
     if role is None:
         problems.append(f"role {app_role} does not exist")
     elif role[0] or role[1]:
@@ -225,7 +262,9 @@ def audit_rls(conn: Any, schema: str = "public", app_role: str = APP_ROLE) -> li
         row = conn.execute(
             "SELECT c.oid, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.relowner) "
             "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relname = %s", (schema, table)).fetchone()
+            "WHERE n.nspname = %s AND c.relname = %s",
+            (schema, table),
+        ).fetchone()
         if row is None:
             problems.append(f"{table}: missing")
             continue
@@ -238,16 +277,24 @@ def audit_rls(conn: Any, schema: str = "public", app_role: str = APP_ROLE) -> li
             problems.append(f"{table}: owned by the application role {app_role}")
         policies = conn.execute(
             "SELECT polname, pg_get_expr(polqual, polrelid), pg_get_expr(polwithcheck, polrelid),"
-            " polcmd FROM pg_policy WHERE polrelid = %s", (oid,)).fetchall()
-        if not any(q and c and "threadline.tenant" in q and "threadline.tenant" in c
-                   and cmd == "*" for _n, q, c, cmd in policies):
-            problems.append(f"{table}: no FOR ALL policy with USING and WITH CHECK on "
-                            "threadline.tenant")
+            " polcmd FROM pg_policy WHERE polrelid = %s",
+            (oid,),
+        ).fetchall()
+        if not any(
+            q and c and "threadline.tenant" in q and "threadline.tenant" in c and cmd == "*"
+            for _n, q, c, cmd in policies
+        ):
+            problems.append(
+                f"{table}: no FOR ALL policy with USING and WITH CHECK on threadline.tenant"
+            )
         keys = conn.execute(
             "SELECT conname, contype, conkey[1] FROM pg_constraint WHERE conrelid = %s "
-            "AND contype IN ('p', 'u', 'f')", (oid,)).fetchall()
-        first = conn.execute("SELECT attnum FROM pg_attribute WHERE attrelid = %s AND "
-                             "attname = 'tenant_id'", (oid,)).fetchone()
+            "AND contype IN ('p', 'u', 'f')",
+            (oid,),
+        ).fetchall()
+        first = conn.execute(
+            "SELECT attnum FROM pg_attribute WHERE attrelid = %s AND attname = 'tenant_id'", (oid,)
+        ).fetchone()
         for name, _kind, col in keys:
             if first is None or col != first[0]:
                 problems.append(f"{table}: key {name} does not start with tenant_id")
@@ -265,20 +312,22 @@ class PostgresLog:
 
     def load(self) -> Loaded:
         with self._store.tx() as conn:
-            row = conn.execute("SELECT header FROM tl_sessions WHERE tenant_id = %s AND "
-                               "session_id = %s", (self._store.tenant, self.session_id)
-                               ).fetchone()
+            row = conn.execute(
+                "SELECT header FROM tl_sessions WHERE tenant_id = %s AND session_id = %s",
+                (self._store.tenant, self.session_id),
+            ).fetchone()
             if row is None:
                 raise not_found(self.session_id)
-            rows = conn.execute("SELECT seq, raw FROM tl_records WHERE tenant_id = %s AND "
-                                "session_id = %s ORDER BY seq",
-                                (self._store.tenant, self.session_id)).fetchall()
+            rows = conn.execute(
+                "SELECT seq, raw FROM tl_records WHERE tenant_id = %s AND "
+                "session_id = %s ORDER BY seq",
+                (self._store.tenant, self.session_id),
+            ).fetchall()
         report = LoadReport()
         sizes: dict[str, int] = {}
         slots = _parse(rows, report, sizes, 2)
         self._seen = rows[-1][0] if rows else 0
-        return Loaded(header=decode_header(bytes(row[0])), slots=slots, sizes=sizes,
-                      report=report)
+        return Loaded(header=decode_header(bytes(row[0])), slots=slots, sizes=sizes, report=report)
 
     @property
     def _key(self) -> str:
@@ -301,11 +350,17 @@ class PostgresLog:
                     conn.execute("BEGIN")
                     st.set_tenant(conn)
                     conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{wait_ms}ms",))
-                    lock = conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0)), true",
-                                        (self._key,), prepare=True)
-                    cur = conn.execute("SELECT seq, raw FROM tl_records WHERE tenant_id = %s AND "
-                                       "session_id = %s AND seq > %s ORDER BY seq",
-                                       (st.tenant, self.session_id, self._seen), prepare=True)
+                    lock = conn.execute(
+                        "SELECT pg_advisory_lock(hashtextextended(%s, 0)), true",
+                        (self._key,),
+                        prepare=True,
+                    )
+                    cur = conn.execute(
+                        "SELECT seq, raw FROM tl_records WHERE tenant_id = %s AND "
+                        "session_id = %s AND seq > %s ORDER BY seq",
+                        (st.tenant, self.session_id, self._seen),
+                        prepare=True,
+                    )
                     conn.execute("COMMIT")
                 locked = bool(lock.fetchone()[1])
                 rows = cur.fetchall()
@@ -329,7 +384,8 @@ class PostgresLog:
             "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
             "WHERE l.locktype = 'advisory' AND l.granted AND "
             "((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(%s, 0)",
-            (self._key,)).fetchone()
+            (self._key,),
+        ).fetchone()
         name = row[0] if row else ""
         return int(name.rsplit(":", 1)[1]) if name and name.startswith("threadline:") else None
 
@@ -346,8 +402,15 @@ class PostgresLog:
         decoded = [_decoded(line) for line in lines]
         rows = [row for row, _rec in decoded]
         d = summarize_records(_NO_HEADER, [rec for _row, rec in decoded if rec is not None])
-        head = (len(lines), d.modified, d.message_count, d.name, d.first_message, st.tenant,
-                self.session_id)
+        head = (
+            len(lines),
+            d.modified,
+            d.message_count,
+            d.name,
+            d.first_message,
+            st.tenant,
+            self.session_id,
+        )
         if len(lines) == 1:
             query, params = _APPEND_ONE, (*head, *rows[0], lines[0])
         else:
@@ -369,17 +432,20 @@ class PostgresLog:
             elif conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 with contextlib.suppress(psycopg.Error):
                     conn.execute("ROLLBACK")
-            raise StoreError(f"Writing to session '{self.session_id}' failed ({reason(exc)}); "
-                             "nothing was written. Check the database and retry") from None
+            raise StoreError(
+                f"Writing to session '{self.session_id}' failed ({reason(exc)}); "
+                "nothing was written. Check the database and retry"
+            ) from None
         if not got:
             raise not_found(self.session_id)
         self._seen = max(r[0] for r in got)
 
     def raw_lines(self) -> Iterator[bytes]:
         with self._store.tx() as conn:
-            rows = conn.execute("SELECT raw FROM tl_records WHERE tenant_id = %s AND "
-                                "session_id = %s ORDER BY seq",
-                                (self._store.tenant, self.session_id)).fetchall()
+            rows = conn.execute(
+                "SELECT raw FROM tl_records WHERE tenant_id = %s AND session_id = %s ORDER BY seq",
+                (self._store.tenant, self.session_id),
+            ).fetchall()
         return iter([bytes(r[0]) for r in rows])
 
     def rewrite(self, header: bytes, lines: Iterable[bytes]) -> None:
@@ -390,15 +456,26 @@ class PostgresLog:
         d = Delta(decode_header(header), data)
         with conn.transaction():
             st.set_tenant(conn)
-            conn.execute("DELETE FROM tl_records WHERE tenant_id = %s AND session_id = %s",
-                         (st.tenant, self.session_id))
+            conn.execute(
+                "DELETE FROM tl_records WHERE tenant_id = %s AND session_id = %s",
+                (st.tenant, self.session_id),
+            )
             _insert_records(conn, st.tenant, self.session_id, 1, rows, data)
             conn.execute(
                 "UPDATE tl_sessions SET header = %s, next_seq = %s, generation = generation + 1,"
                 " modified = greatest(created, %s), message_count = %s, name = %s, "
                 "first_message = %s WHERE tenant_id = %s AND session_id = %s",
-                (header, len(data) + 1, d.modified, d.message_count, d.name, d.first_message,
-                 st.tenant, self.session_id))
+                (
+                    header,
+                    len(data) + 1,
+                    d.modified,
+                    d.message_count,
+                    d.name,
+                    d.first_message,
+                    st.tenant,
+                    self.session_id,
+                ),
+            )
         self._seen = len(data)
 
     def backup(self, suffix: str) -> str | None:
@@ -427,9 +504,10 @@ class PostgresLog:
 
     def raw_header(self) -> bytes:
         with self._store.tx() as conn:
-            row = conn.execute("SELECT header FROM tl_sessions WHERE tenant_id = %s AND "
-                               "session_id = %s", (self._store.tenant, self.session_id)
-                               ).fetchone()
+            row = conn.execute(
+                "SELECT header FROM tl_sessions WHERE tenant_id = %s AND session_id = %s",
+                (self._store.tenant, self.session_id),
+            ).fetchone()
         if row is None:
             raise not_found(self.session_id)
         return bytes(row[0])
@@ -441,10 +519,14 @@ class PostgresLog:
         with self._store.tx() as conn:
             row = conn.execute(
                 "SELECT coalesce(sum(length(raw) + 1), 0) FROM tl_records WHERE tenant_id = %s "
-                "AND session_id = %s", (self._store.tenant, self.session_id)).fetchone()
-            head = conn.execute("SELECT length(header) + 1 FROM tl_sessions WHERE tenant_id = %s"
-                                " AND session_id = %s",
-                                (self._store.tenant, self.session_id)).fetchone()
+                "AND session_id = %s",
+                (self._store.tenant, self.session_id),
+            ).fetchone()
+            head = conn.execute(
+                "SELECT length(header) + 1 FROM tl_sessions WHERE tenant_id = %s"
+                " AND session_id = %s",
+                (self._store.tenant, self.session_id),
+            ).fetchone()
         return int(row[0]) + (int(head[0]) if head else 0)
 
 
@@ -461,8 +543,10 @@ _BUMP = (
     "INSERT INTO tl_records (tenant_id, session_id, seq, id, parent_id, type, timestamp, role, "
     "body, etext, raw) "
 )
-_APPEND_ONE = (_BUMP + "SELECT s.tenant_id, s.session_id, s.next_seq - 1, %s, %s, %s, %s, %s, "
-               "%s, %s, %s FROM s RETURNING seq")
+_APPEND_ONE = (
+    _BUMP + "SELECT s.tenant_id, s.session_id, s.next_seq - 1, %s, %s, %s, %s, %s, "
+    "%s, %s, %s FROM s RETURNING seq"
+)
 _APPEND_MANY = (
     _BUMP + "SELECT s.tenant_id, s.session_id, s.next_seq - r.n - 1 + r.ord, r.id, r.parent_id, "
     "r.type, r.timestamp, r.role, r.body, r.etext, r.raw FROM s, (SELECT u.*, "
@@ -472,8 +556,7 @@ _APPEND_MANY = (
 )
 
 
-def _parse(rows: list[Any], report: LoadReport, sizes: dict[str, int], first: int
-           ) -> list[Slot]:
+def _parse(rows: list[Any], report: LoadReport, sizes: dict[str, int], first: int) -> list[Slot]:
     buf = b"".join(bytes(r[1]) + b"\n" for r in rows)
     slots, _ = parse_lines(buf, 0, len(buf), report, first, sizes)
     return slots
@@ -501,14 +584,23 @@ def _decoded(line: bytes) -> tuple[tuple[Any, ...], Any]:
     return (eid, parent, kind, stamp, role, body, etext), rec
 
 
-def _insert_records(conn: Any, tenant: str, session_id: str, first_seq: int,
-                    rows: list[tuple[Any, ...]], lines: Sequence[bytes]) -> None:
+def _insert_records(
+    conn: Any,
+    tenant: str,
+    session_id: str,
+    first_seq: int,
+    rows: list[tuple[Any, ...]],
+    lines: Sequence[bytes],
+) -> None:
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO tl_records (tenant_id, session_id, seq, id, parent_id, type, timestamp, "
             "role, body, etext, raw) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [(tenant, session_id, first_seq + i, *r, line)
-             for i, (r, line) in enumerate(zip(rows, lines, strict=True))])
+            [
+                (tenant, session_id, first_seq + i, *r, line)
+                for i, (r, line) in enumerate(zip(rows, lines, strict=True))
+            ],
+        )
 
 
 class PostgresStore(BaseStore):
@@ -516,11 +608,22 @@ class PostgresStore(BaseStore):
 
     pool: ConnectionPool[Any]
 
-    def __init__(self, url: str, *, tenant: str | None = None, schema: str = "public",
-                 app_role: str = APP_ROLE, min_size: int = 1, max_size: int = 16,
-                 durability: str = "fsync", pool: PostgresStore | None = None,
-                 max_writers: int = 64, lock_timeout: float = 0.0,
-                 writer_wait: float = 10.0, isolation: str = "setting") -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        tenant: str | None = None,
+        schema: str = "public",
+        app_role: str = APP_ROLE,
+        min_size: int = 1,
+        max_size: int = 16,
+        durability: str = "fsync",
+        pool: PostgresStore | None = None,
+        max_writers: int = 64,
+        lock_timeout: float = 0.0,
+        writer_wait: float = 10.0,
+        isolation: str = "setting",
+    ) -> None:
         """``pool``: share the connection pool of another store of the same database and schema
         (a server serving many tenants keeps one pool; the tenant is set per transaction).
 
@@ -539,8 +642,9 @@ class PostgresStore(BaseStore):
         self.isolation = isolation
         if tenant is None and isolation == "setting":
             tenant = "default"
-        if tenant is not None and (not isinstance(tenant, str) or not tenant or len(tenant) > 128
-                                   or "\x00" in tenant):
+        if tenant is not None and (
+            not isinstance(tenant, str) or not tenant or len(tenant) > 128 or "\x00" in tenant
+        ):
             raise UserError(f"Invalid tenant {tenant!r}: use 1-128 characters")
         if durability not in ("fsync", "flush", "group"):
             raise UserError(f"Unknown durability {durability!r}; use 'fsync', 'group' or 'flush'")
@@ -572,36 +676,53 @@ class PostgresStore(BaseStore):
         try:
             probe = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT)
         except psycopg.Error as exc:
-            raise StoreError(f"Cannot connect to PostgreSQL at {where(url)} ({reason(exc)}); "
-                             "check the URL and that the server runs") from None
+            raise StoreError(
+                f"Cannot connect to PostgreSQL at {where(url)} ({reason(exc)}); "
+                "check the URL and that the server runs"
+            ) from None
         try:
             self._configure(probe)  # a role the store refuses is named here, not by the pool
         except psycopg.Error as exc:
-            raise StoreError(f"Cannot use PostgreSQL at {where(url)} ({reason(exc)}); check "
-                             "the schema and the role's privileges") from None
+            raise StoreError(
+                f"Cannot use PostgreSQL at {where(url)} ({reason(exc)}); check "
+                "the schema and the role's privileges"
+            ) from None
         finally:
             probe.close()
         try:
-            self.pool = ConnectionPool(url, min_size=min_size, max_size=max_size,
-                                       kwargs={"connect_timeout": CONNECT_TIMEOUT},
-                                       configure=self._configure, open=True, timeout=30)
+            self.pool = ConnectionPool(
+                url,
+                min_size=min_size,
+                max_size=max_size,
+                kwargs={"connect_timeout": CONNECT_TIMEOUT},
+                configure=self._configure,
+                open=True,
+                timeout=30,
+            )
             self.pool.wait(timeout=CONNECT_TIMEOUT * 2)
         except Exception as exc:
             with contextlib.suppress(Exception):
                 self.pool.close()
-            raise StoreError(f"Cannot connect to PostgreSQL at {where(url)} ({reason(exc)}); "
-                             "check the URL and that the server runs") from None
+            raise StoreError(
+                f"Cannot connect to PostgreSQL at {where(url)} ({reason(exc)}); "
+                "check the URL and that the server runs"
+            ) from None
         if isolation == "role":
             self._role_tenant(tenant)
         with self.tx() as conn:
             row = conn.execute("SELECT to_regclass('tl_schema_migrations') IS NOT NULL").fetchone()
-            version = conn.execute("SELECT max(version) FROM tl_schema_migrations"
-                                   ).fetchone()[0] if row[0] else 0
+            version = (
+                conn.execute("SELECT max(version) FROM tl_schema_migrations").fetchone()[0]
+                if row[0]
+                else 0
+            )
         if (version or 0) < migrations.latest("postgres"):
             self.pool.close()
-            raise StoreError(f"The database schema is at version {version or 0}, threadline "
-                             f"needs {migrations.latest('postgres')}; run: threadline db upgrade "
-                             "URL")
+            raise StoreError(
+                f"The database schema is at version {version or 0}, threadline "
+                f"needs {migrations.latest('postgres')}; run: threadline db upgrade "
+                "URL"
+            )
 
     def _role_tenant(self, wanted: str | None) -> None:
         """Role isolation: the tenant is the one the login role was made for."""
@@ -610,8 +731,10 @@ class PostgresStore(BaseStore):
         found = row[0] if row else None
         if found is None:
             self.pool.close()
-            raise StoreError("This login role is not a tenant role of the schema; create it "
-                             "with: threadline db tenant-role URL TENANT ROLE")
+            raise StoreError(
+                "This login role is not a tenant role of the schema; create it "
+                "with: threadline db tenant-role URL TENANT ROLE"
+            )
         if wanted is not None and wanted != found:
             self.pool.close()
             raise UserError(f"This login role belongs to tenant {found!r}, not {wanted!r}")
@@ -625,32 +748,44 @@ class PostgresStore(BaseStore):
             row = conn.execute(
                 "SELECT r.rolsuper OR r.rolbypassrls OR pg_has_role(current_user, %s, 'MEMBER'),"
                 " pg_has_role(current_user, %s, 'MEMBER') FROM pg_roles r WHERE r.rolname = "
-                "current_user", (self.app_role, TENANT_GROUP)).fetchone()
+                "current_user",
+                (self.app_role, TENANT_GROUP),
+            ).fetchone()
             if row is None or row[0] or not row[1]:
-                raise StoreError("Role isolation needs a login role made by 'threadline db "
-                                 f"tenant-role' (a member of {TENANT_GROUP}, not of "
-                                 f"{self.app_role}, neither superuser nor BYPASSRLS)")
+                raise StoreError(
+                    "Role isolation needs a login role made by 'threadline db "
+                    f"tenant-role' (a member of {TENANT_GROUP}, not of "
+                    f"{self.app_role}, neither superuser nor BYPASSRLS)"
+                )
             if not self._sync_commit:
                 conn.execute("SET synchronous_commit TO off")
             return
         user = conn.execute("SELECT current_user").fetchone()[0]
         if user != self.app_role:
             conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(self.app_role)))
-        row = conn.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = "
-                           "current_user").fetchone()
+        row = conn.execute(
+            "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()
         if row is None or row[0]:
-            raise StoreError(f"The role {self.app_role} bypasses row-level security; threadline "
-                             "refuses to run as it")
+            raise StoreError(
+                f"The role {self.app_role} bypasses row-level security; threadline "
+                "refuses to run as it"
+            )
 
     def connect(self) -> Any:
         """A new connection of its own (not from the pool), configured like the pool's."""
         try:
-            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
-                                   application_name=f"threadline:{os.getpid()}")
+            conn = psycopg.connect(
+                self.url,
+                autocommit=True,
+                connect_timeout=CONNECT_TIMEOUT,
+                application_name=f"threadline:{os.getpid()}",
+            )
         except psycopg.Error as exc:
-            raise StoreError(f"Cannot connect to PostgreSQL at {where(self.url)} "
-                             f"({reason(exc)}); check that the server runs, then retry"
-                             ) from None
+            raise StoreError(
+                f"Cannot connect to PostgreSQL at {where(self.url)} "
+                f"({reason(exc)}); check that the server runs, then retry"
+            ) from None
         try:
             self._configure(conn)
         except BaseException:
@@ -664,9 +799,15 @@ class PostgresStore(BaseStore):
             wp = self._writer_pool
             if wp is None:
                 wp = self._writer_pool = ConnectionPool(
-                    self.url, min_size=0, max_size=self.max_writers, configure=self._configure,
-                    open=True, timeout=self._writer_wait, name=f"threadline-writers-{self.tenant}",
-                    kwargs={"application_name": f"threadline:{os.getpid()}"})
+                    self.url,
+                    min_size=0,
+                    max_size=self.max_writers,
+                    configure=self._configure,
+                    open=True,
+                    timeout=self._writer_wait,
+                    name=f"threadline-writers-{self.tenant}",
+                    kwargs={"application_name": f"threadline:{os.getpid()}"},
+                )
         try:
             return wp.getconn(timeout=self._writer_wait)
         except PoolTimeout:
@@ -685,9 +826,12 @@ class PostgresStore(BaseStore):
 
     def set_tenant(self, conn: Any) -> None:
         """Scope the current transaction to this store's tenant and durability."""
-        conn.execute("SELECT set_config('threadline.tenant', %s, true), "
-                     "set_config('synchronous_commit', %s, true)",
-                     (self.tenant, self._sync_commit), prepare=True)
+        conn.execute(
+            "SELECT set_config('threadline.tenant', %s, true), "
+            "set_config('synchronous_commit', %s, true)",
+            (self.tenant, self._sync_commit),
+            prepare=True,
+        )
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[Any]:
@@ -698,14 +842,21 @@ class PostgresStore(BaseStore):
                 self.set_tenant(conn)
                 yield conn
         except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
-            raise StoreError(f"PostgreSQL at {where(self.url)} failed ({reason(exc)}); check "
-                             "that the server runs and is reachable, then retry") from None
+            raise StoreError(
+                f"PostgreSQL at {where(self.url)} failed ({reason(exc)}); check "
+                "that the server runs and is reachable, then retry"
+            ) from None
 
     def exists(self, session_id: str) -> bool:
         check_session_id(session_id)
         with self.tx() as conn:
-            return conn.execute("SELECT 1 FROM tl_sessions WHERE tenant_id = %s AND "
-                                "session_id = %s", (self.tenant, session_id)).fetchone() is not None
+            return (
+                conn.execute(
+                    "SELECT 1 FROM tl_sessions WHERE tenant_id = %s AND session_id = %s",
+                    (self.tenant, session_id),
+                ).fetchone()
+                is not None
+            )
 
     def open_log(self, session_id: str) -> PostgresLog:
         return PostgresLog(self, check_session_id(session_id))
@@ -719,9 +870,19 @@ class PostgresStore(BaseStore):
                     "INSERT INTO tl_sessions (tenant_id, session_id, header, created, modified, "
                     "name, message_count, first_message, parent_session, next_seq) VALUES "
                     "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    (self.tenant, header.id, encode(header), header.timestamp,
-                     max(header.timestamp, d.modified), d.name, d.message_count, d.first_message,
-                     header.parent_session, len(lines) + 1))
+                    (
+                        self.tenant,
+                        header.id,
+                        encode(header),
+                        header.timestamp,
+                        max(header.timestamp, d.modified),
+                        d.name,
+                        d.message_count,
+                        d.first_message,
+                        header.parent_session,
+                        len(lines) + 1,
+                    ),
+                )
                 _insert_records(conn, self.tenant, header.id, 1, rows, lines)
         except psycopg.errors.UniqueViolation:
             raise UserError(f"Session '{header.id}' already exists; choose another id") from None
@@ -729,36 +890,65 @@ class PostgresStore(BaseStore):
 
     def session_ids(self) -> list[str]:
         with self.tx() as conn:
-            return [r[0] for r in conn.execute("SELECT session_id FROM tl_sessions WHERE "
-                                               "tenant_id = %s", (self.tenant,))]
+            return [
+                r[0]
+                for r in conn.execute(
+                    "SELECT session_id FROM tl_sessions WHERE tenant_id = %s", (self.tenant,)
+                )
+            ]
 
     def delete(self, session_id: str) -> None:
         check_session_id(session_id)
         with self.tx() as conn:
-            cur = conn.execute("DELETE FROM tl_sessions WHERE tenant_id = %s AND session_id = %s",
-                               (self.tenant, session_id))
+            cur = conn.execute(
+                "DELETE FROM tl_sessions WHERE tenant_id = %s AND session_id = %s",
+                (self.tenant, session_id),
+            )
             if cur.rowcount == 0:
                 raise not_found(session_id)
 
-    _LIST = ("SELECT session_id, name, created, modified, message_count, first_message, "
-             "parent_session FROM tl_sessions WHERE tenant_id = %s")
+    _LIST = (
+        "SELECT session_id, name, created, modified, message_count, first_message, "
+        "parent_session FROM tl_sessions WHERE tenant_id = %s"
+    )
 
     def list(self) -> SessionListing:
         """Every session of the tenant, most recently modified first (list columns only)."""
         with self.tx() as conn:
             rows = conn.execute(self._LIST + " ORDER BY modified DESC", (self.tenant,)).fetchall()
-        return SessionListing(self._located([
-            SessionSummary(id=r[0], name=r[1], created=r[2], modified=r[3], message_count=r[4],
-                           first_message=r[5], parent_session=r[6]) for r in rows]))
+        return SessionListing(
+            self._located(
+                [
+                    SessionSummary(
+                        id=r[0],
+                        name=r[1],
+                        created=r[2],
+                        modified=r[3],
+                        message_count=r[4],
+                        first_message=r[5],
+                        parent_session=r[6],
+                    )
+                    for r in rows
+                ]
+            )
+        )
 
     def summary(self, session_id: str) -> SessionSummary:
         with self.tx() as conn:
-            r = conn.execute(self._LIST + " AND session_id = %s", (self.tenant, session_id)
-                             ).fetchone()
+            r = conn.execute(
+                self._LIST + " AND session_id = %s", (self.tenant, session_id)
+            ).fetchone()
         if r is None:
             raise not_found(session_id)
-        return SessionSummary(id=r[0], name=r[1], created=r[2], modified=r[3],
-                              message_count=r[4], first_message=r[5], parent_session=r[6])
+        return SessionSummary(
+            id=r[0],
+            name=r[1],
+            created=r[2],
+            modified=r[3],
+            message_count=r[4],
+            first_message=r[5],
+            parent_session=r[6],
+        )
 
     def catalog_location(self) -> CatalogLocation:
         return CatalogLocation(kind="postgres")

@@ -57,7 +57,7 @@ _HOST = socket.gethostname()
 
 def sqlite_path(url: str) -> str:
     """``sqlite:///abs/path.db`` -> ``/abs/path.db``; ``sqlite://rel.db`` -> ``rel.db``."""
-    rest = url[len("sqlite:"):]
+    rest = url[len("sqlite:") :]
     if rest.startswith("//"):
         rest = rest[2:]
     if not rest:
@@ -84,12 +84,15 @@ def checkpoint(conn: sqlite3.Connection) -> None:
 
 def upgrade(conn: sqlite3.Connection, track: str) -> list[int]:
     """Apply the migrations of ``track`` not applied yet; returns the versions applied."""
-    conn.execute("CREATE TABLE IF NOT EXISTS tl_schema_migrations (track TEXT NOT NULL, "
-                 "version INTEGER NOT NULL, applied TEXT NOT NULL, PRIMARY KEY (track, version))")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS tl_schema_migrations (track TEXT NOT NULL, "
+        "version INTEGER NOT NULL, applied TEXT NOT NULL, PRIMARY KEY (track, version))"
+    )
     applied = []
     for version, _name, sql in migrations.scripts(track):
-        done = conn.execute("SELECT 1 FROM tl_schema_migrations WHERE track = ? AND version = ?",
-                            (track, version)).fetchone()
+        done = conn.execute(
+            "SELECT 1 FROM tl_schema_migrations WHERE track = ? AND version = ?", (track, version)
+        ).fetchone()
         if done:
             continue
         # executescript commits first; the script and its bookkeeping row go in one transaction
@@ -107,8 +110,7 @@ class Delta:
     def __init__(self, header: SessionHeader, lines: Sequence[bytes]) -> None:
         buf = b"".join(line + b"\n" for line in lines)
         slots, _ = parse_lines(buf, 0, len(buf), LoadReport(), 0, {})
-        summary = summarize_records(
-            SessionHeader(id=header.id, version=1, timestamp=""), slots)
+        summary = summarize_records(SessionHeader(id=header.id, version=1, timestamp=""), slots)
         self.name = summary.name
         self.modified = summary.modified
         self.message_count = summary.message_count
@@ -140,13 +142,15 @@ class SqliteLog:
 
     def load(self) -> Loaded:
         with self._store.lock:
-            row = self._conn.execute("SELECT header FROM tl_sessions WHERE session_id = ?",
-                                     (self.session_id,)).fetchone()
+            row = self._conn.execute(
+                "SELECT header FROM tl_sessions WHERE session_id = ?", (self.session_id,)
+            ).fetchone()
             if row is None:
                 raise not_found(self.session_id)
             rows = self._conn.execute(
                 "SELECT seq, raw FROM tl_records WHERE session_id = ? ORDER BY seq",
-                (self.session_id,)).fetchall()
+                (self.session_id,),
+            ).fetchall()
         header = decode_header(row[0])
         report = LoadReport()
         sizes: dict[str, int] = {}
@@ -155,8 +159,9 @@ class SqliteLog:
         return Loaded(header=header, slots=slots, sizes=sizes, report=report)
 
     @staticmethod
-    def _parse(rows: list[Any], report: LoadReport, sizes: dict[str, int], first: int
-               ) -> list[Slot]:
+    def _parse(
+        rows: list[Any], report: LoadReport, sizes: dict[str, int], first: int
+    ) -> list[Slot]:
         buf = b"".join(bytes(r[1]) + b"\n" for r in rows)
         slots, _ = parse_lines(buf, 0, len(buf), report, first, sizes)
         return slots
@@ -171,15 +176,20 @@ class SqliteLog:
         lfd = self._store.writer_lock(self.session_id)
         try:
             with self._store.lock, self._store.transaction() as conn:
-                row = conn.execute("SELECT owner, host, pid FROM tl_writers WHERE "
-                                   "session_id = ?", (self.session_id,)).fetchone()
+                row = conn.execute(
+                    "SELECT owner, host, pid FROM tl_writers WHERE session_id = ?",
+                    (self.session_id,),
+                ).fetchone()
                 if lfd is None and row is not None and _alive(row[1], row[2]):
                     raise SessionLockedError(self.session_id, row[2])
-                conn.execute("INSERT OR REPLACE INTO tl_writers VALUES (?, ?, ?, ?, ?)",
-                             (self.session_id, owner, _HOST, os.getpid(), now()))
+                conn.execute(
+                    "INSERT OR REPLACE INTO tl_writers VALUES (?, ?, ?, ?, ?)",
+                    (self.session_id, owner, _HOST, os.getpid(), now()),
+                )
                 rows = conn.execute(
-                    "SELECT seq, raw FROM tl_records WHERE session_id = ? AND seq > ? "
-                    "ORDER BY seq", (self.session_id, self._seen)).fetchall()
+                    "SELECT seq, raw FROM tl_records WHERE session_id = ? AND seq > ? ORDER BY seq",
+                    (self.session_id, self._seen),
+                ).fetchall()
         except BaseException:
             if lfd is not None:
                 os.close(lfd)
@@ -191,8 +201,9 @@ class SqliteLog:
         return self._parse(rows, LoadReport(), {}, 0) if rows else []
 
     def _check_owner(self, conn: sqlite3.Connection) -> None:
-        row = conn.execute("SELECT owner FROM tl_writers WHERE session_id = ?",
-                           (self.session_id,)).fetchone()
+        row = conn.execute(
+            "SELECT owner FROM tl_writers WHERE session_id = ?", (self.session_id,)
+        ).fetchone()
         if self._owner is None or row is None or row[0] != self._owner:
             raise StoreError(f"Session '{self.session_id}' is not held for writing")
 
@@ -206,32 +217,45 @@ class SqliteLog:
                     self._check_owner(conn)
                     got = conn.execute(
                         "SELECT next_seq, header FROM tl_sessions WHERE session_id = ?",
-                        (self.session_id,)).fetchone()
+                        (self.session_id,),
+                    ).fetchone()
                     if got is None:
                         raise not_found(self.session_id)
                     seq = got[0]
                     conn.executemany(
                         "INSERT INTO tl_records (session_id, seq, id, parent_id, type, timestamp,"
                         " raw) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [(self.session_id, seq + i, *env, line)
-                         for i, (env, line) in enumerate(zip(rows, lines, strict=True))])
+                        [
+                            (self.session_id, seq + i, *env, line)
+                            for i, (env, line) in enumerate(zip(rows, lines, strict=True))
+                        ],
+                    )
                     delta = Delta(decode_header(got[1]), lines)
                     conn.execute(
                         "UPDATE tl_sessions SET next_seq = ?, modified = max(modified, ?), "
                         "message_count = message_count + ?, name = coalesce(?, name), "
                         "first_message = coalesce(first_message, ?) WHERE session_id = ?",
-                        (seq + len(lines), delta.modified, delta.message_count, delta.name,
-                         delta.first_message, self.session_id))
+                        (
+                            seq + len(lines),
+                            delta.modified,
+                            delta.message_count,
+                            delta.name,
+                            delta.first_message,
+                            self.session_id,
+                        ),
+                    )
             except sqlite3.Error as exc:
-                raise StoreError(f"Writing to session '{self.session_id}' failed ({exc}); nothing "
-                                 "was written. Check the database file and retry") from None
+                raise StoreError(
+                    f"Writing to session '{self.session_id}' failed ({exc}); nothing "
+                    "was written. Check the database file and retry"
+                ) from None
         self._seen = seq + len(lines) - 1
 
     def raw_lines(self) -> Iterator[bytes]:
         with self._store.lock:
             rows = self._conn.execute(
-                "SELECT raw FROM tl_records WHERE session_id = ? ORDER BY seq",
-                (self.session_id,)).fetchall()
+                "SELECT raw FROM tl_records WHERE session_id = ? ORDER BY seq", (self.session_id,)
+            ).fetchall()
         return iter([bytes(r[0]) for r in rows])
 
     def rewrite(self, header: bytes, lines: Iterable[bytes]) -> None:
@@ -244,15 +268,26 @@ class SqliteLog:
             conn.executemany(
                 "INSERT INTO tl_records (session_id, seq, id, parent_id, type, timestamp, raw) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(self.session_id, i + 1, *env, line)
-                 for i, (env, line) in enumerate(zip(rows, data, strict=True))])
+                [
+                    (self.session_id, i + 1, *env, line)
+                    for i, (env, line) in enumerate(zip(rows, data, strict=True))
+                ],
+            )
             d = Delta(parsed, data)
             conn.execute(
                 "UPDATE tl_sessions SET header = ?, next_seq = ?, generation = generation + 1, "
                 "modified = max(created, ?), message_count = ?, name = ?, first_message = ? "
                 "WHERE session_id = ?",
-                (header, len(data) + 1, d.modified, d.message_count, d.name, d.first_message,
-                 self.session_id))
+                (
+                    header,
+                    len(data) + 1,
+                    d.modified,
+                    d.message_count,
+                    d.name,
+                    d.first_message,
+                    self.session_id,
+                ),
+            )
         with self._store.lock:
             checkpoint(self._store.conn)
         self._seen = len(data)
@@ -267,8 +302,10 @@ class SqliteLog:
         if self._owner is None:
             return
         with self._store.lock, contextlib.suppress(sqlite3.Error):
-            self._conn.execute("DELETE FROM tl_writers WHERE session_id = ? AND owner = ?",
-                               (self.session_id, self._owner))
+            self._conn.execute(
+                "DELETE FROM tl_writers WHERE session_id = ? AND owner = ?",
+                (self.session_id, self._owner),
+            )
         self._owner = None
         lfd, self._lock_fd = self._lock_fd, None
         if lfd is not None:
@@ -279,8 +316,9 @@ class SqliteLog:
 
     def raw_header(self) -> bytes:
         with self._store.lock:
-            row = self._conn.execute("SELECT header FROM tl_sessions WHERE session_id = ?",
-                                     (self.session_id,)).fetchone()
+            row = self._conn.execute(
+                "SELECT header FROM tl_sessions WHERE session_id = ?", (self.session_id,)
+            ).fetchone()
         if row is None:
             raise not_found(self.session_id)
         return bytes(row[0])
@@ -294,7 +332,8 @@ class SqliteLog:
                 "SELECT coalesce(sum(length(raw) + 1), 0), "
                 "(SELECT length(header) + 1 FROM tl_sessions WHERE session_id = ?) "
                 "FROM tl_records WHERE session_id = ?",
-                (self.session_id, self.session_id)).fetchone()
+                (self.session_id, self.session_id),
+            ).fetchone()
         return int(row[0] or 0) + int(row[1] or 0)
 
 
@@ -337,13 +376,17 @@ class SqliteStore(BaseStore):
         folder = Path(f"{self.path}-writers")
         try:
             folder.mkdir(exist_ok=True)
-            lfd = os.open(folder / f"{session_id}.lock",
-                          os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0),
-                          0o644)
+            lfd = os.open(
+                folder / f"{session_id}.lock",
+                os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0),
+                0o644,
+            )
         except OSError as exc:
-            raise StoreError(f"Cannot open the writer lock of session '{session_id}' in "
-                             f"{folder} ({exc.strerror}); check its permissions and free disk "
-                             "space, then retry") from None
+            raise StoreError(
+                f"Cannot open the writer lock of session '{session_id}' in "
+                f"{folder} ({exc.strerror}); check its permissions and free disk "
+                "space, then retry"
+            ) from None
         try:
             fcntl.flock(lfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -373,8 +416,12 @@ class SqliteStore(BaseStore):
     def exists(self, session_id: str) -> bool:
         check_session_id(session_id)
         with self.lock:
-            return self.conn.execute("SELECT 1 FROM tl_sessions WHERE session_id = ?",
-                                     (session_id,)).fetchone() is not None
+            return (
+                self.conn.execute(
+                    "SELECT 1 FROM tl_sessions WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                is not None
+            )
 
     def open_log(self, session_id: str) -> SqliteLog:
         return SqliteLog(self, check_session_id(session_id))
@@ -388,14 +435,26 @@ class SqliteStore(BaseStore):
                     "INSERT INTO tl_sessions (session_id, header, created, modified, name, "
                     "message_count, first_message, parent_session, next_seq) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (header.id, encode(header), header.timestamp,
-                     max(header.timestamp, d.modified), d.name, d.message_count, d.first_message,
-                     header.parent_session, len(lines) + 1))
+                    (
+                        header.id,
+                        encode(header),
+                        header.timestamp,
+                        max(header.timestamp, d.modified),
+                        d.name,
+                        d.message_count,
+                        d.first_message,
+                        header.parent_session,
+                        len(lines) + 1,
+                    ),
+                )
                 conn.executemany(
                     "INSERT INTO tl_records (session_id, seq, id, parent_id, type, timestamp, "
                     "raw) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(header.id, i + 1, *env, line)
-                     for i, (env, line) in enumerate(zip(rows, lines, strict=True))])
+                    [
+                        (header.id, i + 1, *env, line)
+                        for i, (env, line) in enumerate(zip(rows, lines, strict=True))
+                    ],
+                )
         except sqlite3.IntegrityError:
             raise UserError(f"Session '{header.id}' already exists; choose another id") from None
         return self.open_log(header.id)
@@ -412,8 +471,10 @@ class SqliteStore(BaseStore):
                 raise not_found(session_id)
             conn.execute("DELETE FROM tl_writers WHERE session_id = ?", (session_id,))
 
-    _LIST = ("SELECT session_id, name, created, modified, message_count, first_message, "
-             "parent_session FROM tl_sessions")
+    _LIST = (
+        "SELECT session_id, name, created, modified, message_count, first_message, "
+        "parent_session FROM tl_sessions"
+    )
 
     def list(self) -> SessionListing:
         """Every session, most recently modified first, from the list columns alone (kept at
@@ -427,20 +488,19 @@ class SqliteStore(BaseStore):
 
     def summary(self, session_id: str) -> SessionSummary:
         with self.lock:
-            row = self.conn.execute(self._LIST + " WHERE session_id = ?",
-                                    (session_id,)).fetchone()
+            row = self.conn.execute(self._LIST + " WHERE session_id = ?", (session_id,)).fetchone()
         if row is None:
             raise not_found(session_id)
         return _summary_row(row)
 
-    def changes_since(self, session_id: str, cursor: str
-                      ) -> tuple[bool, builtins.list[Slot], str]:
+    def changes_since(self, session_id: str, cursor: str) -> tuple[bool, builtins.list[Slot], str]:
         """Records appended since ``cursor`` (``"generation:seq"``) for the catalog: returns
         ``(reset, slots, new_cursor)``; ``reset`` means the session was rewritten and every
         record is returned."""
         with self.lock:
-            row = self.conn.execute("SELECT generation FROM tl_sessions WHERE session_id = ?",
-                                    (session_id,)).fetchone()
+            row = self.conn.execute(
+                "SELECT generation FROM tl_sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
             if row is None:
                 return True, [], ""
             gen, _, seq_s = cursor.partition(":")
@@ -448,7 +508,8 @@ class SqliteStore(BaseStore):
             seq = 0 if reset else int(seq_s or 0)
             rows = self.conn.execute(
                 "SELECT seq, raw FROM tl_records WHERE session_id = ? AND seq > ? ORDER BY seq",
-                (session_id, seq)).fetchall()
+                (session_id, seq),
+            ).fetchall()
         last = rows[-1][0] if rows else seq
         return reset, SqliteLog._parse(rows, LoadReport(), {}, 0), f"{row[0]}:{last}"
 
@@ -459,5 +520,12 @@ class SqliteStore(BaseStore):
 
 
 def _summary_row(r: Any) -> SessionSummary:
-    return SessionSummary(id=r[0], name=r[1], created=r[2], modified=r[3], message_count=r[4],
-                          first_message=r[5], parent_session=r[6])
+    return SessionSummary(
+        id=r[0],
+        name=r[1],
+        created=r[2],
+        modified=r[3],
+        message_count=r[4],
+        first_message=r[5],
+        parent_session=r[6],
+    )

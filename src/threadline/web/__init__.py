@@ -38,14 +38,22 @@ def bind(port: int = 0) -> socket.socket:
         sock.bind((HOST, port))
     except OSError as exc:
         sock.close()
-        raise UserError(f"Cannot listen on {HOST}:{port} ({exc.strerror}); "
-                        "pick another port with --port, or --port 0 for a free one") from None
+        raise UserError(
+            f"Cannot listen on {HOST}:{port} ({exc.strerror}); "
+            "pick another port with --port, or --port 0 for a free one"
+        ) from None
     sock.listen(128)
     return sock
 
 
-def serve(store: Any, *, port: int = 8765, open_browser: bool = False,
-          announce: Callable[[str], None] | None = None, log_level: str = "warning") -> None:
+def serve(
+    store: Any,
+    *,
+    port: int = 8765,
+    open_browser: bool = False,
+    announce: Callable[[str], None] | None = None,
+    log_level: str = "warning",
+) -> None:
     """Serve the viewer for ``store`` on 127.0.0.1:``port`` until interrupted.
 
     ``announce`` receives the page's URL once the socket listens (port 0 picks a free port).
@@ -61,6 +69,7 @@ def serve(store: Any, *, port: int = 8765, open_browser: bool = False,
     if announce is not None:
         announce(url)
     if open_browser:
+
         def _open() -> None:
             # Opened once the server runs, so the first load does not race the startup.
             while not server.started and not server.should_exit:

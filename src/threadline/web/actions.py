@@ -32,8 +32,9 @@ def _int(args: Args, key: str) -> int:
         try:
             return int(str(value))
         except ValueError:
-            raise UserError(f"Action argument '{key}' must be a whole number, got {value!r}"
-                            ) from None
+            raise UserError(
+                f"Action argument '{key}' must be a whole number, got {value!r}"
+            ) from None
     return value
 
 
@@ -61,8 +62,7 @@ def _tags(args: Args) -> list[str] | None:
 
 def _tag(s: Session, a: Args) -> Any:
     pos = a.get("position")
-    return s.tag(_str(a, "name", optional=True),
-                 None if pos in (None, "") else _int(a, "position"))
+    return s.tag(_str(a, "name", optional=True), None if pos in (None, "") else _int(a, "position"))
 
 
 def _op_kwargs(a: Args) -> dict[str, Any]:
@@ -80,8 +80,10 @@ def _messages(args: Args) -> list[dict[str, Any]]:
         try:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise UserError(f"Action argument 'messages' is not JSON ({exc.msg}); give a list "
-                            'like [{"role": "assistant", "content": "…"}]') from None
+            raise UserError(
+                f"Action argument 'messages' is not JSON ({exc.msg}); give a list "
+                'like [{"role": "assistant", "content": "…"}]'
+            ) from None
     if raw not in (None, "", []):
         if not isinstance(raw, list):
             raise UserError("Action argument 'messages' must be a list of {role, content}")
@@ -99,10 +101,8 @@ def _order(args: Args) -> list[int]:
         try:
             return [int(p) for p in raw.replace(" ", ",").split(",") if p.strip()]
         except ValueError:
-            raise UserError(f"new_order must list positions like '5,6,3,4', got {raw!r}"
-                            ) from None
-    if isinstance(raw, list) and all(isinstance(p, int) and not isinstance(p, bool)
-                                     for p in raw):
+            raise UserError(f"new_order must list positions like '5,6,3,4', got {raw!r}") from None
+    if isinstance(raw, list) and all(isinstance(p, int) and not isinstance(p, bool) for p in raw):
         return raw
     raise UserError(f"new_order must list positions like '5,6,3,4', got {raw!r}")
 
@@ -120,21 +120,18 @@ ACTIONS: dict[str, Callable[[Session, Args], Any]] = {
     "branch": lambda s, a: s.branch(_str(a, "entry_id")),
     "label": _label,
     "digest": lambda s, a: s.digest(
-        _int(a, "start"), _int(a, "end"), _str(a, "summary"), **_op_kwargs(a)),
-    "snip": lambda s, a: s.snip(
-        _int(a, "start"), _int(a, "end"), **_op_kwargs(a)),
+        _int(a, "start"), _int(a, "end"), _str(a, "summary"), **_op_kwargs(a)
+    ),
+    "snip": lambda s, a: s.snip(_int(a, "start"), _int(a, "end"), **_op_kwargs(a)),
     "revise": lambda s, a: s.revise(
-        _int(a, "start"), _int(a, "end"), _messages(a), **_op_kwargs(a)),
-    "resequence": lambda s, a: s.resequence(
-        _order(a), **_op_kwargs(a)),
-    "insert": lambda s, a: s.insert(
-        _int(a, "after"), _messages(a), **_op_kwargs(a)),
+        _int(a, "start"), _int(a, "end"), _messages(a), **_op_kwargs(a)
+    ),
+    "resequence": lambda s, a: s.resequence(_order(a), **_op_kwargs(a)),
+    "insert": lambda s, a: s.insert(_int(a, "after"), _messages(a), **_op_kwargs(a)),
     "expand": lambda s, a: s.expand(_str(a, "op_id")),
     "collapse": lambda s, a: s.collapse(_str(a, "op_id")),
-    "tag_messages": lambda s, a: s.tag_messages(
-        _int(a, "start"), _int(a, "end"), _tags(a) or []),
-    "toggle": lambda s, a: s.toggle(
-        _str(a, "op_id"), bool(a.get("active"))),
+    "tag_messages": lambda s, a: s.tag_messages(_int(a, "start"), _int(a, "end"), _tags(a) or []),
+    "toggle": lambda s, a: s.toggle(_str(a, "op_id"), bool(a.get("active"))),
     "revert": lambda s, a: s.revert(_str(a, "op_id")),
     "repair": lambda s, a: s.repair(apply=True),
     "undo_repair": lambda s, a: s.undo_repair(),
@@ -154,12 +151,24 @@ def available(session_cls: type) -> list[str]:
 def _implemented(session_cls: type, method: str) -> bool:
     if not hasattr(session_cls, method):
         return False
-    module = {"tag": "bookmarks", "tags": "bookmarks", "untag": "bookmarks", "undo": "bookmarks",
-              "undo_to": "bookmarks", "clear": "bookmarks",
-              "digest": "operations", "snip": "operations", "tag_messages": "operations",
-              "revise": "operations", "resequence": "operations", "insert": "operations",
-              "expand": "operations", "collapse": "operations",
-              "toggle": "operations", "revert": "operations"}.get(method)
+    module = {
+        "tag": "bookmarks",
+        "tags": "bookmarks",
+        "untag": "bookmarks",
+        "undo": "bookmarks",
+        "undo_to": "bookmarks",
+        "clear": "bookmarks",
+        "digest": "operations",
+        "snip": "operations",
+        "tag_messages": "operations",
+        "revise": "operations",
+        "resequence": "operations",
+        "insert": "operations",
+        "expand": "operations",
+        "collapse": "operations",
+        "toggle": "operations",
+        "revert": "operations",
+    }.get(method)
     if module is None:
         return True
     import importlib
@@ -208,8 +217,9 @@ def preview(session: Session, action: str, args: Args) -> dict[str, Any]:
     }
 
 
-def view_diff(session: Session, before: list[str], after: list[str], show: int = 6
-              ) -> dict[str, Any]:
+def view_diff(
+    session: Session, before: list[str], after: list[str], show: int = 6
+) -> dict[str, Any]:
     """The changed middle of two views: common prefix and suffix kept, the rest listed."""
     k = 0
     n = min(len(before), len(after))
@@ -218,8 +228,8 @@ def view_diff(session: Session, before: list[str], after: list[str], show: int =
     j = 0
     while j < n - k and before[-1 - j] == after[-1 - j]:
         j += 1
-    removed = before[k: len(before) - j]
-    added = after[k: len(after) - j]
+    removed = before[k : len(before) - j]
+    added = after[k : len(after) - j]
 
     def rows(ids: list[str]) -> list[dict[str, Any]]:
         out = []
@@ -228,8 +238,13 @@ def view_diff(session: Session, before: list[str], after: list[str], show: int =
             out.append({"view_id": vid, "role": msg.role, "preview": message_preview(msg, 160)})
         return out
 
-    return {"at": k, "removed": len(removed), "added": len(added),
-            "removed_rows": rows(removed), "added_rows": rows(added)}
+    return {
+        "at": k,
+        "removed": len(removed),
+        "added": len(added),
+        "removed_rows": rows(removed),
+        "added_rows": rows(added),
+    }
 
 
 def to_json(value: Any) -> Any:

@@ -59,8 +59,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 def json_response(data: Any, status: int = 200) -> Response:
-    return Response(msgspec.json.encode(data, enc_hook=repr), status_code=status,
-                    media_type="application/json")
+    return Response(
+        msgspec.json.encode(data, enc_hook=repr), status_code=status, media_type="application/json"
+    )
 
 
 def _error_status(exc: Exception) -> int:
@@ -134,8 +135,9 @@ class Viewer:
             try:
                 result = await run_in_threadpool(fn, request, body)
             except (UserError, StoreError) as exc:
-                return json_response({"error": _bounded(exc.message_for(WEB_HINTS))},
-                                     _error_status(exc))
+                return json_response(
+                    {"error": _bounded(exc.message_for(WEB_HINTS))}, _error_status(exc)
+                )
             return json_response(result)
 
         return handle
@@ -218,29 +220,40 @@ class Viewer:
         catalog = self._catalog()
         if catalog is None:
             if q or tag:
-                raise UserError("Search and tag filters need the catalog, which this "
-                                "installation lacks")
+                raise UserError(
+                    "Search and tag filters need the catalog, which this installation lacks"
+                )
             listing = self.store.list()
-            return {"sessions": [{**msgspec.to_builtins(r), "tags": [], "hit": None}
-                                 for r in listing], "tags": {}, "query": "",
-                    "skipped": [{"id": i, "reason": why} for i, why in listing.skipped]}
+            return {
+                "sessions": [{**msgspec.to_builtins(r), "tags": [], "hit": None} for r in listing],
+                "tags": {},
+                "query": "",
+                "skipped": [{"id": i, "reason": why} for i, why in listing.skipped],
+            }
         rows = catalog.sessions(tag=tag)
         by_id = {r.id: r for r in rows}
         hits: dict[str, Any] = {}
         index = None
         if q:
             status = catalog.index_status()
-            index = {"embedded": status.embedded, "total": status.total,
-                     "semantic": status.semantic}
+            index = {
+                "embedded": status.embedded,
+                "total": status.total,
+                "semantic": status.semantic,
+            }
             ordered = []
             for hit in catalog.search(q, k=50, tag=tag):
                 if hit.session_id in by_id and hit.session_id not in hits:
                     hits[hit.session_id] = msgspec.to_builtins(hit)
                     ordered.append(by_id[hit.session_id])
             rows = ordered
-        return {"sessions": [{**msgspec.to_builtins(r), "hit": hits.get(r.id)} for r in rows],
-                "tags": catalog.tags(), "query": q, "index": index,
-                "skipped": [{"id": i, "reason": why} for i, why in self.store.list().skipped]}
+        return {
+            "sessions": [{**msgspec.to_builtins(r), "hit": hits.get(r.id)} for r in rows],
+            "tags": catalog.tags(),
+            "query": q,
+            "index": index,
+            "skipped": [{"id": i, "reason": why} for i, why in self.store.list().skipped],
+        }
 
     def examples(self, request: Request, body: Any) -> dict[str, Any]:
         from threadline import examples
@@ -276,8 +289,9 @@ class Viewer:
         elif op == "merge_tags":
             result = catalog.merge_tags(text("tag_from"), text("tag"), **kwargs)
         else:
-            raise UserError(f"Unknown manage_tags operation {op!r}; use find_and_tag, "
-                            "delete_tag or merge_tags")
+            raise UserError(
+                f"Unknown manage_tags operation {op!r}; use find_and_tag, delete_tag or merge_tags"
+            )
         return {"executed": confirm, **msgspec.to_builtins(result)}
 
     # -- one session -------------------------------------------------------------------------
@@ -307,17 +321,26 @@ class Viewer:
         offset, limit = _page_args(request)
         qp = request.query_params
         with self.cache.session(sid) as s:
-            t = rows.TreeRows(s, folded=_id_set(qp.get("fold")), unfolded=_id_set(qp.get("unfold")),
-                              outline=qp.get("outline") == "1",
-                              bookkeeping=qp.get("bookkeeping") == "1")
+            t = rows.TreeRows(
+                s,
+                folded=_id_set(qp.get("fold")),
+                unfolded=_id_set(qp.get("unfold")),
+                outline=qp.get("outline") == "1",
+                bookkeeping=qp.get("bookkeeping") == "1",
+            )
             locate = qp.get("locate")
             index = t.index_of(locate) if locate else None
             if index is not None and qp.get("center") == "1":
                 offset = max(0, index - limit // 2)
-            return {"total": len(t), "offset": offset, "rows": t.page(offset, limit),
-                    "locate_index": index, "sidechains_folded": t.sidechains_folded,
-                    "lanes": t.width,
-                    "leaf_id": s.leaf_id}
+            return {
+                "total": len(t),
+                "offset": offset,
+                "rows": t.page(offset, limit),
+                "locate_index": index,
+                "sidechains_folded": t.sidechains_folded,
+                "lanes": t.width,
+                "leaf_id": s.leaf_id,
+            }
 
     def context(self, request: Request, body: Any) -> dict[str, Any]:
         sid = request.path_params["sid"]
@@ -325,11 +348,15 @@ class Viewer:
         active = sorted(_id_set(request.query_params.get("active_tags")))
         with self.cache.session(sid) as s:
             ctx = s.context(active_tags=active)
-            return {"total": len(ctx.messages), "offset": offset,
-                    "rows": rows.context_page(s, ctx, offset, limit),
-                    "model": msgspec.to_builtins(ctx.model),
-                    "thinking_level": ctx.thinking_level, "leaf_id": ctx.leaf_id,
-                    "active_tags": active}
+            return {
+                "total": len(ctx.messages),
+                "offset": offset,
+                "rows": rows.context_page(s, ctx, offset, limit),
+                "model": msgspec.to_builtins(ctx.model),
+                "thinking_level": ctx.thinking_level,
+                "leaf_id": ctx.leaf_id,
+                "active_tags": active,
+            }
 
     def entry(self, request: Request, body: Any) -> dict[str, Any]:
         with self.cache.session(request.path_params["sid"]) as s:
@@ -348,8 +375,12 @@ class Viewer:
         # Listing removes tags that became invalid (DESIGN §7), so it is a write.
         with self.cache.session(request.path_params["sid"], write=True) as s:
             listing = s.tags()
-            return {"tags": actions.to_json(listing.tags), "removed": listing.removed,
-                    "available": True, "version": version(s)}
+            return {
+                "tags": actions.to_json(listing.tags),
+                "removed": listing.removed,
+                "available": True,
+                "version": version(s),
+            }
 
     def operations(self, request: Request, body: Any) -> dict[str, Any]:
         if not actions._implemented(Session, "operations"):
@@ -366,24 +397,35 @@ class Viewer:
         if mod is None or not hasattr(mod, "dump_context"):
             raise UserError("Provider formats are not available in this installation")
         if name and name not in FORMAT_LABELS:
-            raise UserError(f"Unknown provider format {name!r}; choose one of: "
-                            f"{', '.join(FORMAT_LABELS)}")
+            raise UserError(
+                f"Unknown provider format {name!r}; choose one of: {', '.join(FORMAT_LABELS)}"
+            )
         active = sorted(_id_set(request.query_params.get("active_tags")))
         with self.cache.session(request.path_params["sid"]) as s:
             ctx = s.context(active_tags=active)
             messages = list(ctx.messages)
             meta = (s.header.metadata or {}).get("import")
             source = meta.get("format") if isinstance(meta, dict) else None
-            own = mod.own_format(messages, provider=ctx.model.provider if ctx.model else None,
-                                 model_id=ctx.model.model_id if ctx.model else None,
-                                 source=source)
+            own = mod.own_format(
+                messages,
+                provider=ctx.model.provider if ctx.model else None,
+                model_id=ctx.model.model_id if ctx.model else None,
+                source=source,
+            )
             dumped = mod.dump_context(name or own, messages, report=True)
             ids = ctx.view.ids()
-            return {"format": name or own, "own_format": own,
-                    "payload": actions.to_json(dumped.payload),
-                    "adjustments": [{**actions.to_json(a), "view_id": ids[a.position]
-                                     if 0 <= a.position < len(ids) else None}
-                                    for a in dumped.adjustments]}
+            return {
+                "format": name or own,
+                "own_format": own,
+                "payload": actions.to_json(dumped.payload),
+                "adjustments": [
+                    {
+                        **actions.to_json(a),
+                        "view_id": ids[a.position] if 0 <= a.position < len(ids) else None,
+                    }
+                    for a in dumped.adjustments
+                ],
+            }
 
     def preview(self, request: Request, body: Any) -> dict[str, Any]:
         action, args = self._action(body)
@@ -394,8 +436,13 @@ class Viewer:
         action, args = self._action(body)
         with self.cache.session(request.path_params["sid"], write=True) as s:
             result = actions.run(s, action, args)
-            return {"action": action, "result": actions.to_json(result), "leaf_id": s.leaf_id,
-                    "context_messages": len(s.context().messages), "version": version(s)}
+            return {
+                "action": action,
+                "result": actions.to_json(result),
+                "leaf_id": s.leaf_id,
+                "context_messages": len(s.context().messages),
+                "version": version(s),
+            }
 
     @staticmethod
     def _action(body: Any) -> tuple[str, dict[str, Any]]:
@@ -418,8 +465,10 @@ class Viewer:
                 return {"executed": False, "plan": actions.to_json(plan)}
             # Purge exactly what was previewed: a session that changed since is refused.
             if body.get("fingerprint") != plan.fingerprint:
-                raise UserError(f"Session '{s.id}' changed since the purge preview; "
-                                "preview again before purging")
+                raise UserError(
+                    f"Session '{s.id}' changed since the purge preview; "
+                    "preview again before purging"
+                )
             done = s.purge(ids, dry_run=False)
             return {"executed": True, "plan": actions.to_json(done), "version": version(s)}
 
@@ -430,25 +479,39 @@ class Viewer:
         if compaction is None:
             raise UserError("Compaction is not available in this installation")
         keep = body.get("keep_recent_tokens")
-        keep_recent = (compaction.DEFAULT_KEEP_RECENT_TOKENS if keep in (None, "")
-                       else actions._int(body, "keep_recent_tokens"))
+        keep_recent = (
+            compaction.DEFAULT_KEEP_RECENT_TOKENS
+            if keep in (None, "")
+            else actions._int(body, "keep_recent_tokens")
+        )
         confirm = body.get("confirm") is True
         with self.cache.session(request.path_params["sid"], write=confirm) as s:
             plan = compaction.prepare_compaction(s, keep_recent_tokens=keep_recent)
             if not confirm:
                 summary = compaction.build_summary(compaction.ExtractiveSummarizer(), plan)
-                return {"executed": False, "leaf_id": plan.leaf_id,
-                        "first_kept_entry_id": plan.first_kept_entry_id,
-                        "summarized_messages": len(plan.summarize_ids) + len(plan.turn_prefix_ids),
-                        "kept_entries": len(plan.kept_ids), "tokens_before": plan.tokens_before,
-                        "kept_tokens": plan.kept_tokens, "split_turn": plan.is_split_turn,
-                        "summary": summary, "keep_recent_tokens": keep_recent}
+                return {
+                    "executed": False,
+                    "leaf_id": plan.leaf_id,
+                    "first_kept_entry_id": plan.first_kept_entry_id,
+                    "summarized_messages": len(plan.summarize_ids) + len(plan.turn_prefix_ids),
+                    "kept_entries": len(plan.kept_ids),
+                    "tokens_before": plan.tokens_before,
+                    "kept_tokens": plan.kept_tokens,
+                    "split_turn": plan.is_split_turn,
+                    "summary": summary,
+                    "keep_recent_tokens": keep_recent,
+                }
             if body.get("leaf_id") != plan.leaf_id:
-                raise UserError(f"Session '{s.id}' moved on since the compaction preview; "
-                                "preview again")
+                raise UserError(
+                    f"Session '{s.id}' moved on since the compaction preview; preview again"
+                )
             done = compaction.compact(s, keep_recent_tokens=keep_recent, plan=plan)
-            return {"executed": True, "entry_id": done.entry_id,
-                    "context_messages": len(s.context().messages), "version": version(s)}
+            return {
+                "executed": True,
+                "entry_id": done.entry_id,
+                "context_messages": len(s.context().messages),
+                "version": version(s),
+            }
 
 
 def create_app(store: Any) -> LoopbackGuard:
@@ -458,8 +521,9 @@ def create_app(store: Any) -> LoopbackGuard:
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         stop = threading.Event()
-        warm = threading.Thread(target=_embed_in_background, args=(viewer, stop),
-                                name="threadline-embed", daemon=True)
+        warm = threading.Thread(
+            target=_embed_in_background, args=(viewer, stop), name="threadline-embed", daemon=True
+        )
         warm.start()
         try:
             yield
@@ -509,21 +573,30 @@ class LoopbackGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
-                   for k, v in scope.get("headers", [])}
+        headers = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])
+        }
         host = _loopback(headers.get("host", ""))
         if host is None:
-            await _refuse(send, 403, "Refusing a request for host "
-                          f"{_clip(headers.get('host', ''))}: the viewer answers only on "
-                          "127.0.0.1, localhost or [::1]")
+            await _refuse(
+                send,
+                403,
+                "Refusing a request for host "
+                f"{_clip(headers.get('host', ''))}: the viewer answers only on "
+                "127.0.0.1, localhost or [::1]",
+            )
             return
         origin = headers.get("origin")
         if origin is not None:
             scheme, _, authority = origin.partition("://")
             seen = _loopback(authority) if scheme == "http" else None
             if seen is None or seen[1] != host[1]:
-                await _refuse(send, 403, f"Refusing a request from origin {_clip(origin)}: "
-                              "only the viewer's own page may call it")
+                await _refuse(
+                    send,
+                    403,
+                    f"Refusing a request from origin {_clip(origin)}: "
+                    "only the viewer's own page may call it",
+                )
                 return
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
@@ -562,10 +635,17 @@ class LoopbackGuard:
 
 async def _refuse(send: Any, status: int, message: str) -> None:
     data = msgspec.json.encode({"error": message})
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(data)).encode()),
-                            (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 

@@ -68,7 +68,8 @@ def is_sidechain(session: Session, entry_id: str) -> bool:
     details = getattr(payload, "provider_details", None) or {}
     # importers keep a tool's own fields under the tool's name (provider_details["claude_code"])
     return _sidechain_flag(details) or any(
-        isinstance(v, dict) and _sidechain_flag(v) for v in details.values())
+        isinstance(v, dict) and _sidechain_flag(v) for v in details.values()
+    )
 
 
 def _sidechain_flag(details: dict[str, Any]) -> bool:
@@ -85,8 +86,15 @@ class TreeRows:
     is the real depth.
     """
 
-    def __init__(self, session: Session, *, folded: set[str], unfolded: set[str],
-                 outline: bool = False, bookkeeping: bool = False) -> None:
+    def __init__(
+        self,
+        session: Session,
+        *,
+        folded: set[str],
+        unfolded: set[str],
+        outline: bool = False,
+        bookkeeping: bool = False,
+    ) -> None:
         self.session = session
         shape = TreeShape(session.metadata(content_types=False))
         labels = session.labels()
@@ -99,8 +107,7 @@ class TreeRows:
                 return True
             if eid in unfolded:
                 return False
-            if is_sidechain(session, eid) and (parent is None
-                                               or not is_sidechain(session, parent)):
+            if is_sidechain(session, eid) and (parent is None or not is_sidechain(session, parent)):
                 sidechain_roots += 1
                 return True
             return False
@@ -108,8 +115,14 @@ class TreeRows:
         keep = set(labels) | ({leaf} if leaf else set())
         graph = layout(shape, keep=keep, hide_bookkeeping=not bookkeeping, fold=fold)
         if outline:
-            graph = [r for r in graph if r.children != 1 or r.id in labels or r.id == leaf
-                     or shape.types.get(r.id) in OUTLINE_TYPES]
+            graph = [
+                r
+                for r in graph
+                if r.children != 1
+                or r.id in labels
+                or r.id == leaf
+                or shape.types.get(r.id) in OUTLINE_TYPES
+            ]
         self.rows = graph
         self.types = shape.types
         self.width = lane_width(graph)
@@ -129,31 +142,33 @@ class TreeRows:
     def page(self, offset: int, limit: int) -> list[dict[str, Any]]:
         s = self.session
         out = []
-        for r in self.rows[offset: offset + limit]:
+        for r in self.rows[offset : offset + limit]:
             if r.run:
                 kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(r.run_types.items()))
                 role, summary = None, f"{r.run} bookkeeping entries ({kinds})"
             else:
                 role, summary = entry_summary(s, r.id)
-            out.append({
-                "id": r.id,
-                "type": "run" if r.run else self.types.get(r.id),
-                "role": role,
-                "summary": summary,
-                "depth": r.depth,
-                "lane": r.lane,
-                "through": r.through,
-                "forks": r.forks,
-                "run": r.run,
-                "children": r.children,
-                "label": self.labels.get(r.id),
-                "on_path": r.id in self.on_path,
-                "leaf": r.id == s.leaf_id,
-                "folded": r.folded,
-                "hidden": r.hidden,
-                "sidechain": False if r.run else is_sidechain(s, r.id),
-                "timestamp": tree_timestamp(s, r.id),
-            })
+            out.append(
+                {
+                    "id": r.id,
+                    "type": "run" if r.run else self.types.get(r.id),
+                    "role": role,
+                    "summary": summary,
+                    "depth": r.depth,
+                    "lane": r.lane,
+                    "through": r.through,
+                    "forks": r.forks,
+                    "run": r.run,
+                    "children": r.children,
+                    "label": self.labels.get(r.id),
+                    "on_path": r.id in self.on_path,
+                    "leaf": r.id == s.leaf_id,
+                    "folded": r.folded,
+                    "hidden": r.hidden,
+                    "sidechain": False if r.run else is_sidechain(s, r.id),
+                    "timestamp": tree_timestamp(s, r.id),
+                }
+            )
         return out
 
 
@@ -164,20 +179,22 @@ def tree_timestamp(session: Session, entry_id: str) -> str:
 
 def context_page(session: Session, ctx: Context, offset: int, limit: int) -> list[dict[str, Any]]:
     """Rows ``offset .. offset+limit`` of the context: position, origin, role, preview, tags."""
-    items = ctx.view[offset: offset + limit]
+    items = ctx.view[offset : offset + limit]
     out = []
     for i, item in enumerate(items):
         msg = session.state.message_for_view_id(item.id)
-        out.append({
-            "position": offset + i,
-            "view_id": item.id,
-            "kind": item.kind,
-            "entry_id": item.entry_id,
-            "role": msg.role,
-            "preview": message_preview(msg, 400),
-            "tags": list(item.tags),
-            "blocks": [b.__struct_config__.tag for b in msg.content],
-        })
+        out.append(
+            {
+                "position": offset + i,
+                "view_id": item.id,
+                "kind": item.kind,
+                "entry_id": item.entry_id,
+                "role": msg.role,
+                "preview": message_preview(msg, 400),
+                "tags": list(item.tags),
+                "blocks": [b.__struct_config__.tag for b in msg.content],
+            }
+        )
     return out
 
 
