@@ -261,7 +261,7 @@ class Session:
             raise self._state.unknown(str(parent))
         rec = msgspec.structs.replace(rec, parent_id=parent)
         self.append_records([rec])
-        return rec.id  # type: ignore[no-any-return]
+        return str(rec.id)
 
     @serialized
     def append_records(self, records: Sequence[KnownRecord]) -> list[str]:

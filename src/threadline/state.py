@@ -262,14 +262,14 @@ class SessionState:
         elif parent_id is AT_LEAF:
             parent = self.leaf
         else:
-            parent = parent_id  # type: ignore[assignment]
+            parent = parent_id if isinstance(parent_id, str) else None
         rec: Any = cls(id=new_id(), parent_id=parent, timestamp=now(), **{kind: payload})
         line = encode_checked(encode, rec)
         check_record(payload, line, 1 if parent is None else 0)
         self.append_lines([line], first)
         self.sizes[rec.id] = len(line)
         self.after_write(rec)
-        return rec.id  # type: ignore[no-any-return]
+        return str(rec.id)
 
     def after_write(self, rec: KnownRecord) -> None:
         prev_leaf = self.leaf
@@ -398,7 +398,8 @@ class SessionState:
             rec = self.record(view_id)
             if isinstance(rec, PurgedEntry):  # purged, but its purge record was lost
                 return Message(role="custom", content=[text(f"[purged entry {view_id}]")])
-            return rec.message  # type: ignore[union-attr]
+            assert isinstance(rec, MessageEntry)  # its type was indexed as "message"
+            return rec.message
         if kind == "compaction":
             return Message(role="compactionSummary", content=[text(self.payload(view_id).summary)])
         if kind == "branch_summary":
