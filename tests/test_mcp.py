@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 import threadline as tl
@@ -624,6 +625,15 @@ def test_the_server_answers_over_streamable_http(
                 return names, snipped, ctx
 
         names, snipped, ctx = anyio.run(main)
+        # a web page the user visits must not reach the server (DNS rebinding, cross-site calls)
+        refused = [
+            httpx.post(
+                f"http://127.0.0.1:{port}/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers={"Accept": "application/json, text/event-stream", **headers},
+            )
+            for headers in ({"Host": "attacker.example"}, {"Origin": "http://attacker.example"})
+        ]
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -631,6 +641,10 @@ def test_the_server_answers_over_streamable_http(
     assert snipped.is_error is False
     assert snipped.structured_content["view_length"] == 6  # the snip's marker and 5 messages
     assert texts(ctx)[1] == "u2"
+    assert [(r.status_code, r.text) for r in refused] == [
+        (421, "Invalid Host header"),
+        (403, "Invalid Origin header"),
+    ]
 
 
 def test_creating_the_server_leaves_the_root_logger_alone() -> None:

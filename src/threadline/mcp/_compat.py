@@ -19,6 +19,7 @@ The functions below even out the differences, so a client sees the same server o
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 from typing import Any, Literal
@@ -92,6 +93,7 @@ def tool_annotations(*, read_only: bool, destructive: bool, idempotent: bool) ->
     )
 
 
+@functools.cache
 def _fastmcp_class() -> Any:
     """FastMCP reporting a tool's unexpected exception the way MCPServer does: logged with its
     traceback, and to the client only ``Error executing tool NAME`` (its text may hold paths or
