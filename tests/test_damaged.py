@@ -3,10 +3,7 @@ the others: in the library, ``threadline sessions``, the viewer's home page and 
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -107,21 +104,14 @@ def test_the_viewer_home_page_lists_damaged_sessions(tmp_path: Path) -> None:
 
 
 def test_mcp_list_sessions_lists_damaged_sessions(tmp_path: Path) -> None:
-    from mcp import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp_client import Called, Client, over_stdio
 
     damaged_store(tmp_path, BAD_LINES["utf8_in_timestamp"])
 
-    async def main() -> Any:
-        params = StdioServerParameters(
-            command=sys.executable, args=["-m", "threadline", "--store", str(tmp_path), "mcp"]
-        )
-        with open(tmp_path / "mcp.err", "w") as err:
-            async with stdio_client(params, errlog=err) as (r, w), ClientSession(r, w) as cs:
-                await cs.initialize()
-                return await cs.call_tool("list_sessions", {})
+    async def go(cs: Client) -> Called:
+        return await cs.call_tool("list_sessions", {})
 
-    result = asyncio.run(main())
+    result = over_stdio(tmp_path, tmp_path / "mcp.err", go)
     assert not result.is_error
     flags = {r["id"]: r["damaged"] is not None for r in result.structured_content["sessions"]}
     assert flags == {"good": False, "hurt": True}

@@ -82,6 +82,80 @@ def test_a_langchain_chat_model_sees_the_history_of_earlier_turns(tmp_path: Path
     ]
 
 
+def test_messages_another_framework_wrote_read_as_langchain_messages() -> None:
+    store = tl.open_store("memory://")
+    with store.create(session_id="lc-3") as s:
+        s.append_message("user", [tl.text("Which is warmer?"), tl.image("AAAA")])
+        s.append_message(
+            "assistant",
+            [
+                tl.thinking("Two calls at once."),
+                tl.text("Checking both."),
+                tl.tool_use("c1", "weather", {"city": "Paris"}),
+                tl.tool_use("c2", "clock", "UTC"),
+            ],
+        )
+        # the results in one user message, as Anthropic and Bedrock send them
+        s.append_message("user", [tl.tool_result("c1", "Sunny"), tl.tool_result("c2", "no", True)])
+        s.append_message("assistant", "Paris.")
+    history = ThreadlineChatMessageHistory("lc-3", store)
+    assert history.messages == [
+        HumanMessage(
+            [
+                {"type": "text", "text": "Which is warmer?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            ]
+        ),
+        AIMessage(
+            [
+                {"type": "reasoning", "reasoning": "Two calls at once."},
+                {"type": "text", "text": "Checking both."},
+            ],
+            tool_calls=[
+                {"id": "c1", "name": "weather", "args": {"city": "Paris"}},
+                {"id": "c2", "name": "clock", "args": {"input": "UTC"}},
+            ],
+        ),
+        ToolMessage("Sunny", tool_call_id="c1", name="weather"),
+        ToolMessage("no", tool_call_id="c2", name="clock", status="error"),
+        AIMessage("Paris."),
+    ]
+    history.close()
+
+
+def test_langchain_reasoning_is_a_thinking_block_and_comes_back_as_written() -> None:
+    store = tl.open_store("memory://")
+    said = [
+        HumanMessage("Why?"),
+        AIMessage([{"type": "reasoning", "reasoning": "Think first."}, "Because.", {"x": 1}]),
+        AIMessage([{"type": "thinking", "thinking": "Anthropic-style.", "signature": "s"}]),
+    ]
+    history = ThreadlineChatMessageHistory("lc-4", store)
+    history.add_messages(said)
+    assert history.messages == said
+    history.close()
+    with store.open("lc-4") as s:  # what every other adapter reads
+        assert [message_text(m, with_ids=False) for m in s.context().messages] == [
+            "Why?",
+            "(thinking) Think first.\nBecause.\n[item block]",
+            "(thinking) Anthropic-style.",
+        ]
+
+
+def test_a_history_the_earlier_adapter_wrote_reads_back_whole() -> None:
+    from langchain_core.messages import message_to_dict
+
+    store = tl.open_store("memory://")
+    said = AIMessage("Hi.", id="m1", response_metadata={"model_name": "fake"})
+    with store.create(session_id="lc-5") as s:
+        s.append_message(
+            "assistant", "Hi.", provider_details={"langchain": {"message": message_to_dict(said)}}
+        )
+    history = ThreadlineChatMessageHistory("lc-5", store)
+    assert history.messages == [said]
+    history.close()
+
+
 def weather(city: str) -> str:
     """The weather in a city."""
     return f"Sunny in {city}"

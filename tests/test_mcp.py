@@ -1,27 +1,24 @@
 """The MCP server, driven by the official ``mcp`` client: ``threadline mcp`` as a subprocess over
-stdio, and once over streamable HTTP."""
+stdio, and once over streamable HTTP. The same tests pass on mcp 1.x and 2.x
+(``scripts/mcp_versions.sh`` runs them on the lowest and the highest release the extra accepts):
+they read what went over the wire (``tests/mcp_client.py``)."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
+import httpx
 import pytest
-from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
 import threadline as tl
+from mcp_client import CLI, Client, over_http, over_stdio
 from threadline.mcp.server import DATA_NOTICE
 
-T = TypeVar("T")
-CLI = [sys.executable, "-c", "from threadline.cli.main import main; main()"]
 TOOLS = {
     "tag_messages",
     "digest_messages",
@@ -50,19 +47,6 @@ TOOLS = {
 CATALOG_TOOLS = {"search_history", "manage_tags"}  # added by threadline.catalog when present
 
 
-def over_stdio(store_dir: Path, errlog: Path, fn: Callable[[ClientSession], Awaitable[T]]) -> T:
-    async def main() -> T:
-        params = StdioServerParameters(
-            command=CLI[0], args=[*CLI[1:], "--store", str(store_dir), "mcp"]
-        )
-        with errlog.open("w") as err:
-            async with stdio_client(params, errlog=err) as (r, w), ClientSession(r, w) as cs:
-                await cs.initialize()
-                return await fn(cs)
-
-    return anyio.run(main)
-
-
 @pytest.fixture
 def conv(tmp_path: Path) -> tuple[Path, str, list[str]]:
     """A JSONL store with one session: u0 a1 u2 a3(call c1) tool4(result c1) a5 u6."""
@@ -82,6 +66,52 @@ def conv(tmp_path: Path) -> tuple[Path, str, list[str]]:
     return directory, sid, ids
 
 
+def test_the_server_announces_threadline_and_its_version(tmp_path: Path) -> None:
+    async def go(cs: Client) -> dict[str, Any]:
+        return cs.initialized
+
+    init = over_stdio(tmp_path / "store", tmp_path / "err.log", go)
+    assert init["serverInfo"]["name"] == "threadline"
+    assert init["serverInfo"]["version"] == tl.__version__  # not the mcp package's version
+    assert init["instructions"].startswith("Tools to inspect and curate stored conversation")
+    assert init["capabilities"]["tools"] is not None
+
+
+SERVER_WITH_A_FAILING_TOOL = """
+import logging, sys
+import threadline as tl
+from threadline.mcp.server import create_server
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+server = create_server(tl.open_store("memory://"))
+
+@server.tool()
+def fail_unexpectedly(path: str) -> str:
+    raise RuntimeError(f"cannot read {path}")
+
+server.run("stdio")
+"""
+
+
+def test_an_unexpected_failure_is_logged_and_reported_without_its_text(tmp_path: Path) -> None:
+    async def go(cs: Client) -> list[tuple[bool, str]]:
+        failed = await cs.call_tool("fail_unexpectedly", {"path": "/home/someone/secret"})
+        ok = await cs.call_tool("list_sessions", {})  # the server is still up
+        return [
+            (failed.is_error, failed.content[0].text),
+            (ok.is_error, str(ok.structured_content)),
+        ]
+
+    command = [CLI[0], "-c", SERVER_WITH_A_FAILING_TOOL]
+    got = over_stdio(tmp_path, tmp_path / "err.log", go, command=command)
+    assert got == [
+        (True, "Error executing tool fail_unexpectedly"),
+        (False, str({"notice": DATA_NOTICE, "sessions": [], "skipped": []})),
+    ]
+    log = (tmp_path / "err.log").read_text()
+    assert "Tool 'fail_unexpectedly' raised an unexpected exception" in log
+    assert "RuntimeError: cannot read /home/someone/secret" in log  # the traceback stays here
+
+
 def texts(result: Any) -> list[str]:
     return [m["text"] for m in result.structured_content["messages"]]
 
@@ -91,31 +121,42 @@ def test_the_tools_are_listed_with_input_and_output_schemas(
 ) -> None:
     directory, _, _ = conv
 
-    async def go(cs: ClientSession) -> Any:
-        return (await cs.list_tools()).tools
+    async def go(cs: Client) -> Any:
+        return await cs.list_tools()
 
-    tools = {t.name: t for t in over_stdio(directory, tmp_path / "err.log", go)}
+    tools = over_stdio(directory, tmp_path / "err.log", go)
     assert set(tools) - CATALOG_TOOLS == TOOLS
     digest = tools["digest_messages"]
-    assert digest.input_schema["required"] == ["session_id", "start_idx", "end_idx", "summary"]
+    assert digest["inputSchema"]["required"] == ["session_id", "start_idx", "end_idx", "summary"]
     assert {
-        k: v.get("type") for k, v in digest.input_schema["properties"].items() if k != "tags"
+        k: v.get("type") for k, v in digest["inputSchema"]["properties"].items() if k != "tags"
     } == {"session_id": "string", "start_idx": "integer", "end_idx": "integer", "summary": "string"}
-    assert digest.output_schema is not None
-    assert set(digest.output_schema["properties"]) == {
+    assert digest["outputSchema"] is not None
+    assert set(digest["outputSchema"]["properties"]) == {
         "session_id",
         "operation_id",
         "kind",
         "view_length",
     }
     revise = tools["revise_messages"]
-    assert revise.input_schema["required"] == ["session_id", "start_idx", "end_idx", "replacements"]
-    assert tools["resequence_messages"].input_schema["properties"]["new_order"]["items"] == {
+    assert revise["inputSchema"]["required"] == [
+        "session_id",
+        "start_idx",
+        "end_idx",
+        "replacements",
+    ]
+    assert tools["resequence_messages"]["inputSchema"]["properties"]["new_order"]["items"] == {
         "type": "integer"
     }
-    assert tools["delete_history_entries"].annotations.destructive_hint is True
-    assert tools["get_context"].annotations.read_only_hint is True
-    assert all(t.output_schema is not None for name, t in tools.items() if name in TOOLS)
+    assert tools["delete_history_entries"]["annotations"] == {
+        "title": None,
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": False,
+        "openWorldHint": False,
+    }
+    assert tools["get_context"]["annotations"]["readOnlyHint"] is True
+    assert all(t["outputSchema"] is not None for name, t in tools.items() if name in TOOLS)
 
 
 def test_every_tool_runs_and_returns_structured_results(
@@ -124,7 +165,7 @@ def test_every_tool_runs_and_returns_structured_results(
     directory, sid, ids = conv
     log: dict[str, Any] = {}
 
-    async def go(cs: ClientSession) -> None:
+    async def go(cs: Client) -> None:
         async def call(tool: str, /, **args: Any) -> Any:
             res = await cs.call_tool(tool, args)
             assert res.is_error is False, (tool, res.content)
@@ -333,7 +374,7 @@ def test_refusals_come_back_as_tool_errors_with_the_reason(
 ) -> None:
     directory, sid, _ = conv
 
-    async def go(cs: ClientSession) -> list[tuple[bool, str]]:
+    async def go(cs: Client) -> list[tuple[bool, str]]:
         out = []
         for name, args in [
             ("snip_messages", {"session_id": sid, "start_idx": 2, "end_idx": 9}),
@@ -390,7 +431,7 @@ def test_get_context_gives_a_provider_payload(
 ) -> None:
     directory, sid, _ = conv
 
-    async def go(cs: ClientSession) -> Any:
+    async def go(cs: Client) -> Any:
         return await cs.call_tool("get_context", {"session_id": sid, "format": "openai_chat"})
 
     res = over_stdio(directory, tmp_path / "err.log", go)
@@ -418,7 +459,7 @@ def test_repair_session_previews_applies_and_is_undone_by_reverting(tmp_path: Pa
         s.append_message("user", "stop")
         sid = s.id
 
-    async def go(cs: ClientSession) -> list[Any]:
+    async def go(cs: Client) -> list[Any]:
         got = [
             await cs.call_tool("get_context", {"session_id": sid, "format": "bedrock"}),
             await cs.call_tool("repair_session", {"session_id": sid}),
@@ -463,7 +504,7 @@ def test_delete_needs_a_valid_single_use_token_bound_to_the_plan(
     path = directory / f"{sid}.jsonl"
     original = path.read_bytes()
 
-    async def go(cs: ClientSession) -> dict[str, Any]:
+    async def go(cs: Client) -> dict[str, Any]:
         seen: dict[str, Any] = {}
         preview = await cs.call_tool(
             "delete_history_entries", {"session_id": sid, "entry_ids": [ids[0]]}
@@ -575,12 +616,8 @@ def test_the_server_answers_over_streamable_http(
                 time.sleep(0.1)
 
         async def main() -> tuple[set[str], Any, Any]:
-            async with (
-                streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (r, w),
-                ClientSession(r, w) as cs,
-            ):
-                await cs.initialize()
-                names = {t.name for t in (await cs.list_tools()).tools}
+            async with over_http(f"http://127.0.0.1:{port}/mcp") as cs:
+                names = set(await cs.list_tools())
                 snipped = await cs.call_tool(
                     "snip_messages", {"session_id": sid, "start_idx": 0, "end_idx": 1}
                 )
@@ -588,6 +625,15 @@ def test_the_server_answers_over_streamable_http(
                 return names, snipped, ctx
 
         names, snipped, ctx = anyio.run(main)
+        # a web page the user visits must not reach the server (DNS rebinding, cross-site calls)
+        refused = [
+            httpx.post(
+                f"http://127.0.0.1:{port}/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers={"Accept": "application/json, text/event-stream", **headers},
+            )
+            for headers in ({"Host": "attacker.example"}, {"Origin": "http://attacker.example"})
+        ]
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -595,6 +641,10 @@ def test_the_server_answers_over_streamable_http(
     assert snipped.is_error is False
     assert snipped.structured_content["view_length"] == 6  # the snip's marker and 5 messages
     assert texts(ctx)[1] == "u2"
+    assert [(r.status_code, r.text) for r in refused] == [
+        (421, "Invalid Host header"),
+        (403, "Invalid Origin header"),
+    ]
 
 
 def test_creating_the_server_leaves_the_root_logger_alone() -> None:

@@ -10,12 +10,16 @@ The mapping: ``human`` -> ``user``, ``ai`` -> ``assistant`` (``tool_calls`` beco
 blocks), ``tool`` -> ``tool`` (one ``tool_result`` block; ``status="error"`` -> ``is_error``),
 ``system`` -> ``system``; any other type (``function``, ``chat``, ``remove``) -> ``custom``. String
 content becomes one text block; list content keeps one block per item (``text`` items as text
-blocks, ``thinking``/``reasoning`` items as thinking blocks, anything else as a placeholder text
-block that carries the raw item). Every field threadline has no place for (``id``, ``name``,
-``additional_kwargs``, ``response_metadata``, ``usage_metadata``, ``artifact``, …) rides along in
-``provider_details["langchain"]``, so ``dump(load(x)) == x`` for JSON-shaped messages.
-:func:`round_trips` says whether a given message survives exactly (callers that must not lose
-anything, such as the LangGraph checkpointer, store the others whole).
+blocks, ``thinking`` items and LangChain's standard ``reasoning`` blocks as thinking blocks,
+anything else as a placeholder text block that carries the raw item). Every field threadline has
+no place for (``id``, ``name``, ``additional_kwargs``, ``response_metadata``, ``usage_metadata``,
+``artifact``, …) rides along in ``provider_details["langchain"]``, so ``dump(load(x)) == x`` for
+JSON-shaped messages. :func:`round_trips` says whether a given message survives exactly (callers
+that must not lose anything, such as the LangGraph checkpointer, store the others whole).
+
+A message another framework wrote (no ``provider_details["langchain"]``) dumps as the nearest
+LangChain message: reasoning as ``reasoning`` blocks and images as ``image_url`` blocks beside the
+text, and a tool input that is not an object as ``{"input": value}``.
 
 Needs ``langchain-core``: ``pip install 'threadline[langgraph]'``.
 """
@@ -26,8 +30,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from threadline.errors import UserError
+from threadline.formats._common import image_data_url
 from threadline.model.content import (
     Block,
+    ImageBlock,
     Message,
     TextBlock,
     ThinkingBlock,
@@ -125,9 +131,12 @@ def _block(item: Any) -> Block:
         if kind == "text" and isinstance(item.get("text"), str):
             rest = {k: v for k, v in item.items() if k not in ("type", "text")}
             return text(item["text"], **({NAME: rest} if rest else {}))
-        if kind == "thinking" and isinstance(item.get("thinking"), str):
-            rest = {k: v for k, v in item.items() if k not in ("type", "thinking")}
-            block = thinking(item["thinking"])
+        if kind in ("thinking", "reasoning") and isinstance(item.get(kind), str):
+            # Anthropic's thinking item, or LangChain's standard reasoning block
+            rest = {k: v for k, v in item.items() if k not in ("type", kind)}
+            if kind == "reasoning":
+                rest["type"] = kind
+            block = thinking(item[kind])
             if rest:
                 block.provider_details = {NAME: rest}
             return block
@@ -190,6 +199,10 @@ def from_message(message: Message) -> Any:
                 items.append(_item(b))
         if listed:
             content = items
+        elif any(_foreign_item(b) for b in message.content if not isinstance(b, TextBlock)):
+            # another framework's reasoning or images (LangChain's own have content_list): a
+            # list of LangChain content blocks, beside the text
+            content = [item for b in message.content if (item := _foreign_item(b))]
         else:
             content = "".join(i if isinstance(i, str) else i.get("text", "") for i in items)
     fields.update(extra)
@@ -217,9 +230,10 @@ _CLASSES = {
 def _tool_call(b: ToolUseBlock) -> dict[str, Any]:
     extra = dict((b.provider_details or {}).get(NAME) or {})
     no_id = extra.pop("no_id", False)
+    args = b.tool_use.input  # LangChain's args are an object; another provider's may not be
     call = {
         "name": b.tool_use.name,
-        "args": b.tool_use.input,
+        "args": args if isinstance(args, dict) else {"input": args},
         "id": None if no_id else b.tool_use.id,
         "type": "tool_call",
     }
@@ -236,8 +250,21 @@ def _item(b: Block) -> Any:
             return b.text.content
         return {"type": "text", "text": b.text.content, **extra}
     if isinstance(b, ThinkingBlock):
-        return {"type": "thinking", "thinking": b.thinking.content, **extra}
+        kind = extra.pop("type", "thinking")
+        return {"type": kind, kind: b.thinking.content, **extra}
     return {"type": b.__class__.__name__}
+
+
+def _foreign_item(b: Block) -> dict[str, Any] | None:
+    """Another framework's text, readable reasoning or image as a LangChain content block (the
+    standard ``reasoning`` block; images as the ``image_url`` every chat model takes)."""
+    if isinstance(b, ThinkingBlock) and not b.thinking.redacted:
+        return {"type": "reasoning", "reasoning": b.thinking.content}
+    if isinstance(b, TextBlock):
+        return {"type": "text", "text": b.text.content}
+    if isinstance(b, ImageBlock):
+        return {"type": "image_url", "image_url": {"url": image_data_url(b)}}
+    return None
 
 
 def round_trips(message: Any, converted: Message | None = None) -> bool:

@@ -4,12 +4,13 @@
 ``BaseChatMessageHistory`` (``RunnableWithMessageHistory(chain, lambda sid:
 ThreadlineChatMessageHistory(sid, store))``):
 
-- messages go through :mod:`threadline.formats.openai_chat` (LangChain's own OpenAI
-  conversion), so AI tool calls and tool messages are tool uses and results every other adapter
-  reads; the LangChain message itself rides in ``provider_details["langchain"]`` and comes back
-  equal;
+- messages convert through :mod:`threadline.formats.langchain` (shared with the LangGraph
+  checkpointer): AI tool calls and tool messages are tool uses and results every other adapter
+  reads, reasoning content blocks are thinking blocks, and the fields threadline has no place for
+  ride in ``provider_details["langchain"]``, so a message comes back equal;
 - ``messages`` is the session's *current context* (threadline's undo, branches, compaction and
-  context operations apply); messages another framework wrote come back converted;
+  context operations apply); messages another framework wrote come back converted, each tool
+  result as a ``ToolMessage`` named after the tool its call named;
 - ``clear()`` moves the leaf before the first entry: nothing is deleted.
 """
 
@@ -18,32 +19,15 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from threadline.formats import openai_chat
+from threadline.formats import langchain as lc
 from threadline.integrations._common import OneSession, append_chain, check_id, missing_extra
-from threadline.model.content import (
-    Message,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    text,
-    thinking,
-    tool_use,
-)
+from threadline.model.content import Message, ToolResultBlock, ToolUseBlock
 
 try:
     from langchain_core.chat_history import BaseChatMessageHistory
-    from langchain_core.messages import (
-        AIMessage,
-        BaseMessage,
-        ToolMessage,
-        convert_to_messages,
-        convert_to_openai_messages,
-        message_to_dict,
-        messages_from_dict,
-    )
+    from langchain_core.messages import BaseMessage, ToolMessage, messages_from_dict
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise missing_extra("LangChain", "langchain", exc) from None
 
@@ -52,8 +36,6 @@ if TYPE_CHECKING:
     from threadline.stores import Store
 
 __all__ = ["ThreadlineChatMessageHistory"]
-
-NAME = "langchain"
 
 
 class ThreadlineChatMessageHistory(BaseChatMessageHistory):
@@ -91,7 +73,9 @@ class ThreadlineChatMessageHistory(BaseChatMessageHistory):
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append messages under the current leaf in one durable write."""
-        converted = [_to_threadline(m) for m in messages]
+        converted = lc.load(messages)
+        for m in converted:  # marked as LangChain's own, even with no field to keep
+            m.provider_details = {lc.NAME: {}, **(m.provider_details or {})}
         with self._lock:
             append_chain(self._open(), converted)
 
@@ -101,96 +85,24 @@ class ThreadlineChatMessageHistory(BaseChatMessageHistory):
             self._open().reset_leaf()
 
 
-def _to_threadline(m: BaseMessage) -> Message:
-    if isinstance(m, AIMessage):
-        out = _from_ai_message(m)
-        out.provider_details = {NAME: {"message": message_to_dict(m)}}
-        return out
-    payload = convert_to_openai_messages([m])
-    loaded = openai_chat.load(payload)
-    out = (
-        loaded[0]
-        if len(loaded) == 1
-        else Message(role="user", content=[b for x in loaded for b in x.content])
-    )
-    # an AI message with tool calls and no words has content "": no empty text block for it
-    kept = [b for b in out.content if not (isinstance(b, TextBlock) and not b.text.content)]
-    if kept:
-        out.content = kept
-    out.provider_details = {**(out.provider_details or {}), NAME: {"message": message_to_dict(m)}}
-    return out
-
-
 def _to_langchain(m: Message, names: dict[str, str]) -> list[BaseMessage]:
+    """``m`` as LangChain messages: one, or one ``ToolMessage`` per result of a message that
+    holds only tool results (other frameworks put parallel results in one message). ``names``
+    maps the call ids seen so far to their tools, to name the ``ToolMessage``."""
     for b in m.content:
         if isinstance(b, ToolUseBlock):
             names[b.tool_use.id] = b.tool_use.name
-    mine = (m.provider_details or {}).get(NAME)
+    mine = (m.provider_details or {}).get(lc.NAME)
     if isinstance(mine, dict) and isinstance(mine.get("message"), dict):
+        # written by this adapter before it shared the format module: the message whole
         return list(messages_from_dict([mine["message"]]))
-    if m.role == "assistant":
-        return [_ai_message(m)]
     results = [b for b in m.content if isinstance(b, ToolResultBlock)]
-    if results and len(results) == len(m.content):
-        return [
-            ToolMessage(
-                _result_text(b),
-                tool_call_id=b.tool_result.tool_use_id,
-                name=names.get(b.tool_result.tool_use_id),
-                status="error" if b.tool_result.is_error else "success",
-            )
-            for b in results
-        ]
-    payload: Any = openai_chat.shape([m])
-    if isinstance(payload, dict):
-        payload = payload.get("messages", [])
-    return list(convert_to_messages(payload))
-
-
-def _ai_message(m: Message) -> AIMessage:
-    """An AIMessage for an assistant message another framework wrote: reasoning as LangChain
-    ``reasoning`` content blocks, tool uses as ``tool_calls``."""
-    blocks: list[str | dict[str, Any]] = []
-    calls = []
-    for b in m.content:
-        if isinstance(b, ThinkingBlock) and not b.thinking.redacted:
-            blocks.append({"type": "reasoning", "reasoning": b.thinking.content})
-        elif isinstance(b, TextBlock):
-            blocks.append({"type": "text", "text": b.text.content})
-        elif isinstance(b, ToolUseBlock):
-            args = (
-                b.tool_use.input
-                if isinstance(b.tool_use.input, dict)
-                else {"input": b.tool_use.input}
-            )
-            calls.append({"id": b.tool_use.id, "name": b.tool_use.name, "args": args})
-    content: str | list[str | dict[str, Any]] = blocks
-    if all(isinstance(x, dict) and x["type"] == "text" for x in blocks):
-        content = "".join(str(x["text"]) for x in blocks if isinstance(x, dict))
-    return AIMessage(content=content, tool_calls=calls)
-
-
-def _result_text(b: ToolResultBlock) -> str:
-    body = b.tool_result.content
-    if isinstance(body, str):
-        return body
-    return "".join(c.text.content for c in body if isinstance(c, TextBlock))
-
-
-def _from_ai_message(m: AIMessage) -> Message:
-    """An AIMessage's blocks: its text and reasoning content blocks, then its tool calls (the
-    OpenAI conversion would drop the reasoning)."""
-    blocks: list[Any] = []
-    parts = m.content if isinstance(m.content, list) else [m.content]
-    for p in parts:
-        if isinstance(p, str):
-            if p:
-                blocks.append(text(p))
-        elif p.get("type") == "text" and p.get("text"):
-            blocks.append(text(str(p["text"])))
-        elif p.get("type") in ("reasoning", "thinking"):
-            words = p.get("reasoning") or p.get("thinking") or ""
-            if words:
-                blocks.append(thinking(str(words)))
-    blocks += [tool_use(c.get("id") or "", c["name"], c["args"]) for c in m.tool_calls]
-    return Message(role="assistant", content=blocks)
+    if mine is not None or not results or len(results) != len(m.content):
+        return [lc.from_message(m)]
+    out: list[BaseMessage] = []
+    for b in results:
+        tool = lc.from_message(Message(role="tool", content=[b]))
+        if isinstance(tool, ToolMessage) and tool.name is None:
+            tool.name = names.get(b.tool_result.tool_use_id)
+        out.append(tool)
+    return out

@@ -23,19 +23,11 @@ from pydantic import BaseModel, Field
 
 from threadline.errors import NotFoundError, ThreadlineError, UserError
 from threadline.history import PurgePlan
+from threadline.mcp._compat import ToolAnnotations, ToolError, tool_annotations
 from threadline.model.content import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from threadline.model.entries import PurgedEntry, UnknownRecord, encode_record
 from threadline.session import Session
 from threadline.stores import Store
-
-try:
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import ToolAnnotations
-except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError(
-        f"The MCP server needs the 'mcp' package ({exc}); run: pip install -e '.[mcp]' in the "
-        "threadline clone"
-    ) from exc
 
 __all__ = ["DATA_NOTICE", "TOKEN_TTL_SECONDS", "TOOLS", "Tool", "ToolContext"]
 
@@ -444,15 +436,9 @@ def _context_messages(
     return ctx, list(ctx.messages)
 
 
-_READ = ToolAnnotations(
-    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-_EDIT = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-)
-_DELETE = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
-)
+_READ = tool_annotations(read_only=True, destructive=False, idempotent=True)
+_EDIT = tool_annotations(read_only=False, destructive=False, idempotent=False)
+_DELETE = tool_annotations(read_only=False, destructive=True, idempotent=False)
 
 
 @dataclasses.dataclass(frozen=True)
