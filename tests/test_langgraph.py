@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -327,3 +328,83 @@ def test_without_the_extra_the_import_error_names_the_pip_command() -> None:
         "threadline's LangGraph checkpointer needs langgraph-checkpoint: "
         "pip install 'threadline[langgraph]'\n"
     )
+
+
+def _snapshot(saver: ThreadlineSaver, thread_id: str) -> list[tuple[Any, ...]]:
+    return [
+        (t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
+        for t in saver.list({"configurable": {"thread_id": thread_id}})
+    ]
+
+
+def test_checkpoints_left_by_delete_for_runs_and_prune_read_back_exact_after_reopening(
+    store: tuple[tl.Store, list[str]],
+) -> None:
+    store_, _ = store
+    saver = ThreadlineSaver(store_)
+    graph = build(saver)
+    for turn in range(1, 10):
+        config = {"configurable": {"thread_id": "runs"}, "metadata": {"run_id": f"run-{turn}"}}
+        graph.invoke({"messages": [user(turn)]}, config)
+    before = _snapshot(saver, "runs")
+    gone = ["run-4", "run-5", "run-6"]
+    # the middle runs go: the checkpoints after them were stored as changes to theirs
+    saver.delete_for_runs(gone)
+    kept = [t for t in before if t[2]["run_id"] not in gone]
+    assert (len(before), len(kept)) == (33, 22)
+    assert _snapshot(saver, "runs") == kept
+    saver.close()
+    fresh = ThreadlineSaver(store_)
+    assert _snapshot(fresh, "runs") == kept
+    # and the thread goes on from its latest checkpoint as if nothing had been deleted
+    ref = run(build(InMemorySaver()), {"configurable": {"thread_id": "runs"}}, 1, 10)
+    got = run(build(fresh), {"configurable": {"thread_id": "runs"}}, 10, 10)
+    assert shape(got["messages"]) == shape(ref["messages"])
+    latest = _snapshot(fresh, "runs")[0]
+    fresh.prune(["runs"])
+    assert _snapshot(fresh, "runs") == [latest]
+    fresh.close()
+    again = ThreadlineSaver(store_)
+    assert _snapshot(again, "runs") == [latest]
+    again.close()
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_saver_keeps_few_threads_open_and_another_process_can_continue_the_others(
+    jsonl_store: Any,
+) -> None:
+    saver = ThreadlineSaver(jsonl_store, max_open_threads=4)
+    graph = build(saver)
+    base = _fds()
+    counts = []
+    for i in range(60):
+        run(graph, {"configurable": {"thread_id": f"t{i}"}}, 1, 1)
+        counts.append(_fds())
+    # four threads' descriptors, however many threads
+    assert counts[3] > base and set(counts[4:]) == {counts[3]}
+    script = [sys.executable, str(HERE / "_langgraph_chat.py"), str(jsonl_store.url)]
+    # t0 was let go: another process continues it while this saver is still open
+    out = subprocess.run([*script, "t0", "2", "2"], capture_output=True, text=True, check=True)
+    assert [m[1] for m in json.loads(out.stdout)] == [
+        "question 1",
+        "answer 1 after 1 messages. ",
+        "question 2",
+        "answer 2 after 3 messages. ",
+    ]
+    # t59 is one of the four still open: its writer lock is this saver's
+    held = subprocess.run([*script, "t59", "2", "2"], capture_output=True, text=True)
+    assert held.returncode == 1 and "SessionLockedError" in held.stderr
+    # this saver picks t0 up again with the other process's turn in it
+    final = run(graph, {"configurable": {"thread_id": "t0"}}, 3, 3)
+    ref = run(build(InMemorySaver()), {"configurable": {"thread_id": "t0"}}, 1, 3)
+    assert shape(final["messages"]) == shape(ref["messages"])
+    saver.close()
+    assert _fds() == base  # close let the last four go
+
+
+def test_max_open_threads_must_be_a_positive_int(jsonl_store: Any) -> None:
+    with pytest.raises(tl.UserError, match="max_open_threads must be a positive int, not 0"):
+        ThreadlineSaver(jsonl_store, max_open_threads=0)
