@@ -15,7 +15,7 @@ from threadline.errors import UserError
 from threadline.formats import langchain as lc
 from threadline.model.entries import CustomEntry, MessageEntry, new_id, now
 from threadline.session import Session
-from threadline.store.base import SESSION_ID_RE
+from threadline.store.base import SESSION_ID_RE, bulk_load
 
 CHECKPOINT = "langgraph.checkpoint"
 WRITES = "langgraph.writes"
@@ -220,12 +220,13 @@ class ThreadIndex:
         # the last messages written: id(obj) -> (obj, entry id, message id when written)
         self.recent: dict[int, tuple[Any, str, Any]] = {}
         self.main_leaf: str | None = session.leaf_id
-        for meta in session.metadata(content_types=False):
-            self.parents[meta.id] = meta.parent_id
-            if meta.type == "custom":
-                rec = session.entry(meta.id)
-                if isinstance(rec, CustomEntry):
-                    self.ingest(rec)
+        with bulk_load():
+            for meta in session.metadata(content_types=False):
+                self.parents[meta.id] = meta.parent_id
+                if meta.type == "custom":
+                    rec = session.entry(meta.id)
+                    if isinstance(rec, CustomEntry):
+                        self.ingest(rec)
 
     def ingest(self, rec: CustomEntry) -> None:
         kind = rec.custom.custom_type

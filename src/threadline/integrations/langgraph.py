@@ -11,7 +11,9 @@ Checkpoints, their pending writes and the channel values live in that session's 
 
 - a checkpoint is a ``custom`` entry (``custom_type="langgraph.checkpoint"``) whose tree parent is
   the last entry of its parent checkpoint (time travel appends under an earlier checkpoint, so it
-  branches; ``copy_thread`` copies the whole tree into a new session);
+  branches; ``copy_thread`` copies the whole tree into a new session). It holds only what the
+  checkpoint changed: its fields as changes to its parent's, and no parent id when the tree says
+  it (the format is in ``_langgraph_index``);
 - ``put_writes`` appends a ``langgraph.writes`` entry after its checkpoint;
 - a channel value is stored once, when its version is new; a list of LangChain messages that
   grew from its previous version (``add_messages``) is stored as the messages added, each an
@@ -84,6 +86,7 @@ from threadline.integrations._langgraph_index import (
 from threadline.model.entries import Custom as CustomPayload
 from threadline.model.entries import CustomEntry, MessageEntry, new_id, now
 from threadline.session import Session
+from threadline.store.base import bulk_load
 from threadline.stores import Store, open_store
 
 __all__ = ["ThreadlineSaver"]
@@ -405,7 +408,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         conf = config["configurable"]
-        with self._lock:
+        # reading builds many small objects and no cycles: the cyclic GC waits (as in loads)
+        with self._lock, bulk_load():
             t = self._thread(conf["thread_id"], create=False)
             if t is None:
                 return None
@@ -422,7 +426,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        with self._lock:
+        with self._lock, bulk_load():
             found = self._list(config, filter, before, limit)
         yield from found
 
@@ -859,7 +863,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         before: RunnableConfig | None,
         limit: int | None,
     ) -> _Tuples:
-        with self._lock:
+        with self._lock, bulk_load():
             return self._list(config, filter, before, limit)
 
     async def aput(
