@@ -17,6 +17,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
 
 import threadline as tl
 from _langgraph_chat import build, run, shape, user
@@ -408,3 +409,39 @@ def test_a_saver_keeps_few_threads_open_and_another_process_can_continue_the_oth
 def test_max_open_threads_must_be_a_positive_int(jsonl_store: Any) -> None:
     with pytest.raises(tl.UserError, match="max_open_threads must be a positive int, not 0"):
         ThreadlineSaver(jsonl_store, max_open_threads=0)
+
+
+def _with_subgraph(saver: Any) -> Any:
+    """A graph whose one node is a subgraph with its own checkpoints (``checkpoint_ns``)."""
+
+    def inner(state: MessagesState) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(f"inner {n}", id=f"in-{n}")]}
+
+    sub = StateGraph(MessagesState)
+    sub.add_node("inner", inner)
+    sub.add_edge(START, "inner")
+    outer = StateGraph(MessagesState)
+    outer.add_node("sub", sub.compile(checkpointer=True))
+    outer.add_edge(START, "sub")
+    return outer.compile(checkpointer=saver)
+
+
+def test_subgraph_checkpoints_read_back_exact_after_reopening(
+    store: tuple[tl.Store, list[str]],
+) -> None:
+    store_, _ = store
+    config = {"configurable": {"thread_id": "sub"}}
+    saver = ThreadlineSaver(store_)
+    graph = _with_subgraph(saver)
+    for turn in range(1, 6):
+        graph.invoke({"messages": [user(turn)]}, config)
+    before = _snapshot(saver, "sub")
+    namespaces = {t[0]["configurable"]["checkpoint_ns"].split(":")[0] for t in before}
+    assert (len(before), namespaces) == (30, {"", "sub"})
+    saver.close()
+    fresh = ThreadlineSaver(store_)
+    assert _snapshot(fresh, "sub") == before
+    final = _with_subgraph(fresh).invoke({"messages": [user(6)]}, config)
+    assert [m.content for m in final["messages"]][-2:] == ["question 6", "inner 11"]
+    fresh.close()
