@@ -13,8 +13,9 @@ side by side in one run:
    default 10000: running 3,750 turns through SqliteSaver would store ~35 GB), then turns;
 
 then it measures, at that history length: bytes on disk (the saver's files or tables), the mean
-latency of ``--turns`` more turns (per turn and per checkpoint), and the time a fresh saver
-takes to load the latest checkpoint (``get_tuple``, median of 3). The messages' own size is
+latency of ``--turns`` more turns (per turn and per checkpoint). At the end, the time a fresh
+saver takes to load the latest checkpoint (``get_tuple``): ``--loads`` rounds in which every
+saver of every size loads once, the median per saver. The messages' own size is
 their LangChain JSON (``model_dump_json``), one per line.
 
 PostgreSQL: the ``test`` database on 127.0.0.1 (``$THREADLINE_BENCH_PG``), a fresh schema per
@@ -219,15 +220,6 @@ def measure(s: Saver, n: int, full: bool, pad: int, turns: int) -> dict[str, Any
         per_turn, per_cp = timed_turns(graph, saver, config, 10_000 + turn, turns, pad)
         messages = graph.get_state(config).values["messages"]
     jsonl = sum(len(m.model_dump_json()) + 1 for m in messages)
-    loads = []
-    for _ in range(3):
-        with s.open() as fresh:
-            t0 = time.perf_counter()
-            tup = fresh.get_tuple(config)
-            loads.append((time.perf_counter() - t0) * 1000)
-            assert tup is not None and len(tup.checkpoint["channel_values"]["messages"]) == len(
-                messages
-            )
     size = s.size()
     return {
         "saver": s.name,
@@ -239,9 +231,20 @@ def measure(s: Saver, n: int, full: bool, pad: int, turns: int) -> dict[str, Any
         "turn_ms": per_turn,
         "cp_ms": per_cp,
         "early_cp_ms": early[1] if early else None,
-        "load_ms": statistics.median(loads),
         "build_s": build_s,
+        "saver_under_test": s,
+        "config": config,
+        "loads": [],
     }
+
+
+def load_once(row: dict[str, Any]) -> None:
+    """One fresh saver on the row's storage loads its latest checkpoint (``get_tuple``)."""
+    with row["saver_under_test"].open() as fresh:
+        t0 = time.perf_counter()
+        tup = fresh.get_tuple(row["config"])
+        row["loads"].append((time.perf_counter() - t0) * 1000)
+    assert tup is not None and len(tup.checkpoint["channel_values"]["messages"]) == row["n"]
 
 
 def main() -> None:
@@ -257,6 +260,7 @@ def main() -> None:
     ap.add_argument("--pad", type=int, default=4)
     ap.add_argument("--turns", type=int, default=20)
     ap.add_argument("--only", nargs="*", default=None, help="savers whose name contains one")
+    ap.add_argument("--loads", type=int, default=5, help="rounds of loads of the latest")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -271,9 +275,21 @@ def main() -> None:
                         f"{row['saver']:30} n={row['n']:6} {row['mode']:12} "
                         f"bytes={row['bytes']:>13,} ({row['ratio']:.2f}x JSONL) "
                         f"turn={row['turn_ms']:.1f}ms saver/cp={row['cp_ms']:.2f}ms "
-                        f"load={row['load_ms']:.1f}ms build={row['build_s']:.0f}s",
+                        f"build={row['build_s']:.0f}s",
                         flush=True,
                     )
+            # loads last, taking turns (one load of each saver per round), so that a change in
+            # the machine's load falls on every saver alike
+            for _ in range(args.loads):
+                for row in rows:
+                    load_once(row)
+            for row in rows:
+                row["load_ms"] = statistics.median(row["loads"])
+                print(
+                    f"{row['saver']:30} n={row['n']:6} load latest: median {row['load_ms']:.1f}ms "
+                    f"of {' '.join(f'{x:.0f}' for x in row['loads'])}",
+                    flush=True,
+                )
         finally:
             import psycopg
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
 
 import threadline as tl
 from _langgraph_chat import build, run, shape, user
@@ -184,12 +186,10 @@ def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) ->
         if r["type"] == "custom" and r["custom"]["custom_type"] == "langgraph.checkpoint"
     ]
     kinds = [c["b"]["messages"][0] for c in checkpoints if "messages" in c["b"]]
-    assert kinds[0] == "x" and set(kinds[1:]) == {"m"}  # whole once, then only what was added
-    assert all(
-        len(c["b"]["messages"][2]) <= 2
-        for c in checkpoints
-        if c["b"].get("messages", [""])[0] == "m"
-    )
+    assert kinds[0] == "l" and set(kinds[1:]) == {"m"}  # whole once, then only what was added
+    added = [c["b"]["messages"] for c in checkpoints if c["b"].get("messages", [""])[0] == "m"]
+    assert {len(spec) for spec in added} == {2}  # the base is the parent's: not written
+    assert {len(spec[1]) for spec in added} == {1}  # each step adds one message
     saver.close()
 
 
@@ -329,3 +329,119 @@ def test_without_the_extra_the_import_error_names_the_pip_command() -> None:
         "threadline's LangGraph checkpointer needs langgraph-checkpoint: "
         "pip install 'threadline[langgraph]'\n"
     )
+
+
+def _snapshot(saver: ThreadlineSaver, thread_id: str) -> list[tuple[Any, ...]]:
+    return [
+        (t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
+        for t in saver.list({"configurable": {"thread_id": thread_id}})
+    ]
+
+
+def test_checkpoints_left_by_delete_for_runs_and_prune_read_back_exact_after_reopening(
+    store: tuple[tl.Store, list[str]],
+) -> None:
+    store_, _ = store
+    saver = ThreadlineSaver(store_)
+    graph = build(saver)
+    for turn in range(1, 10):
+        config = {"configurable": {"thread_id": "runs"}, "metadata": {"run_id": f"run-{turn}"}}
+        graph.invoke({"messages": [user(turn)]}, config)
+    before = _snapshot(saver, "runs")
+    gone = ["run-4", "run-5", "run-6"]
+    # the middle runs go: the checkpoints after them were stored as changes to theirs
+    saver.delete_for_runs(gone)
+    kept = [t for t in before if t[2]["run_id"] not in gone]
+    assert (len(before), len(kept)) == (33, 22)
+    assert _snapshot(saver, "runs") == kept
+    saver.close()
+    fresh = ThreadlineSaver(store_)
+    assert _snapshot(fresh, "runs") == kept
+    # and the thread goes on from its latest checkpoint as if nothing had been deleted
+    ref = run(build(InMemorySaver()), {"configurable": {"thread_id": "runs"}}, 1, 10)
+    got = run(build(fresh), {"configurable": {"thread_id": "runs"}}, 10, 10)
+    assert shape(got["messages"]) == shape(ref["messages"])
+    latest = _snapshot(fresh, "runs")[0]
+    fresh.prune(["runs"])
+    assert _snapshot(fresh, "runs") == [latest]
+    fresh.close()
+    again = ThreadlineSaver(store_)
+    assert _snapshot(again, "runs") == [latest]
+    again.close()
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_saver_keeps_few_threads_open_and_another_process_can_continue_the_others(
+    jsonl_store: Any,
+) -> None:
+    saver = ThreadlineSaver(jsonl_store, max_open_threads=4)
+    graph = build(saver)
+    base = _fds()
+    counts = []
+    for i in range(60):
+        run(graph, {"configurable": {"thread_id": f"t{i}"}}, 1, 1)
+        counts.append(_fds())
+    # four threads' descriptors, however many threads
+    assert counts[3] > base and set(counts[4:]) == {counts[3]}
+    script = [sys.executable, str(HERE / "_langgraph_chat.py"), str(jsonl_store.url)]
+    # t0 was let go: another process continues it while this saver is still open
+    out = subprocess.run([*script, "t0", "2", "2"], capture_output=True, text=True, check=True)
+    assert [m[1] for m in json.loads(out.stdout)] == [
+        "question 1",
+        "answer 1 after 1 messages. ",
+        "question 2",
+        "answer 2 after 3 messages. ",
+    ]
+    # t59 is one of the four still open: its writer lock is this saver's
+    held = subprocess.run([*script, "t59", "2", "2"], capture_output=True, text=True)
+    assert held.returncode == 1 and "SessionLockedError" in held.stderr
+    # this saver picks t0 up again with the other process's turn in it
+    final = run(graph, {"configurable": {"thread_id": "t0"}}, 3, 3)
+    ref = run(build(InMemorySaver()), {"configurable": {"thread_id": "t0"}}, 1, 3)
+    assert shape(final["messages"]) == shape(ref["messages"])
+    saver.close()
+    assert _fds() == base  # close let the last four go
+
+
+def test_max_open_threads_must_be_a_positive_int(jsonl_store: Any) -> None:
+    with pytest.raises(tl.UserError, match="max_open_threads must be a positive int, not 0"):
+        ThreadlineSaver(jsonl_store, max_open_threads=0)
+
+
+def _with_subgraph(saver: Any) -> Any:
+    """A graph whose one node is a subgraph with its own checkpoints (``checkpoint_ns``)."""
+
+    def inner(state: MessagesState) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(f"inner {n}", id=f"in-{n}")]}
+
+    sub = StateGraph(MessagesState)
+    sub.add_node("inner", inner)
+    sub.add_edge(START, "inner")
+    outer = StateGraph(MessagesState)
+    outer.add_node("sub", sub.compile(checkpointer=True))
+    outer.add_edge(START, "sub")
+    return outer.compile(checkpointer=saver)
+
+
+def test_subgraph_checkpoints_read_back_exact_after_reopening(
+    store: tuple[tl.Store, list[str]],
+) -> None:
+    store_, _ = store
+    config = {"configurable": {"thread_id": "sub"}}
+    saver = ThreadlineSaver(store_)
+    graph = _with_subgraph(saver)
+    for turn in range(1, 6):
+        graph.invoke({"messages": [user(turn)]}, config)
+    before = _snapshot(saver, "sub")
+    namespaces = {t[0]["configurable"]["checkpoint_ns"].split(":")[0] for t in before}
+    assert (len(before), namespaces) == (30, {"", "sub"})
+    saver.close()
+    fresh = ThreadlineSaver(store_)
+    assert _snapshot(fresh, "sub") == before
+    final = _with_subgraph(fresh).invoke({"messages": [user(6)]}, config)
+    assert [m.content for m in final["messages"]][-2:] == ["question 6", "inner 11"]
+    fresh.close()

@@ -9,10 +9,13 @@ from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
+from threadline.errors import UserError
 from threadline.formats import langchain as lc
 from threadline.model.entries import CustomEntry, MessageEntry, new_id, now
 from threadline.session import Session
-from threadline.store.base import SESSION_ID_RE
+from threadline.store.base import SESSION_ID_RE, bulk_load
 
 CHECKPOINT = "langgraph.checkpoint"
 WRITES = "langgraph.writes"
@@ -23,9 +26,74 @@ MAX_DEPTH = 40  # threadline refuses records nested deeper than 64
 
 # -- value encoding ------------------------------------------------------------------------------
 # A stored value ("spec") is a short list: ["j", json] a JSON value; ["x", tree] JSON whose
-# {"$m": entry_id} leaves are LangChain messages kept as message entries; ["m", base, [ids]] a
-# message list = the value stored in entry ``base`` (same channel) + these message entries;
-# ["s", type, base64] LangGraph's serializer; ["e"] no value (a channel cleared at this version).
+# {"$m": entry_id} leaves are LangChain messages kept as message entries; ["l", [ids]] a list of
+# such messages (the usual pending write); ["m", [ids]] a message
+# list = the parent checkpoint's value of the same channel + these message entries (["m", [ids],
+# base]: the value stored in entry ``base`` + these); ["s", type, base64] LangGraph's serializer;
+# ["e"] no value (a channel cleared at this version); ["u"] (``updated_channels`` only) the
+# checkpoint's stored channels that have a value, sorted.
+#
+# A checkpoint entry's data (every key but "d" optional):
+#   "d"  its fields as a change to its parent checkpoint's (``diff_doc``): "v", "cv"
+#        (channel_versions), "vs" (versions_seen), "o" (other checkpoint keys, as specs), "mj"
+#        (metadata, a JSON object) or "md" (metadata, a spec);
+#   "f"  1: "d" is against nothing (a new chain: every 64th checkpoint, or an unknown parent);
+#   "b"  channel -> spec, the values of ``new_versions``; "n" their one version (not in "d"),
+#        else "bv" their versions where "d" does not hold them;
+#   "p"  the parent checkpoint id (null: none), unless it is the checkpoint that the nearest
+#        indexed ancestor in the tree belongs to; "ns" the namespace; "id" the checkpoint id
+#        when it is not the entry id; "ts" the checkpoint's ts when it is not the entry's.
+# A writes entry: "task", "w" ([idx, channel, spec] rows), "path"; "cp" and "ns" name its
+# checkpoint unless it is the one owning its nearest indexed ancestor in the tree.
+
+DOC_KEYS = ("cv", "vs", "o", "mj")  # the doc's dict fields, stored as changes
+CHAIN = 64  # a checkpoint's doc is rebuilt from at most this many changes
+EMPTY_DOC: dict[str, Any] = {"cv": {}, "vs": {}, "o": {}}
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal as stored (1, 1.0 and True are three values here)."""
+    return type(a) is type(b) and msgspec.json.encode(a) == msgspec.json.encode(b)
+
+
+def diff_doc(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """What ``new`` changes in ``old``: dict fields as [changed] or [changed, removed keys]."""
+    out: dict[str, Any] = {}
+    if "v" in new and not ("v" in old and same(old["v"], new["v"])):
+        out["v"] = new["v"]
+    if "md" in new and ("mj" in old or not same(old.get("md"), new["md"])):
+        out["md"] = new["md"]
+    for key in DOC_KEYS:
+        if key not in new:
+            continue
+        was = old.get(key, {})
+        now_ = new[key]
+        changed = {k: v for k, v in now_.items() if k not in was or not same(was[k], v)}
+        removed = [k for k in was if k not in now_]
+        if changed or removed or (key == "mj" and "mj" not in old):
+            out[key] = [changed, removed] if removed else [changed]
+    return out
+
+
+def apply_doc(old: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+    """``old`` with ``change`` (from :func:`diff_doc`) applied; ``old`` is not modified (the
+    docs share their unchanged fields: treat them as read-only)."""
+    doc = dict(old)
+    for key, value in change.items():
+        if key == "v":
+            doc["v"] = value
+        elif key == "md":
+            doc["md"] = value
+            doc.pop("mj", None)
+        elif key in DOC_KEYS:
+            if key == "mj":
+                doc.pop("md", None)
+            merged = dict(old.get(key, {}))
+            merged.update(value[0])
+            for k in value[1] if len(value) > 1 else ():
+                merged.pop(k, None)
+            doc[key] = merged
+    return doc
 
 
 def plain(value: Any) -> bool:
@@ -114,13 +182,17 @@ class Batch:
 # -- per-thread index ----------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(eq=False)
 class CheckpointInfo:
     entry: str  # the checkpoint's custom entry
     ns: str
     id: str
     parent: str | None  # parent checkpoint id
     tail: str | None  # last entry of its linear suffix: where writes and children attach
+    ts: str = ""
+    base: CheckpointInfo | None = None  # the parent as it was when this was put
+    depth: int = 0  # changes to apply to rebuild its doc
+    doc: dict[str, Any] | None = None  # its whole doc, when prune re-homed it
     # (task_id, idx) -> (task_id, channel, spec, task_path, entry id)
     writes: dict[tuple[str, int], tuple[str, str, Any, str, str]] = field(default_factory=dict)
     blobs: dict[str, str] = field(default_factory=dict)  # channel -> entry re-homing its value
@@ -133,55 +205,162 @@ class ThreadIndex:
         self.thread_id = thread_id
         self.session = session
         self.cps: dict[str, dict[str, CheckpointInfo]] = {}  # ns -> checkpoint id -> info
+        self.newest: dict[str, str] = {}  # ns -> its greatest checkpoint id
         # writes that came before their checkpoint (LangGraph saves checkpoints in the
         # background while the next tasks' writes arrive): (ns, checkpoint id) -> holder
         self.orphans: dict[tuple[str, str], CheckpointInfo] = {}
-        self.checkpoint_entries: set[str] = set()
+        self.by_entry: dict[str, CheckpointInfo] = {}  # checkpoint entry -> info
+        self.owner: dict[str, tuple[str, str]] = {}  # indexed entry -> (ns, checkpoint id)
+        self.parents: dict[str, str | None] = {}  # every entry's tree parent
         # (ns, channel, version) -> [(checkpoint id, entry id holding the value)]
         self.blobs: dict[tuple[str, str, Any], list[tuple[str, str]]] = {}
         self.data: dict[str, dict[str, Any]] = {}  # entry id -> its custom data
+        self.docs: dict[str, dict[str, Any]] = {}  # checkpoint entry -> its rebuilt doc
         self.values: dict[tuple[str, str], tuple[Any, ...]] = {}  # decoded message lists
         # the last messages written: id(obj) -> (obj, entry id, message id when written)
         self.recent: dict[int, tuple[Any, str, Any]] = {}
         self.main_leaf: str | None = session.leaf_id
-        for meta in session.metadata(content_types=False):
-            if meta.type == "custom":
-                rec = session.entry(meta.id)
-                if isinstance(rec, CustomEntry):
-                    self.ingest(rec)
+        with bulk_load():
+            for meta in session.metadata(content_types=False):
+                self.parents[meta.id] = meta.parent_id
+                if meta.type == "custom":
+                    rec = session.entry(meta.id)
+                    if isinstance(rec, CustomEntry):
+                        self.ingest(rec)
 
     def ingest(self, rec: CustomEntry) -> None:
         kind = rec.custom.custom_type
         data = rec.custom.data
+        self.parents[rec.id] = rec.parent_id
         if kind not in (CHECKPOINT, WRITES, BLOBS) or not isinstance(data, dict):
             return
         self.data[rec.id] = data
-        ns = data.get("ns", "")
         if kind == CHECKPOINT:
-            self.checkpoint_entries.add(rec.id)
+            ns = data.get("ns", "")
             cid = data.get("id", rec.id)
-            cp = CheckpointInfo(entry=rec.id, ns=ns, id=cid, parent=data.get("p"), tail=rec.id)
             cps = self.cps.setdefault(ns, {})
+            if "p" in data:
+                parent = data["p"]
+            else:  # the checkpoint its nearest indexed ancestor belongs to
+                above = self.owner_of(rec.parent_id)
+                parent = above.id if above is not None else None
+            base = cps.get(parent) if parent else None
+            cp = CheckpointInfo(
+                entry=rec.id,
+                ns=ns,
+                id=cid,
+                parent=parent,
+                tail=rec.id,
+                ts=data.get("ts", rec.timestamp),
+                base=base,
+                depth=base.depth + 1 if base is not None and "f" not in data else 0,
+            )
             old = cps.get(cid) or self.orphans.pop((ns, cid), None)
             if old is not None:  # the writes made before (or for an earlier put of) it stay
                 cp.writes = old.writes
             cps[cid] = cp
-            versions = {**data["cv"], **data.get("bv", {})}
+            if cid > self.newest.get(ns, ""):
+                self.newest[ns] = cid
+            self.by_entry[rec.id] = cp
+            self.owner[rec.id] = (ns, cid)
+            changed = data["d"].get("cv", [{}])[0]
+            versions = data.get("bv", {})
             for ch in data.get("b", {}):
-                key = (ns, ch, versions.get(ch))
+                if ch in versions:
+                    version = versions[ch]
+                else:
+                    version = data["n"] if "n" in data else changed.get(ch)
+                key = (ns, ch, version)
                 self.blobs.setdefault(key, []).append((cid, rec.id))
             return
-        cp = self.target(ns, data["cp"])
+        if "cp" in data:
+            cp = self.target(data.get("ns", ""), data["cp"])
+        else:
+            found = self.owner_of(rec.parent_id)
+            if found is None:  # not written by this saver: nothing to attach it to
+                return
+            cp = found
+        self.owner[rec.id] = (cp.ns, cp.id)
         cp.tail = rec.id
         if kind == BLOBS:
             for ch in data["b"]:
                 cp.blobs[ch] = rec.id
+            if "doc" in data:
+                cp.doc = data["doc"]
+            if "p" in data:
+                cp.parent = data["p"]
             return
         for idx, channel, spec in data["w"]:
             wkey = (data["task"], idx)
             if idx >= 0 and wkey in cp.writes:
                 continue
             cp.writes[wkey] = (data["task"], channel, spec, data.get("path", ""), rec.id)
+
+    def owner_of(self, start: str | None) -> CheckpointInfo | None:
+        """The checkpoint that the nearest indexed entry at or above ``start`` belongs to."""
+        cur = start
+        for _ in range(64):
+            if cur is None:
+                return None
+            key = self.owner.get(cur)
+            if key is not None:
+                return self.cps.get(key[0], {}).get(key[1]) or self.orphans.get(key)
+            cur = self.parents.get(cur)
+        return None
+
+    def doc(self, cp: CheckpointInfo) -> dict[str, Any]:
+        """The checkpoint's fields (see the format above), rebuilt from at most ``CHAIN``
+        changes; shared with its neighbours: read-only."""
+        chain: list[CheckpointInfo] = []
+        cur: CheckpointInfo | None = cp
+        doc = EMPTY_DOC
+        while cur is not None:
+            if cur.doc is not None:
+                doc = cur.doc
+                break
+            hit = self.docs.get(cur.entry)
+            if hit is not None:
+                doc = hit
+                break
+            chain.append(cur)
+            data = self.data[cur.entry]
+            if "f" in data:
+                break
+            if cur.base is None and data.get("p"):
+                raise UserError(
+                    f"Checkpoint '{cur.id}' of session '{self.session.id}' is stored as a "
+                    f"change to checkpoint '{data['p']}', which is gone; restore the session "
+                    "from a backup"
+                )
+            cur = cur.base
+        for c in reversed(chain):
+            data = self.data[c.entry]
+            doc = apply_doc(doc, data["d"])
+            if "n" in data:  # the version of every channel it stored
+                doc["cv"] = {**doc["cv"], **dict.fromkeys(data["b"], data["n"])}
+            self.docs[c.entry] = doc
+        return doc
+
+    def spec_base(self, holder: str, channel: str, spec: list[Any]) -> str | None:
+        """The entry whose value of ``channel`` a ["m", ...] spec in ``holder`` adds to."""
+        if len(spec) > 2:
+            return str(spec[2])
+        cp = self.by_entry.get(holder)
+        return self.stored_above(cp.base, channel) if cp is not None else None
+
+    def stored_above(self, cp: CheckpointInfo | None, channel: str) -> str | None:
+        """The entry holding ``channel`` for ``cp``: its own, or its nearest ancestor's that
+        stored one (what a ["m", ids] spec's base is)."""
+        for _ in range(4 * CHAIN):
+            if cp is None:
+                return None
+            rehomed = cp.blobs.get(channel)
+            if rehomed is not None:
+                return rehomed
+            if channel in self.data[cp.entry].get("b", ()):
+                return cp.entry
+            cp = cp.base
+        return None
 
     def target(self, ns: str, cid: str) -> CheckpointInfo:
         """The checkpoint that writes for ``cid`` belong to (a holder until it is put)."""
@@ -212,9 +391,9 @@ class ThreadIndex:
         for _ in range(64):
             if cur == start:
                 return leaf
-            if cur is None or (cur in self.checkpoint_entries and cur not in lineage):
+            if cur is None or (cur in self.by_entry and cur not in lineage):
                 return start
-            cur = self.session.entry(cur).parent_id
+            cur = self.parents.get(cur)
         return start
 
     def lineage(self, cp: CheckpointInfo | None, limit: int = 8) -> set[str]:
@@ -231,15 +410,31 @@ class ThreadIndex:
         the next few steps, never by ones far away)."""
         out: set[str] = set()
         cur = start
-        session = self.session
         while cur is not None and cur not in out and len(out) < limit:
             out.add(cur)
-            cur = session.entry(cur).parent_id
+            cur = self.parents.get(cur)
         return out
 
     def latest(self, ns: str) -> CheckpointInfo | None:
-        cps = self.cps.get(ns)
-        return cps[max(cps)] if cps else None
+        cid = self.newest.get(ns)
+        return self.cps[ns][cid] if cid is not None else None
+
+    def forget(self, gone: Set[str]) -> None:
+        """Drop the checkpoints whose entries are in ``gone`` from the index."""
+        for ns, cps in self.cps.items():
+            for cid in [c for c, cp in cps.items() if cp.entry in gone]:
+                del self.by_entry[cps[cid].entry]
+                del cps[cid]
+            if cps:
+                self.newest[ns] = max(cps)
+            else:
+                self.newest.pop(ns, None)
+        for key in list(self.blobs):
+            self.blobs[key] = [(c, e) for c, e in self.blobs[key] if e not in gone]
+        for entry in gone:  # purged entries say nothing about which checkpoint is above
+            self.owner.pop(entry, None)
+        self.docs.clear()
+        self.values.clear()
 
     def holder(self, cp: CheckpointInfo, channel: str, version: Any) -> str | None:
         """The entry holding ``channel`` at ``version`` as seen from checkpoint ``cp``: the
@@ -277,7 +472,7 @@ def delta_chain(t: ThreadIndex, holder: str, channel: str) -> list[str]:
     while cur is not None and cur not in out:
         out.append(cur)
         spec = t.data[cur]["b"][channel]
-        cur = spec[1] if spec[0] == "m" else None
+        cur = t.spec_base(cur, channel, spec) if spec[0] == "m" else None
     return out
 
 
@@ -285,7 +480,9 @@ def delta_refs(t: ThreadIndex, holder: str, channel: str) -> list[Any]:
     """The message references a stored value adds, in order."""
     spec = t.data[holder]["b"][channel]
     if spec[0] == "m":
-        return list(spec[2])
+        return list(spec[1])
+    if spec[0] == "l":
+        return list(spec[1])
     return ordered_refs(spec[1]) if spec[0] == "x" else []
 
 
@@ -306,7 +503,7 @@ def ordered_refs(tree: Any) -> list[Any]:
 
 def collect_refs(spec: list[Any], out: set[str]) -> None:
     """Collect the message entries a stored value refers to."""
-    refs = spec[2] if spec[0] == "m" else ordered_refs(spec[1]) if spec[0] == "x" else []
+    refs = spec[1] if spec[0] in ("m", "l") else ordered_refs(spec[1]) if spec[0] == "x" else []
     out.update(r if isinstance(r, str) else r[0] for r in refs)
 
 

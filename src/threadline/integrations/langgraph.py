@@ -11,7 +11,9 @@ Checkpoints, their pending writes and the channel values live in that session's 
 
 - a checkpoint is a ``custom`` entry (``custom_type="langgraph.checkpoint"``) whose tree parent is
   the last entry of its parent checkpoint (time travel appends under an earlier checkpoint, so it
-  branches; ``copy_thread`` copies the whole tree into a new session);
+  branches; ``copy_thread`` copies the whole tree into a new session). It holds only what the
+  checkpoint changed: its fields as changes to its parent's, and no parent id when the tree says
+  it (the format is in ``_langgraph_index``);
 - ``put_writes`` appends a ``langgraph.writes`` entry after its checkpoint;
 - a channel value is stored once, when its version is new; a list of LangChain messages that
   grew from its previous version (``add_messages``) is stored as the messages added, each an
@@ -31,8 +33,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
+
+import msgspec
 
 try:
     from langchain_core.messages import BaseMessage
@@ -60,7 +65,9 @@ from threadline.errors import UserError
 from threadline.formats import langchain as lc
 from threadline.integrations._langgraph_index import (
     BLOBS,
+    CHAIN,
     CHECKPOINT,
+    EMPTY_DOC,
     MAX_DEPTH,
     MSG_KEY,
     WRITES,
@@ -70,13 +77,16 @@ from threadline.integrations._langgraph_index import (
     collect_refs,
     delta_chain,
     delta_refs,
+    diff_doc,
     message_ids,
     plain,
+    same,
     thread_session_id,
 )
 from threadline.model.entries import Custom as CustomPayload
 from threadline.model.entries import CustomEntry, MessageEntry, new_id, now
 from threadline.session import Session
+from threadline.store.base import bulk_load
 from threadline.stores import Store, open_store
 
 __all__ = ["ThreadlineSaver"]
@@ -92,17 +102,26 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
     ``store`` is a threadline Store, a store URL (a directory, ``sqlite:///…``,
     ``postgresql://…``) or None for the default store (``$THREADLINE_HOME`` or ~/.threadline).
     The saver becomes the writer of each thread it writes (threadline's one-writer-per-session
-    lock) until :meth:`close`; another process can read or write that thread after it.
+    lock) and keeps at most ``max_open_threads`` threads open: the least recently used one is
+    closed (its lock released, its index dropped) when another opens, and every one at
+    :meth:`close`; another process can read or write a thread once the saver let it go.
     """
 
     def __init__(
-        self, store: Store | str | None = None, *, serde: SerializerProtocol | None = None
+        self,
+        store: Store | str | None = None,
+        *,
+        serde: SerializerProtocol | None = None,
+        max_open_threads: int = 32,
     ) -> None:
         super().__init__(serde=serde)
+        if type(max_open_threads) is not int or max_open_threads < 1:
+            raise UserError(f"max_open_threads must be a positive int, not {max_open_threads!r}")
         self.store: Store = (
             store if store is not None and not isinstance(store, str) else open_store(store)
         )
-        self._threads: dict[str, ThreadIndex] = {}
+        self.max_open_threads = max_open_threads
+        self._threads: OrderedDict[str, ThreadIndex] = OrderedDict()
         self._lock = threading.RLock()
         self._put_done = threading.Condition(self._lock)
 
@@ -138,6 +157,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
     def _thread(self, thread_id: str, *, create: bool) -> ThreadIndex | None:
         t = self._threads.get(thread_id)
         if t is not None:
+            self._threads.move_to_end(thread_id)
             return t
         if not isinstance(thread_id, str) or not thread_id:
             raise UserError(f"LangGraph thread id {thread_id!r} must be a non-empty string")
@@ -156,7 +176,16 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             )
         else:
             return None
-        t = self._threads[thread_id] = ThreadIndex(thread_id, session)
+        return self._keep(ThreadIndex(thread_id, session))
+
+    def _keep(self, t: ThreadIndex) -> ThreadIndex:
+        """Index ``t``; close the least recently used threads beyond ``max_open_threads`` (a
+        closed thread is opened again, from its session, when it is next used)."""
+        self._threads[t.thread_id] = t
+        self._threads.move_to_end(t.thread_id)
+        while len(self._threads) > self.max_open_threads:
+            _, old = self._threads.popitem(last=False)
+            old.session.close()
         return t
 
     def _thread_ids(self) -> list[str]:
@@ -183,6 +212,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         if batch.records:
             session.append_records(batch.records)
             for rec in batch.records:
+                t.parents[rec.id] = rec.parent_id
                 if isinstance(rec, CustomEntry):
                     t.ingest(rec)
             if main:
@@ -198,6 +228,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             return ["j", value]
         tree = self._tree(value, batch)
         if tree is not None:
+            if type(tree) is list and all(type(v) is dict and MSG_KEY in v for v in tree):
+                return ["l", [v[MSG_KEY] for v in tree]]  # a list of messages, the usual case
             return ["x", tree]
         kind, data = self.serde.dumps_typed(value)
         return ["s", kind, base64.b64encode(data).decode("ascii")]
@@ -234,6 +266,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         kind = spec[0]
         if kind == "j":
             return spec[1]
+        if kind == "l":
+            return [self._message(t, ref) for ref in spec[1]]
         if kind == "x":
             return self._untree(t, spec[1])
         if kind == "s":
@@ -282,8 +316,13 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                     raise UserError(f"Channel {channel!r} of entry '{cur}' is not a list")
                 base = tuple(decoded)
                 break
-            chain.append(spec[2])
-            cur = spec[1]
+            chain.append(spec[1])
+            cur = t.spec_base(cur, channel, spec)
+            if cur is None:
+                raise UserError(
+                    f"Channel {channel!r} of entry '{holder}' in session "
+                    f"'{t.session.id}' adds to a value that is gone; restore it from a backup"
+                )
         out = list(base)
         for ids in reversed(chain):
             out.extend(self._message(t, e) for e in ids)
@@ -307,27 +346,36 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
 
     # -- reading -------------------------------------------------------------------------------
 
+    def _metadata(self, t: ThreadIndex, cp: CheckpointInfo) -> Any:
+        doc = t.doc(cp)
+        if "mj" in doc:  # a copy: the doc is shared with the checkpoint's neighbours
+            return msgspec.json.decode(msgspec.json.encode(doc["mj"]))
+        return self._decode(t, doc["md"])
+
     def _tuple(self, t: ThreadIndex, cp: CheckpointInfo) -> CheckpointTuple:
-        data = t.data[cp.entry]
+        doc = t.doc(cp)
         values: dict[str, Any] = {}
-        for ch, ver in data["cv"].items():
+        for ch, ver in doc["cv"].items():
             holder = t.holder(cp, ch, ver)
             if holder is None:
                 continue
             present, value = self._value(t, holder, ch)
             if present:
                 values[ch] = value
-        entry = t.session.entry(cp.entry)
         checkpoint: dict[str, Any] = {
-            "v": data.get("v", 1),
+            "v": doc.get("v", 1),
             "id": cp.id,
-            "ts": data.get("ts", entry.timestamp),
+            "ts": cp.ts,
             "channel_values": values,
-            "channel_versions": dict(data["cv"]),
-            "versions_seen": {k: dict(v) for k, v in data["vs"].items()},
+            "channel_versions": dict(doc["cv"]),
+            "versions_seen": {k: dict(v) for k, v in doc["vs"].items()},
         }
-        for key, spec in data.get("o", {}).items():
-            checkpoint[key] = self._decode(t, spec)
+        stored = t.data[cp.entry]["b"]
+        for key, spec in doc["o"].items():
+            if spec == ["u"]:  # the channels this checkpoint stored a value of
+                checkpoint[key] = sorted(ch for ch, s in stored.items() if s[0] != "e")
+            else:
+                checkpoint[key] = self._decode(t, spec)
         writes = sorted(cp.writes.items(), key=lambda kv: writes_sort_key(kv[1][3], *kv[0]))
         pending: list[PendingWrite] = [
             (task, channel, self._decode(t, spec)) for _, (task, channel, spec, _p, _e) in writes
@@ -353,14 +401,15 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         return CheckpointTuple(
             config=config,  # type: ignore[arg-type]
             checkpoint=checkpoint,  # type: ignore[arg-type]
-            metadata=self._decode(t, data["md"]),
+            metadata=self._metadata(t, cp),
             parent_config=parent,  # type: ignore[arg-type]
             pending_writes=pending,
         )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         conf = config["configurable"]
-        with self._lock:
+        # reading builds many small objects and no cycles: the cyclic GC waits (as in loads)
+        with self._lock, bulk_load():
             t = self._thread(conf["thread_id"], create=False)
             if t is None:
                 return None
@@ -377,7 +426,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        with self._lock:
+        with self._lock, bulk_load():
             found = self._list(config, filter, before, limit)
         yield from found
 
@@ -408,7 +457,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                         continue
                     cp = cps[cid]
                     if filter:
-                        meta = self._decode(t, t.data[cp.entry]["md"])
+                        meta = self._metadata(t, cp)
                         if not all(meta.get(k) == v for k, v in filter.items()):
                             continue
                     if limit is not None and len(out) >= limit:
@@ -459,29 +508,43 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             entry_id = cid if not ns and not t.session.has_entry(cid) else new_id()
             if entry_id != cid:
                 data["id"] = cid
-            if parent_id:
-                data["p"] = parent_id
+            above = t.owner_of(start)
+            # no "p" when the tree says which parent it is
+            if (parent is None or above is not parent) and (parent_id or above is not None):
+                data["p"] = parent_id or None
             ts = checkpoint.get("ts")
             if not isinstance(ts, str) or not ts:
                 data["ts"] = ts
                 ts = now()
-            data["v"] = checkpoint.get("v", 1)
-            data["cv"] = dict(checkpoint.get("channel_versions", {}))
-            data["vs"] = {k: dict(v) for k, v in checkpoint.get("versions_seen", {}).items()}
-            others = {
-                k: v
-                for k, v in checkpoint.items()
-                if k not in ("v", "id", "ts", "channel_values", "channel_versions", "versions_seen")
-            }
-            if others:
-                data["o"] = {k: self._encode(v, batch) for k, v in others.items()}
-            data["md"] = self._encode(get_checkpoint_metadata(config, metadata), batch)
-            data["b"] = blobs
-            odd = {ch: v for ch, v in new_versions.items() if data["cv"].get(ch) != v}
-            if odd:
-                data["bv"] = odd
-            if not (plain(data["cv"]) and plain(data["vs"]) and plain(odd)):
+            doc = self._doc(checkpoint, blobs, config, metadata, batch)
+            if not (plain(doc["cv"]) and plain(doc["vs"]) and plain(new_versions)):
                 raise UserError("LangGraph channel versions must be strings or numbers")
+            # stored as what changed since the parent, a whole doc every CHAIN checkpoints
+            prev = t.doc(parent) if parent is not None and parent.depth + 1 < CHAIN else EMPTY_DOC
+            if parent_id and prev is EMPTY_DOC:
+                data["f"] = 1
+            change = data["d"] = diff_doc(prev, doc)
+            data["b"] = blobs
+            step = [new_versions[ch] for ch in blobs]
+            if step and all(
+                same(v, step[0]) and ch in doc["cv"] and same(doc["cv"][ch], v)
+                for ch, v in zip(blobs, step, strict=True)
+            ):  # one version for the step's channels (LangGraph's way): said once
+                data["n"] = step[0]
+                cv = change.pop("cv", None)
+                if cv is not None:
+                    rest = {k: v for k, v in cv[0].items() if k not in blobs}
+                    if rest or len(cv) > 1:
+                        change["cv"] = [rest, *cv[1:]]
+            else:
+                changed = change.get("cv", [{}])[0]
+                odd = {
+                    ch: v
+                    for ch, v in new_versions.items()
+                    if not (ch in changed and same(changed[ch], v))
+                }
+                if odd:
+                    data["bv"] = odd
             batch.add(
                 CustomEntry(
                     id=entry_id,
@@ -497,15 +560,45 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 self._cache(t, cp.entry, ch, value)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
+    def _doc(
+        self,
+        checkpoint: Checkpoint,
+        blobs: dict[str, Any],
+        config: RunnableConfig,
+        metadata: CheckpointMetadata,
+        batch: Batch,
+    ) -> dict[str, Any]:
+        """The checkpoint's fields but its id, ts and values (see the index's format)."""
+        doc: dict[str, Any] = {
+            "v": checkpoint.get("v", 1),
+            "cv": dict(checkpoint.get("channel_versions", {})),
+            "vs": {k: dict(v) for k, v in checkpoint.get("versions_seen", {}).items()},
+        }
+        stored = sorted(ch for ch, spec in blobs.items() if spec[0] != "e")
+        skip = ("v", "id", "ts", "channel_values", "channel_versions", "versions_seen")
+        doc["o"] = {
+            k: ["u"]
+            if k == "updated_channels" and type(v) is list and v == stored
+            else self._encode(v, batch)
+            for k, v in checkpoint.items()
+            if k not in skip
+        }
+        meta = self._encode(get_checkpoint_metadata(config, metadata), batch)
+        if meta[0] == "j" and type(meta[1]) is dict:
+            doc["mj"] = meta[1]
+        else:
+            doc["md"] = meta
+        return doc
+
     def _delta(
         self, t: ThreadIndex, parent: CheckpointInfo, channel: str, value: Any, batch: Batch
     ) -> _Spec | None:
         """``value`` as the messages added to the parent's version of ``channel``, or None."""
         if type(value) is not list or not value or not isinstance(value[-1], BaseMessage):
             return None
-        version = t.data[parent.entry]["cv"].get(channel)
+        version = t.doc(parent)["cv"].get(channel)
         holder = t.holder(parent, channel, version) if version is not None else None
-        if holder is None or t.data[holder]["b"][channel][0] not in ("m", "x"):
+        if holder is None or t.data[holder]["b"][channel][0] not in ("m", "l", "x"):
             return None
         try:
             prev = self._messages_at(t, holder, channel)
@@ -525,7 +618,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if ref is None:
                 return None
             ids.append(ref)
-        return ["m", holder, ids]
+        return ["m", ids] if t.stored_above(parent, channel) == holder else ["m", ids, holder]
 
     def put_writes(
         self,
@@ -572,9 +665,11 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 rows.append([key_idx, channel, self._encode(value, batch)])
             if not rows:
                 return
-            data: dict[str, Any] = {"cp": cid, "task": task_id, "w": rows}
-            if ns:
-                data["ns"] = ns
+            data: dict[str, Any] = {"task": task_id, "w": rows}
+            if t.owner_of(start) is not cp:  # else the tree says which checkpoint
+                data["cp"] = cid
+                if ns:
+                    data["ns"] = ns
             if task_path:
                 data["path"] = task_path
             batch.add(
@@ -635,7 +730,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 metadata={"langgraph": {"thread_id": target_thread_id}},
                 records=records,
             )
-            t = self._threads[target_thread_id] = ThreadIndex(target_thread_id, session)
+            t = self._keep(ThreadIndex(target_thread_id, session))
             t.main_leaf = src.main_leaf
             if t.main_leaf is not None and session.leaf_id != t.main_leaf:
                 session.branch(t.main_leaf)
@@ -668,7 +763,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                     continue
 
                 def doomed(cp: CheckpointInfo, t: ThreadIndex = t) -> bool:
-                    meta = self._decode(t, t.data[cp.entry]["md"])
+                    meta = self._metadata(t, cp)
                     return isinstance(meta, dict) and meta.get("run_id") in runs
 
                 self._drop(t, doomed)
@@ -695,18 +790,15 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 if rid not in refs:
                     doomed_ids.add(rid)
         t.session.purge(sorted(doomed_ids), dry_run=False)
-        for ns_cps in t.cps.values():
-            for cid in [c for c, cp in ns_cps.items() if cp.entry in gone_entries]:
-                del ns_cps[cid]
-        for key in list(t.blobs):
-            t.blobs[key] = [(c, e) for c, e in t.blobs[key] if e not in gone_entries]
-        t.values.clear()
+        t.forget(gone_entries)
         t.main_leaf = t.session.leaf_id
 
     def _rehome(self, t: ThreadIndex, cp: CheckpointInfo, gone: set[str], refs: set[str]) -> None:
-        data = t.data[cp.entry]
+        """Re-write what survivor ``cp`` keeps in a purged entry: its doc, when it is stored
+        as a change to a purged checkpoint's, and values held or added to there."""
+        doc = t.doc(cp)
         moved: dict[str, Any] = {}
-        for ch, ver in data["cv"].items():
+        for ch, ver in doc["cv"].items():
             holder = t.holder(cp, ch, ver)
             if holder is None:
                 continue
@@ -715,14 +807,25 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if gone.intersection(deps):
                 if spec[0] == "m":
                     ids = [eid for h in reversed(deps) for eid in delta_refs(t, h, ch)]
-                    spec = ["x", [{MSG_KEY: e} for e in ids]]
+                    spec = ["l", ids]
                 moved[ch] = spec
             for h in deps:
                 collect_refs(t.data[h]["b"][ch], refs)
-        if not moved:
+        base = cp.base
+        lost_parent = "p" not in t.data[cp.entry] and base is not None and base.entry in gone
+        keeps_doc = False
+        cur: CheckpointInfo | None = cp
+        while cur is not None and cur.doc is None and not keeps_doc:
+            keeps_doc = cur is not cp and cur.entry in gone
+            cur = None if "f" in t.data[cur.entry] else cur.base
+        if not moved and not keeps_doc and not lost_parent:
             return
         batch = Batch(cp.tail, {})
         data_b: dict[str, Any] = {"cp": cp.id, "b": moved}
+        if keeps_doc:
+            data_b["doc"] = doc
+        if lost_parent:  # the tree no longer says which checkpoint it was
+            data_b["p"] = cp.parent
         if cp.ns:
             data_b["ns"] = cp.ns
         batch.add(
@@ -760,7 +863,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         before: RunnableConfig | None,
         limit: int | None,
     ) -> _Tuples:
-        with self._lock:
+        with self._lock, bulk_load():
             return self._list(config, filter, before, limit)
 
     async def aput(
