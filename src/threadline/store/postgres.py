@@ -331,7 +331,9 @@ class PostgresLog:
 
     @property
     def _key(self) -> str:
-        return f"{self._store.tenant}\x1f{self.session_id}"
+        # the schema is part of the key: the same tenant and session id in two schemas of one
+        # database are two sessions, and their writers must not block each other
+        return f"{self._store.schema}\x1f{self._store.tenant}\x1f{self.session_id}"
 
     def acquire(self) -> list[Slot]:
         if self._conn is not None:
@@ -348,8 +350,16 @@ class PostgresLog:
             try:
                 with conn.pipeline():
                     conn.execute("BEGIN")
-                    st.set_tenant(conn)
-                    conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{wait_ms}ms",))
+                    # the tenant and synchronous_commit stay set on this connection for as long
+                    # as the writer holds it (reset by _give_back), so that every append is a
+                    # single statement; rolled back with the transaction when the lock fails
+                    conn.execute(
+                        "SELECT set_config('threadline.tenant', %s, false), "
+                        "set_config('synchronous_commit', %s, false), "
+                        "set_config('lock_timeout', %s, true)",
+                        (st.tenant, st._sync_commit, f"{wait_ms}ms"),
+                        prepare=True,
+                    )
                     lock = conn.execute(
                         "SELECT pg_advisory_lock(hashtextextended(%s, 0)), true",
                         (self._key,),
@@ -370,7 +380,7 @@ class PostgresLog:
             if not locked:
                 raise SessionLockedError(self.session_id, self._holder(conn))
         except BaseException:
-            self._give_back(conn, locked)
+            self._give_back(conn)
             raise
         self._conn = conn
         if rows:
@@ -417,21 +427,13 @@ class PostgresLog:
             cols = [list(col) for col in zip(*rows, strict=True)]
             query, params = _APPEND_MANY, (*head, *cols, list(lines))
         try:
-            # BEGIN, the settings, the statement and COMMIT leave in one pipeline with one Sync:
-            # one round trip (conn.transaction() would sync on its own)
-            with conn.pipeline():
-                conn.execute("BEGIN")
-                st.set_tenant(conn)
-                cur = conn.execute(query, params, prepare=True)
-                conn.execute("COMMIT")
-            got = cur.fetchall()
+            # one prepared statement in autocommit, its own transaction: one round trip (the
+            # tenant and synchronous_commit were set on this connection by acquire)
+            got = conn.execute(query, params, prepare=True).fetchall()
         except psycopg.Error as exc:
             if conn.broken:
                 self._conn = None
-                self._give_back(conn, False)
-            elif conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                with contextlib.suppress(psycopg.Error):
-                    conn.execute("ROLLBACK")
+                self._give_back(conn)
             raise StoreError(
                 f"Writing to session '{self.session_id}' failed ({reason(exc)}); "
                 "nothing was written. Check the database and retry"
@@ -487,16 +489,19 @@ class PostgresLog:
     def release(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            self._give_back(conn, True)
+            self._give_back(conn)
 
-    def _give_back(self, conn: Any, locked: bool) -> None:
+    def _give_back(self, conn: Any) -> None:
         """Unlock and return the writer connection to its pool; a connection that cannot be
         unlocked is closed (closing drops its advisory locks) rather than pooled."""
         try:
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 conn.execute("ROLLBACK")
-            if locked:
-                conn.execute("SELECT pg_advisory_unlock_all()")
+            # the lock and the tenant this writer set leave the connection in one statement
+            conn.execute(
+                "SELECT pg_advisory_unlock_all(), set_config('threadline.tenant', '', false)",
+                prepare=True,
+            )
         except psycopg.Error:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
