@@ -130,6 +130,7 @@ def main() -> None:
     ap.add_argument("--writers", type=int, nargs="+", default=[1, 4, 16])
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--mode", choices=("both", "distinct", "shared"), default="both")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     import psycopg
@@ -154,7 +155,7 @@ def main() -> None:
         return best
 
     try:
-        for n in args.writers:
+        for n in args.writers if args.mode != "shared" else []:
             print(f"{n} writer(s), distinct sessions:")
             a: list[tuple[float, float, float]] = []
             b: list[tuple[float, float, float]] = []
@@ -166,7 +167,7 @@ def main() -> None:
         st = tl.open_store(URL, tenant="bench", schema=schema, max_size=1)
         shared = st.create().id
         st.close()
-        for n in args.writers:
+        for n in args.writers if args.mode != "distinct" else []:
             print(f"{n} writer(s), one shared session (append, close):")
             a, b = [], []
             for _ in range(args.rounds):

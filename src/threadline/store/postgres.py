@@ -346,13 +346,14 @@ class PostgresLog:
         # the closed socket, which under load takes a moment.
         wait_ms = max(round(st.lock_timeout * 1000), _GRACE_MS)
         try:
-            # the lock and what other writers appended since the load: one round trip
+            # the lock and what other writers appended since the load: one round trip. No
+            # BEGIN/COMMIT: the statements of a pipeline up to its Sync run in one implicit
+            # transaction, so a lock that times out rolls the settings back with it
             try:
                 with conn.pipeline():
-                    conn.execute("BEGIN")
                     # the tenant and synchronous_commit stay set on this connection for as long
-                    # as the writer holds it (reset by _give_back), so that every append is a
-                    # single statement; rolled back with the transaction when the lock fails
+                    # as the writer holds it (cleared by _give_back), so that every append is a
+                    # single statement
                     conn.execute(
                         "SELECT set_config('threadline.tenant', %s, false), "
                         "set_config('synchronous_commit', %s, false), "
@@ -365,18 +366,17 @@ class PostgresLog:
                         (self._key,),
                         prepare=True,
                     )
+                    # a statement of its own: its snapshot is taken after the lock was granted
                     cur = conn.execute(
                         "SELECT seq, raw FROM tl_records WHERE tenant_id = %s AND "
                         "session_id = %s AND seq > %s ORDER BY seq",
                         (st.tenant, self.session_id, self._seen),
                         prepare=True,
                     )
-                    conn.execute("COMMIT")
                 locked = bool(lock.fetchone()[1])
                 rows = cur.fetchall()
             except psycopg.errors.LockNotAvailable:
-                with contextlib.suppress(psycopg.Error):
-                    conn.execute("ROLLBACK")
+                pass
             if not locked:
                 raise SessionLockedError(self.session_id, self._holder(conn))
         except BaseException:
