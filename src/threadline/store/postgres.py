@@ -9,16 +9,17 @@ to it with ``SET ROLE`` when the URL names another login. SQL is never built fro
 values are bound parameters; the only composed identifier is the schema, checked against
 ``^[a-z_][a-z0-9_]{0,62}$``.
 
-Writers: the first write takes a session-scoped advisory lock keyed by tenant and session on a
-connection from the store's writer pool (at most ``max_writers`` open writers per store, so one
-tenant cannot take every connection of the server), held until ``Session.close()``, which
+Writers: the first write takes a session-scoped advisory lock keyed by schema, tenant and session
+on a connection from the store's writer pool (at most ``max_writers`` open writers per store, so
+one tenant cannot take every connection of the server), held until ``Session.close()``, which
 unlocks it and returns the connection. A second writer waits up to ``lock_timeout`` seconds in
 the server's lock queue (default 0: only a 0.25 s grace for a holder that just died), then gets
-:class:`~threadline.errors.SessionLockedError`. An append is one transaction and one round trip:
-``BEGIN``, the tenant and ``synchronous_commit`` settings, one prepared statement that bumps the
-session's sequence and list columns and inserts the records, ``COMMIT``, sent as one pipeline.
-``durability="flush"`` commits with ``synchronous_commit`` off (per transaction), ``"fsync"``
-and ``"group"`` with it on (the server groups concurrent commits itself).
+:class:`~threadline.errors.SessionLockedError`. Taking the lock also sets the tenant and
+``synchronous_commit`` on the writer's connection (cleared when it is given back), so an append
+is one prepared statement in autocommit, a transaction of its own and one round trip: it bumps
+the session's sequence and list columns and inserts the records. ``durability="flush"`` commits
+with ``synchronous_commit`` off, ``"fsync"`` and ``"group"`` with it on (the server groups
+concurrent commits itself).
 
 Schema changes are versioned migrations (``threadline db upgrade URL`` / :func:`upgrade`), run as
 the owner, never by the application role.
