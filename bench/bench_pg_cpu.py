@@ -85,11 +85,12 @@ def main() -> None:
         conn.execute("SET ROLE threadline_app")
         conn.execute("SELECT set_config('threadline.tenant', 'raw', false)")
         raw_pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        cur = conn.cursor()  # reused, as threadline's writer reuses its cursor
         seq = [0]
 
         def raw(i: int) -> None:
             seq[0] += 1
-            conn.execute(INSERT, row("raw", "raw", seq[0], "p", TEXT.format(i=i)), prepare=True)
+            cur.execute(INSERT, row("raw", "raw", seq[0], "p", TEXT.format(i=i)), prepare=True)
 
         def ours(i: int) -> None:
             s.append_message("user", TEXT.format(i=i))

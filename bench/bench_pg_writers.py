@@ -82,6 +82,7 @@ def raw(schema: str, sid: str, seconds: float, start: float, out: mp.Queue) -> N
     # row-level security policies, with the tenant set on the connection
     conn.execute("SET ROLE threadline_app")
     conn.execute("SELECT set_config('threadline.tenant', 'raw', false)")
+    cur = conn.cursor()  # reused, as threadline's writer reuses its cursor
     seq = [1_000_000 * os.getpid()]
     parent = [str(uuid.uuid4())]
 
@@ -95,7 +96,7 @@ def raw(schema: str, sid: str, seconds: float, start: float, out: mp.Queue) -> N
             f'"message":{{"role":"user","content":[{{"type":"text","text":{{"content":"{text}"'
             "}}]}}"
         )
-        conn.execute(
+        cur.execute(
             "INSERT INTO tl_records (tenant_id, session_id, seq, id, parent_id, type, "
             "timestamp, role, body, etext, raw) VALUES ('raw', %s, %s, %s, %s, "
             "'message', %s, 'user', %s, %s, %s)",

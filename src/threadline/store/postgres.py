@@ -310,6 +310,7 @@ class PostgresLog:
         self._store = store
         self._seen = 0
         self._conn: Any = None  # the writer's pooled connection, holding the advisory lock
+        self._cur: Any = None  # a cursor on it, reused by every append (saves its setup)
 
     def load(self) -> Loaded:
         with self._store.tx() as conn:
@@ -384,6 +385,7 @@ class PostgresLog:
             self._give_back(conn)
             raise
         self._conn = conn
+        self._cur = conn.cursor()
         if rows:
             self._seen = rows[-1][0]
         return _parse(rows, LoadReport(), {}, 0) if rows else []
@@ -409,6 +411,7 @@ class PostgresLog:
         if not lines:
             return
         conn = self._writer()
+        cur = self._cur
         st = self._store
         decoded = [_decoded(line) for line in lines]
         rows = [row for row, _rec in decoded]
@@ -430,10 +433,10 @@ class PostgresLog:
         try:
             # one prepared statement in autocommit, its own transaction: one round trip (the
             # tenant and synchronous_commit were set on this connection by acquire)
-            got = conn.execute(query, params, prepare=True).fetchall()
+            got = cur.execute(query, params, prepare=True).fetchall()
         except psycopg.Error as exc:
             if conn.broken:
-                self._conn = None
+                self._conn = self._cur = None
                 self._give_back(conn)
             raise StoreError(
                 f"Writing to session '{self.session_id}' failed ({reason(exc)}); "
@@ -488,7 +491,7 @@ class PostgresLog:
         return contextlib.nullcontext()  # every append is durable on its own
 
     def release(self) -> None:
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._cur = self._conn, None, None
         if conn is not None:
             self._give_back(conn)
 
