@@ -360,7 +360,7 @@ class PostgresLog:
                         "SELECT set_config('threadline.tenant', %s, false), "
                         "set_config('synchronous_commit', %s, false), "
                         "set_config('lock_timeout', %s, true)",
-                        (st.tenant, st._sync_commit, f"{wait_ms}ms"),
+                        (st.tenant, st.sync_commit, f"{wait_ms}ms"),
                         prepare=True,
                     )
                     lock = conn.execute(
@@ -669,8 +669,9 @@ class PostgresStore(BaseStore):
         self.lock_timeout = lock_timeout
         self.max_writers = max_writers
         # synchronous_commit is set in every transaction (set_config(..., true)), so stores of
-        # different durability can share one pool: "flush" turns it off for bulk imports
-        self._sync_commit = "off" if durability == "flush" else "on"
+        # different durability can share one pool, and on a writer's own connection while it
+        # holds the writer lock: "flush" turns it off for bulk imports
+        self.sync_commit = "off" if durability == "flush" else "on"
         self._owns_pool = pool is None
         self._writer_pool: ConnectionPool[Any] | None = None  # opened by the first writer
         self._writer_lock = threading.Lock()
@@ -766,7 +767,7 @@ class PostgresStore(BaseStore):
                     f"tenant-role' (a member of {TENANT_GROUP}, not of "
                     f"{self.app_role}, neither superuser nor BYPASSRLS)"
                 )
-            if not self._sync_commit:
+            if not self.sync_commit:
                 conn.execute("SET synchronous_commit TO off")
             return
         user = conn.execute("SELECT current_user").fetchone()[0]
@@ -838,7 +839,7 @@ class PostgresStore(BaseStore):
         conn.execute(
             "SELECT set_config('threadline.tenant', %s, true), "
             "set_config('synchronous_commit', %s, true)",
-            (self.tenant, self._sync_commit),
+            (self.tenant, self.sync_commit),
             prepare=True,
         )
 
