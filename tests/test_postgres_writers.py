@@ -186,3 +186,22 @@ def test_writers_of_one_session_id_in_two_schemas_do_not_block_each_other() -> N
     finally:
         a.close()
         b.close()
+
+
+def test_a_writer_that_cannot_connect_is_told_so_not_that_max_writers_is_reached() -> None:
+    st = tl.open_store(PG_URL, tenant="t", schema=pg_schema(), max_size=1, writer_wait=0.5)
+    try:
+        s = st.create()
+        backend = st.backend
+        assert isinstance(backend, PostgresStore)
+        # the server goes away (or refuses: too many clients) after the store was opened
+        backend.url = "postgresql://postgres@127.0.0.1:1/test"
+        with pytest.raises(
+            StoreError,
+            match=r"^Cannot open a writer connection to PostgreSQL at 127.0.0.1:1/test within "
+            r"0.5 s; check that the server runs and accepts more connections",
+        ):
+            s.append_message("user", "not written")
+        assert [e.message.text for e in st.open(s.id).entries()] == []
+    finally:
+        st.close()

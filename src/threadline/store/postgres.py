@@ -676,6 +676,7 @@ class PostgresStore(BaseStore):
         self._writer_pool: ConnectionPool[Any] | None = None  # opened by the first writer
         self._writer_lock = threading.Lock()
         self._writer_wait = writer_wait
+        self._writers_out = 0  # writer connections handed out and not given back
         if pool is not None:
             if pool.schema != self.schema or pool.url != url:
                 raise UserError("A shared pool must come from a store of the same URL and schema")
@@ -816,19 +817,35 @@ class PostgresStore(BaseStore):
                     open=True,
                     timeout=self._writer_wait,
                     name=f"threadline-writers-{self.tenant}",
-                    kwargs={"application_name": f"threadline:{os.getpid()}"},
+                    kwargs={
+                        "application_name": f"threadline:{os.getpid()}",
+                        "connect_timeout": CONNECT_TIMEOUT,
+                    },
                 )
         try:
-            return wp.getconn(timeout=self._writer_wait)
+            conn = wp.getconn(timeout=self._writer_wait)
         except PoolTimeout:
+            with self._writer_lock:
+                full = self._writers_out >= self.max_writers
+            if not full:  # a free slot, yet no connection: the server refused or is gone
+                raise StoreError(
+                    f"Cannot open a writer connection to PostgreSQL at {where(self.url)} within "
+                    f"{self._writer_wait:g} s; check that the server runs and accepts more "
+                    "connections (max_connections), then retry"
+                ) from None
             raise StoreError(
                 f"Tenant '{self.tenant}' already has {self.max_writers} sessions open for "
                 f"writing (max_writers) and none closed within {self._writer_wait:g} s; close "
                 "sessions you no longer write to, or open the store with a larger max_writers"
             ) from None
+        with self._writer_lock:
+            self._writers_out += 1
+        return conn
 
     def writer_done(self, conn: Any) -> None:
         """Give a writer connection back to the writer pool (a closed one is discarded)."""
+        with self._writer_lock:
+            self._writers_out -= 1
         if self._writer_pool is not None:
             self._writer_pool.putconn(conn)
         else:  # pragma: no cover - the store was closed under an open writer
