@@ -6,7 +6,9 @@ For each writer count, alternating (threadline, raw, threadline, raw…) in one 
 
 - distinct sessions: every writer process appends to a session of its own (``durability="fsync"``,
   synchronous commit) through ``Session.append_message``; the raw side is a prepared single-row
-  ``INSERT`` into ``tl_records`` (same table, indexes and generated ``tsvector``) in autocommit;
+  ``INSERT`` into ``tl_records`` in autocommit with synchronous commit: same table, indexes and
+  generated ``tsvector``, the same row (columns and JSON line of one message), as the same role
+  through the same row-level security policies;
 - one shared session: every writer process holds the same session open; each append takes
   the writer lock (reading what the others appended since), appends one message, and closes
   the session, handing the lock on through the server's lock queue (``lock_timeout``); the raw
@@ -76,19 +78,32 @@ def raw(schema: str, sid: str, seconds: float, start: float, out: mp.Queue) -> N
         "VALUES ('raw', %s, '\\x7b7d', '', '') ON CONFLICT DO NOTHING",
         (sid,),
     )
+    # the same table as threadline's writers see it: as the application role, through the
+    # row-level security policies, with the tenant set on the connection
+    conn.execute("SET ROLE threadline_app")
+    conn.execute("SELECT set_config('threadline.tenant', 'raw', false)")
+    cur = conn.cursor()  # reused, as threadline's writer reuses its cursor
     seq = [1_000_000 * os.getpid()]
-    body = "{}"
+    parent = [str(uuid.uuid4())]
 
     def once(i: int) -> None:
         seq[0] += 1
         text = TEXT.format(i=i)
-        conn.execute(
+        eid, stamp = str(uuid.uuid4()), now()
+        # the row threadline stores for one message: the same columns and the same JSON line
+        line = (
+            f'{{"type":"message","id":"{eid}","parent_id":"{parent[0]}","timestamp":"{stamp}",'
+            f'"message":{{"role":"user","content":[{{"type":"text","text":{{"content":"{text}"'
+            "}}]}}"
+        )
+        cur.execute(
             "INSERT INTO tl_records (tenant_id, session_id, seq, id, parent_id, type, "
             "timestamp, role, body, etext, raw) VALUES ('raw', %s, %s, %s, %s, "
             "'message', %s, 'user', %s, %s, %s)",
-            (sid, seq[0], str(uuid.uuid4()), None, now(), text, text, body.encode()),
+            (sid, seq[0], eid, parent[0], stamp, text, text, line.encode()),
             prepare=True,
         )
+        parent[0] = eid
 
     once(-1)
     out.put(_loop(start, seconds, once))
@@ -130,6 +145,7 @@ def main() -> None:
     ap.add_argument("--writers", type=int, nargs="+", default=[1, 4, 16])
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--mode", choices=("both", "distinct", "shared"), default="both")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     import psycopg
@@ -154,7 +170,7 @@ def main() -> None:
         return best
 
     try:
-        for n in args.writers:
+        for n in args.writers if args.mode != "shared" else []:
             print(f"{n} writer(s), distinct sessions:")
             a: list[tuple[float, float, float]] = []
             b: list[tuple[float, float, float]] = []
@@ -166,7 +182,7 @@ def main() -> None:
         st = tl.open_store(URL, tenant="bench", schema=schema, max_size=1)
         shared = st.create().id
         st.close()
-        for n in args.writers:
+        for n in args.writers if args.mode != "distinct" else []:
             print(f"{n} writer(s), one shared session (append, close):")
             a, b = [], []
             for _ in range(args.rounds):

@@ -4,17 +4,19 @@ server's lock queue for a session another writer holds (issue 19, issue 13 item 
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import sql
+from psycopg import pq, sql
 
 import threadline as tl
 from conftest import PG_URL, make_store, pg_schema
 from threadline.errors import SessionLockedError, StoreError
+from threadline.store.postgres import PostgresStore
 
 # Refuses the message "probe" and names the synchronous_commit the appending transaction runs.
 PROBE = (
@@ -113,5 +115,93 @@ def test_a_waiting_writer_gives_up_after_lock_timeout_naming_the_holder(tmp_path
         second.append_message("user", "after the close")
         assert [e.message.text for e in st.open(first.id).path()] == ["held", "after the close"]
         second.close()
+    finally:
+        st.close()
+
+
+def test_an_append_is_one_prepared_statement_and_one_round_trip() -> None:
+    """What the client sends for one append, read from libpq's protocol trace: one Bind of a
+    prepared statement, one Sync, one reply ending idle (no BEGIN, settings or COMMIT)."""
+    st = tl.open_store(PG_URL, tenant="t", schema=pg_schema(), max_size=1)
+    try:
+        s = st.create()
+        s.append_message("user", "one")  # takes the writer lock and prepares the statement
+        conn = s.state.log._conn  # type: ignore[attr-defined]  # the writer's connection
+        with tempfile.TemporaryFile() as f:
+            conn.pgconn.trace(f.fileno())
+            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+            s.append_message("user", "two")
+            conn.pgconn.untrace()
+            f.seek(0)
+            sent = [line.split("\t")[2] for line in f.read().decode().splitlines()]
+        assert [m for m in sent if m not in ("Describe", "Execute")] == [
+            "Bind",
+            "Sync",
+            "BindComplete",
+            "RowDescription",
+            "DataRow",
+            "CommandComplete",
+            "ReadyForQuery",
+        ]
+        assert [e.message.text for e in st.open(s.id).entries()] == ["one", "two"]
+        s.close()
+    finally:
+        st.close()
+
+
+def test_a_writer_connection_returns_to_the_pool_unlocked_and_without_the_tenant() -> None:
+    st = tl.open_store(PG_URL, tenant="acme", schema=pg_schema(), max_size=1, max_writers=1)
+    try:
+        s = st.create()
+        s.append_message("user", "one")
+        backend = st.backend
+        assert isinstance(backend, PostgresStore)
+        s.close()
+        conn = backend.writer_connection()  # max_writers=1: the connection the writer gave back
+        try:
+            row = conn.execute(
+                "SELECT current_setting('threadline.tenant', true), "
+                "(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+                "pid = pg_backend_pid())"
+            ).fetchone()
+            assert row == ("", 0)
+        finally:
+            backend.writer_done(conn)
+    finally:
+        st.close()
+
+
+def test_writers_of_one_session_id_in_two_schemas_do_not_block_each_other() -> None:
+    a = tl.open_store(PG_URL, tenant="t", schema=pg_schema(), max_size=1)
+    b = tl.open_store(PG_URL, tenant="t", schema=pg_schema(), max_size=1)
+    try:
+        sa = a.create(session_id="same-id")
+        sb = b.create(session_id="same-id")
+        sa.append_message("user", "in schema a")  # holds the writer lock of a's session
+        sb.append_message("user", "in schema b")  # lock_timeout 0: a shared key would refuse
+        assert [e.message.text for e in a.open("same-id").entries()] == ["in schema a"]
+        assert [e.message.text for e in b.open("same-id").entries()] == ["in schema b"]
+        sa.close()
+        sb.close()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_writer_that_cannot_connect_is_told_so_not_that_max_writers_is_reached() -> None:
+    st = tl.open_store(PG_URL, tenant="t", schema=pg_schema(), max_size=1, writer_wait=0.5)
+    try:
+        s = st.create()
+        backend = st.backend
+        assert isinstance(backend, PostgresStore)
+        # the server goes away (or refuses: too many clients) after the store was opened
+        backend.url = "postgresql://postgres@127.0.0.1:1/test"
+        with pytest.raises(
+            StoreError,
+            match=r"^Cannot open a writer connection to PostgreSQL at 127.0.0.1:1/test within "
+            r"0.5 s; check that the server runs and accepts more connections",
+        ):
+            s.append_message("user", "not written")
+        assert [e.message.text for e in st.open(s.id).entries()] == []
     finally:
         st.close()

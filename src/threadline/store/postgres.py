@@ -9,16 +9,17 @@ to it with ``SET ROLE`` when the URL names another login. SQL is never built fro
 values are bound parameters; the only composed identifier is the schema, checked against
 ``^[a-z_][a-z0-9_]{0,62}$``.
 
-Writers: the first write takes a session-scoped advisory lock keyed by tenant and session on a
-connection from the store's writer pool (at most ``max_writers`` open writers per store, so one
-tenant cannot take every connection of the server), held until ``Session.close()``, which
+Writers: the first write takes a session-scoped advisory lock keyed by schema, tenant and session
+on a connection from the store's writer pool (at most ``max_writers`` open writers per store, so
+one tenant cannot take every connection of the server), held until ``Session.close()``, which
 unlocks it and returns the connection. A second writer waits up to ``lock_timeout`` seconds in
 the server's lock queue (default 0: only a 0.25 s grace for a holder that just died), then gets
-:class:`~threadline.errors.SessionLockedError`. An append is one transaction and one round trip:
-``BEGIN``, the tenant and ``synchronous_commit`` settings, one prepared statement that bumps the
-session's sequence and list columns and inserts the records, ``COMMIT``, sent as one pipeline.
-``durability="flush"`` commits with ``synchronous_commit`` off (per transaction), ``"fsync"``
-and ``"group"`` with it on (the server groups concurrent commits itself).
+:class:`~threadline.errors.SessionLockedError`. Taking the lock also sets the tenant and
+``synchronous_commit`` on the writer's connection (cleared when it is given back), so an append
+is one prepared statement in autocommit, a transaction of its own and one round trip: it bumps
+the session's sequence and list columns and inserts the records. ``durability="flush"`` commits
+with ``synchronous_commit`` off, ``"fsync"`` and ``"group"`` with it on (the server groups
+concurrent commits itself).
 
 Schema changes are versioned migrations (``threadline db upgrade URL`` / :func:`upgrade`), run as
 the owner, never by the application role.
@@ -309,6 +310,7 @@ class PostgresLog:
         self._store = store
         self._seen = 0
         self._conn: Any = None  # the writer's pooled connection, holding the advisory lock
+        self._cur: Any = None  # a cursor on it, reused by every append (saves its setup)
 
     def load(self) -> Loaded:
         with self._store.tx() as conn:
@@ -331,7 +333,9 @@ class PostgresLog:
 
     @property
     def _key(self) -> str:
-        return f"{self._store.tenant}\x1f{self.session_id}"
+        # the schema is part of the key: the same tenant and session id in two schemas of one
+        # database are two sessions, and their writers must not block each other
+        return f"{self._store.schema}\x1f{self._store.tenant}\x1f{self.session_id}"
 
     def acquire(self) -> list[Slot]:
         if self._conn is not None:
@@ -344,35 +348,44 @@ class PostgresLog:
         # the closed socket, which under load takes a moment.
         wait_ms = max(round(st.lock_timeout * 1000), _GRACE_MS)
         try:
-            # the lock and what other writers appended since the load: one round trip
+            # the lock and what other writers appended since the load: one round trip. No
+            # BEGIN/COMMIT: the statements of a pipeline up to its Sync run in one implicit
+            # transaction, so a lock that times out rolls the settings back with it
             try:
                 with conn.pipeline():
-                    conn.execute("BEGIN")
-                    st.set_tenant(conn)
-                    conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{wait_ms}ms",))
+                    # the tenant and synchronous_commit stay set on this connection for as long
+                    # as the writer holds it (cleared by _give_back), so that every append is a
+                    # single statement
+                    conn.execute(
+                        "SELECT set_config('threadline.tenant', %s, false), "
+                        "set_config('synchronous_commit', %s, false), "
+                        "set_config('lock_timeout', %s, true)",
+                        (st.tenant, st.sync_commit, f"{wait_ms}ms"),
+                        prepare=True,
+                    )
                     lock = conn.execute(
                         "SELECT pg_advisory_lock(hashtextextended(%s, 0)), true",
                         (self._key,),
                         prepare=True,
                     )
+                    # a statement of its own: its snapshot is taken after the lock was granted
                     cur = conn.execute(
                         "SELECT seq, raw FROM tl_records WHERE tenant_id = %s AND "
                         "session_id = %s AND seq > %s ORDER BY seq",
                         (st.tenant, self.session_id, self._seen),
                         prepare=True,
                     )
-                    conn.execute("COMMIT")
                 locked = bool(lock.fetchone()[1])
                 rows = cur.fetchall()
             except psycopg.errors.LockNotAvailable:
-                with contextlib.suppress(psycopg.Error):
-                    conn.execute("ROLLBACK")
+                pass
             if not locked:
                 raise SessionLockedError(self.session_id, self._holder(conn))
         except BaseException:
-            self._give_back(conn, locked)
+            self._give_back(conn)
             raise
         self._conn = conn
+        self._cur = conn.cursor()
         if rows:
             self._seen = rows[-1][0]
         return _parse(rows, LoadReport(), {}, 0) if rows else []
@@ -398,6 +411,7 @@ class PostgresLog:
         if not lines:
             return
         conn = self._writer()
+        cur = self._cur
         st = self._store
         decoded = [_decoded(line) for line in lines]
         rows = [row for row, _rec in decoded]
@@ -417,21 +431,13 @@ class PostgresLog:
             cols = [list(col) for col in zip(*rows, strict=True)]
             query, params = _APPEND_MANY, (*head, *cols, list(lines))
         try:
-            # BEGIN, the settings, the statement and COMMIT leave in one pipeline with one Sync:
-            # one round trip (conn.transaction() would sync on its own)
-            with conn.pipeline():
-                conn.execute("BEGIN")
-                st.set_tenant(conn)
-                cur = conn.execute(query, params, prepare=True)
-                conn.execute("COMMIT")
-            got = cur.fetchall()
+            # one prepared statement in autocommit, its own transaction: one round trip (the
+            # tenant and synchronous_commit were set on this connection by acquire)
+            got = cur.execute(query, params, prepare=True).fetchall()
         except psycopg.Error as exc:
             if conn.broken:
-                self._conn = None
-                self._give_back(conn, False)
-            elif conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                with contextlib.suppress(psycopg.Error):
-                    conn.execute("ROLLBACK")
+                self._conn = self._cur = None
+                self._give_back(conn)
             raise StoreError(
                 f"Writing to session '{self.session_id}' failed ({reason(exc)}); "
                 "nothing was written. Check the database and retry"
@@ -485,18 +491,21 @@ class PostgresLog:
         return contextlib.nullcontext()  # every append is durable on its own
 
     def release(self) -> None:
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._cur = self._conn, None, None
         if conn is not None:
-            self._give_back(conn, True)
+            self._give_back(conn)
 
-    def _give_back(self, conn: Any, locked: bool) -> None:
+    def _give_back(self, conn: Any) -> None:
         """Unlock and return the writer connection to its pool; a connection that cannot be
         unlocked is closed (closing drops its advisory locks) rather than pooled."""
         try:
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 conn.execute("ROLLBACK")
-            if locked:
-                conn.execute("SELECT pg_advisory_unlock_all()")
+            # the lock and the tenant this writer set leave the connection in one statement
+            conn.execute(
+                "SELECT pg_advisory_unlock_all(), set_config('threadline.tenant', '', false)",
+                prepare=True,
+            )
         except psycopg.Error:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
@@ -660,12 +669,14 @@ class PostgresStore(BaseStore):
         self.lock_timeout = lock_timeout
         self.max_writers = max_writers
         # synchronous_commit is set in every transaction (set_config(..., true)), so stores of
-        # different durability can share one pool: "flush" turns it off for bulk imports
-        self._sync_commit = "off" if durability == "flush" else "on"
+        # different durability can share one pool, and on a writer's own connection while it
+        # holds the writer lock: "flush" turns it off for bulk imports
+        self.sync_commit = "off" if durability == "flush" else "on"
         self._owns_pool = pool is None
         self._writer_pool: ConnectionPool[Any] | None = None  # opened by the first writer
         self._writer_lock = threading.Lock()
         self._writer_wait = writer_wait
+        self._writers_out = 0  # writer connections handed out and not given back
         if pool is not None:
             if pool.schema != self.schema or pool.url != url:
                 raise UserError("A shared pool must come from a store of the same URL and schema")
@@ -757,7 +768,7 @@ class PostgresStore(BaseStore):
                     f"tenant-role' (a member of {TENANT_GROUP}, not of "
                     f"{self.app_role}, neither superuser nor BYPASSRLS)"
                 )
-            if not self._sync_commit:
+            if not self.sync_commit:
                 conn.execute("SET synchronous_commit TO off")
             return
         user = conn.execute("SELECT current_user").fetchone()[0]
@@ -806,19 +817,35 @@ class PostgresStore(BaseStore):
                     open=True,
                     timeout=self._writer_wait,
                     name=f"threadline-writers-{self.tenant}",
-                    kwargs={"application_name": f"threadline:{os.getpid()}"},
+                    kwargs={
+                        "application_name": f"threadline:{os.getpid()}",
+                        "connect_timeout": CONNECT_TIMEOUT,
+                    },
                 )
         try:
-            return wp.getconn(timeout=self._writer_wait)
+            conn = wp.getconn(timeout=self._writer_wait)
         except PoolTimeout:
+            with self._writer_lock:
+                full = self._writers_out >= self.max_writers
+            if not full:  # a free slot, yet no connection: the server refused or is gone
+                raise StoreError(
+                    f"Cannot open a writer connection to PostgreSQL at {where(self.url)} within "
+                    f"{self._writer_wait:g} s; check that the server runs and accepts more "
+                    "connections (max_connections), then retry"
+                ) from None
             raise StoreError(
                 f"Tenant '{self.tenant}' already has {self.max_writers} sessions open for "
                 f"writing (max_writers) and none closed within {self._writer_wait:g} s; close "
                 "sessions you no longer write to, or open the store with a larger max_writers"
             ) from None
+        with self._writer_lock:
+            self._writers_out += 1
+        return conn
 
     def writer_done(self, conn: Any) -> None:
         """Give a writer connection back to the writer pool (a closed one is discarded)."""
+        with self._writer_lock:
+            self._writers_out -= 1
         if self._writer_pool is not None:
             self._writer_pool.putconn(conn)
         else:  # pragma: no cover - the store was closed under an open writer
@@ -829,7 +856,7 @@ class PostgresStore(BaseStore):
         conn.execute(
             "SELECT set_config('threadline.tenant', %s, true), "
             "set_config('synchronous_commit', %s, true)",
-            (self.tenant, self._sync_commit),
+            (self.tenant, self.sync_commit),
             prepare=True,
         )
 
