@@ -122,11 +122,18 @@ def main() -> int:
     parser.add_argument("framework", choices=["adk", "strands"])
     parser.add_argument("suite", type=Path)
     parser.add_argument("--store", default="jsonl", choices=["jsonl", "sqlite", "postgres"])
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="run the suite unchanged, on the framework's own backends (no swap)",
+    )
     args, rest = parser.parse_known_args()
     rest = [a for a in rest if a != "--"]
     suite = args.suite.resolve()
     stores = Stores(args.store)
-    plugin: Any = AdkPlugin(stores) if args.framework == "adk" else StrandsPlugin(stores)
+    plugins: list[Any] = []
+    if not args.reference:
+        plugins.append(AdkPlugin(stores) if args.framework == "adk" else StrandsPlugin(stores))
     root = suite.parent
     while root != root.parent and not (root / "tests").is_dir():
         root = root.parent
@@ -147,7 +154,7 @@ def main() -> int:
                     str(suite),
                     *rest,
                 ],
-                plugins=[plugin],
+                plugins=plugins,
             )
         )
     finally:

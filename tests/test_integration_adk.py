@@ -8,6 +8,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import warnings
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,101 @@ def test_undo_in_threadline_rolls_back_the_events_and_their_state(
         ThreadlineSessionService(backend).get_session(app_name="app", user_id="u", session_id="s")
     )
     assert ([e.content.parts[0].text for e in got.events], got.state) == (["one"], {"last": "one"})
+
+
+def test_events_read_back_are_copies_the_caller_may_change(
+    service: ThreadlineSessionService,
+) -> None:
+    """get_session decodes each stored event once per open session; what it returns are copies
+    (as ADK's own services return), so changing them changes neither the store nor later reads."""
+    s = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+    first = Event(
+        author="user",
+        invocation_id="i1",
+        content=types.Content(role="user", parts=[types.Part(text="hello")]),
+        actions=EventActions(state_delta={"seen": ["a"]}),
+    )
+    run(service.append_event(s, first))
+    got = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+    got.events[0].content.parts[0].text = "changed"
+    got.events[0].actions.state_delta["seen"].append("b")
+    got.state["seen"].append("c")
+    got.events.clear()
+    again = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+    assert [e.content.parts[0].text for e in again.events] == ["hello"]
+    assert again.events[0].actions.state_delta == {"seen": ["a"]}
+    assert again.state == {"seen": ["a"]}
+    assert again.events[0] == first
+
+
+def test_events_read_back_are_shared_under_adks_light_copy_feature(
+    service: ThreadlineSessionService,
+) -> None:
+    """ADK's IN_MEMORY_SESSION_SERVICE_LIGHT_COPY feature lets a service hand out its events
+    uncopied; with it on, two reads give the same event objects, with it off, equal copies."""
+    from google.adk.features import FeatureName, override_feature_enabled
+
+    s = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+    run(service.append_event(s, Event(author="user", invocation_id="i1")))
+
+    def read() -> Any:
+        return run(service.get_session(app_name="app", user_id="u", session_id="s")).events[0]
+
+    assert read() is not read() and read() == read()
+    override_feature_enabled(FeatureName.IN_MEMORY_SESSION_SERVICE_LIGHT_COPY, True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # ADK warns that a WIP feature is on
+            assert read() is read()
+    finally:
+        override_feature_enabled(FeatureName.IN_MEMORY_SESSION_SERVICE_LIGHT_COPY, False)
+
+
+def test_a_tool_result_written_after_a_read_gets_its_tool_name_from_the_earlier_call(
+    service: ThreadlineSessionService, backend: tl.Store
+) -> None:
+    """An event made from another framework's tool result names the function of the call it
+    answers; the call was decoded (and kept) by an earlier read, the result is new."""
+    s = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+    call = types.Part(
+        function_call=types.FunctionCall(id="c1", name="weather", args={"city": "Paris"})
+    )
+    run(
+        service.append_event(
+            s,
+            Event(author="helper", invocation_id="i1", content=types.Content(role="model", parts=[call])),
+        )
+    )
+    assert len(run(service.get_session(app_name="app", user_id="u", session_id="s")).events) == 1
+    ts = service._open[ThreadlineSessionService.threadline_id("app", "u", "s")]
+    ts.append_message(tl.Message(role="tool", content=[tl.tool_result("c1", "Sunny")]))
+    got = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+    response = got.events[1].content.parts[0].function_response
+    assert (response.id, response.name) == ("c1", "weather")
+
+
+def test_undo_after_a_read_drops_the_undone_events_from_the_next_read(
+    service: ThreadlineSessionService,
+) -> None:
+    """Decoded events are kept per entry, not per session: the next read walks the current
+    path again, so threadline's undo through the open session shows at once."""
+    s = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+    for n in range(3):
+        run(
+            service.append_event(
+                s,
+                Event(
+                    author="user",
+                    invocation_id=f"i{n}",
+                    content=types.Content(role="user", parts=[types.Part(text=f"m{n}")]),
+                    actions=EventActions(state_delta={"n": n}),
+                ),
+            )
+        )
+    assert len(run(service.get_session(app_name="app", user_id="u", session_id="s")).events) == 3
+    service._open[ThreadlineSessionService.threadline_id("app", "u", "s")].undo(2)
+    got = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+    assert ([e.invocation_id for e in got.events], got.state) == (["i0"], {"n": 0})
 
 
 # -- a real ADK Runner conversation with a tool call -------------------------------------------

@@ -27,6 +27,7 @@ holds, not ADK's event list (ADK compacts its events itself).
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import threading
 import time
@@ -46,6 +47,7 @@ try:
     from google.adk.errors import StaleSessionError
     from google.adk.errors.already_exists_error import AlreadyExistsError
     from google.adk.events import Event
+    from google.adk.features import FeatureName, is_feature_enabled
     from google.adk.sessions import BaseSessionService, Session
     from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
     from google.adk.sessions.state import State
@@ -79,6 +81,8 @@ class ThreadlineSessionService(BaseSessionService):
         self._open: dict[str, TlSession] = {}
         # the stored last update time of each open session (a stale copy is refused by it)
         self._updated: dict[str, float] = {}
+        # what each entry of an open session means to ADK, decoded once (see _Item)
+        self._items: dict[str, dict[str, _Item]] = {}
         self._lock = threading.RLock()
 
     # -- ids ---------------------------------------------------------------------------------
@@ -97,6 +101,7 @@ class ThreadlineSessionService(BaseSessionService):
                 s.close()
             self._open.clear()
             self._updated.clear()
+            self._items.clear()
             if self._owned:
                 close_store(self._store)
 
@@ -199,18 +204,24 @@ class ThreadlineSessionService(BaseSessionService):
         events: list[Event] = []
         updated = float((s.header.metadata or {}).get(NAME, {}).get("created", 0.0))
         names: dict[str, str] = {}
-        for rec in s.path():
-            if isinstance(rec, CustomEntry) and rec.custom.custom_type == STATE:
-                state.update(rec.custom.data["delta"])
-                continue
-            event = _event_of(rec, names)
+        items = self._items.setdefault(s.id, {})
+        light = is_feature_enabled(FeatureName.IN_MEMORY_SESSION_SERVICE_LIGHT_COPY)
+        for eid in s.path_ids():
+            item = items.get(eid)
+            if item is None:
+                item = items[eid] = _item_of(s.entry(eid), names)
+            else:
+                names.update(item.names)
+            if item.state is not None:
+                state.update(item.state)
+            event = item.event
             if event is None:
                 continue
-            if event.actions and event.actions.state_delta:
-                state.update(event.actions.state_delta)
             updated = event.timestamp
             if with_events:
                 events.append(event)
+        if not light:
+            state = copy.deepcopy(state)  # its values are the cached entries' own
         app_state = self._scoped_state(_app_log(app))
         state.update({State.APP_PREFIX + k: v for k, v in app_state.items()})
         state.update(
@@ -222,6 +233,10 @@ class ThreadlineSessionService(BaseSessionService):
             if config.num_recent_events is not None:
                 n = config.num_recent_events
                 events = events[-n:] if n else []
+        if not light:
+            # copies, as ADK's own services return: the caller may change its session's events,
+            # never the cached ones (ADK's light-copy feature shares them, and so do we then)
+            events = [e.model_copy(deep=True) for e in events]
         return Session(
             id=sid, app_name=app, user_id=user, state=state, events=events, last_update_time=updated
         )
@@ -249,6 +264,7 @@ class ThreadlineSessionService(BaseSessionService):
         with self._lock:
             s = self._open.pop(tid, None)
             self._updated.pop(tid, None)
+            self._items.pop(tid, None)
             if s is not None:
                 s.close()
             if self._store.exists(tid):
@@ -387,6 +403,35 @@ def _message_of(event: Event) -> Message | None:
     if len(messages) != 1:
         return None
     return messages[0]
+
+
+class _Item:
+    """What one entry means to ADK: the state delta it applies (the initial state, or its
+    event's delta), its event (None: not an event), and the tool names it declares (for events
+    made from other frameworks' tool results further on). Entries never change, so this is
+    decoded once per open session; ``get_session`` then only copies the events."""
+
+    __slots__ = ("event", "names", "state")
+
+    def __init__(
+        self, event: Event | None, state: dict[str, Any] | None, names: dict[str, str]
+    ) -> None:
+        self.event, self.state, self.names = event, state, names
+
+
+def _item_of(rec: Any, names: dict[str, str]) -> _Item:
+    """The :class:`_Item` of a path entry; ``names`` (the tool names declared before it on the
+    path) gains the ones it declares."""
+    if isinstance(rec, CustomEntry) and rec.custom.custom_type == STATE:
+        return _Item(None, dict(rec.custom.data["delta"]), {})
+    event = _event_of(rec, names)
+    declared = (
+        {b.tool_use.id: b.tool_use.name for b in rec.message.content if isinstance(b, ToolUseBlock)}
+        if isinstance(rec, MessageEntry)
+        else {}
+    )
+    delta = event.actions.state_delta if event is not None and event.actions else None
+    return _Item(event, dict(delta) if delta else None, declared)
 
 
 def _event_of(rec: Any, names: dict[str, str]) -> Event | None:
