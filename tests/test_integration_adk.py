@@ -292,7 +292,11 @@ def test_a_tool_result_written_after_a_read_gets_its_tool_name_from_the_earlier_
     run(
         service.append_event(
             s,
-            Event(author="helper", invocation_id="i1", content=types.Content(role="model", parts=[call])),
+            Event(
+                author="helper",
+                invocation_id="i1",
+                content=types.Content(role="model", parts=[call]),
+            ),
         )
     )
     assert len(run(service.get_session(app_name="app", user_id="u", session_id="s")).events) == 1
