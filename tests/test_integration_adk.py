@@ -232,6 +232,34 @@ def test_undo_in_threadline_rolls_back_the_events_and_their_state(
     assert ([e.content.parts[0].text for e in got.events], got.state) == (["one"], {"last": "one"})
 
 
+def test_appending_to_an_unknown_or_deleted_session_raises_session_not_found(
+    service: ThreadlineSessionService,
+) -> None:
+    from google.adk.errors.session_not_found_error import SessionNotFoundError
+    from google.adk.sessions import Session
+
+    never = Session(app_name="app", user_id="u", id="never_created")
+    with pytest.raises(SessionNotFoundError, match="does not exist; create_session"):
+        run(service.append_event(never, Event(author="user", invocation_id="1")))
+    s = run(service.create_session(app_name="app", user_id="u", session_id="gone"))
+    run(service.delete_session(app_name="app", user_id="u", session_id="gone"))
+    with pytest.raises(SessionNotFoundError):
+        run(service.append_event(s, Event(author="user", invocation_id="2")))
+    assert run(service.get_session(app_name="app", user_id="u", session_id="gone")) is None
+
+
+def test_a_padded_session_id_reads_and_deletes_the_session_created_under_it(
+    service: ThreadlineSessionService,
+) -> None:
+    """create_session strips the id (ADK's rule); get and delete with the padded id find it."""
+    s = run(service.create_session(app_name="app", user_id="u", session_id="  s1  "))
+    assert s.id == "s1"
+    got = run(service.get_session(app_name="app", user_id="u", session_id=" s1 "))
+    assert got is not None and got.id == "s1"
+    run(service.delete_session(app_name="app", user_id="u", session_id="s1  "))
+    assert run(service.get_session(app_name="app", user_id="u", session_id="s1")) is None
+
+
 def test_events_read_back_are_copies_the_caller_may_change(
     service: ThreadlineSessionService,
 ) -> None:

@@ -42,10 +42,12 @@ from threadline.formats import gemini
 from threadline.integrations._common import close_store, missing_extra, resolve_store, scoped_id
 from threadline.model.content import Message, ToolUseBlock
 from threadline.model.entries import Custom, CustomEntry, MessageEntry
+from threadline.store.base import bulk_load
 
 try:
     from google.adk.errors import StaleSessionError
     from google.adk.errors.already_exists_error import AlreadyExistsError
+    from google.adk.errors.session_not_found_error import SessionNotFoundError
     from google.adk.events import Event
     from google.adk.features import FeatureName, is_feature_enabled
     from google.adk.sessions import BaseSessionService, Session
@@ -187,8 +189,16 @@ class ThreadlineSessionService(BaseSessionService):
         self, app: str, user: str, sid: str, config: GetSessionConfig | None
     ) -> Session | None:
         with self._lock:
+            sid = self._resolve(app, user, sid)
             s = self._session(self.threadline_id(app, user, sid))
             return None if s is None else self._read(s, app, user, sid, config)
+
+    def _resolve(self, app: str, user: str, sid: str) -> str:
+        """``sid``, or its stripped form when no session has the padded id: create_session
+        strips the ids it is given, as ADK's own services do."""
+        if sid == sid.strip() or self._store.exists(self.threadline_id(app, user, sid)):
+            return sid
+        return sid.strip()
 
     def _read(
         self,
@@ -206,22 +216,25 @@ class ThreadlineSessionService(BaseSessionService):
         names: dict[str, str] = {}
         items = self._items.setdefault(s.id, {})
         light = is_feature_enabled(FeatureName.IN_MEMORY_SESSION_SERVICE_LIGHT_COPY)
-        for eid in s.path_ids():
-            item = items.get(eid)
-            if item is None:
-                item = items[eid] = _item_of(s.entry(eid), names)
-            else:
-                names.update(item.names)
-            if item.state is not None:
-                state.update(item.state)
-            event = item.event
-            if event is None:
-                continue
-            updated = event.timestamp
-            if with_events:
-                events.append(event)
-        if not light:
-            state = copy.deepcopy(state)  # its values are the cached entries' own
+        # the events and copies built here hold no cycles: the cyclic GC, pausing over the
+        # cached events of a long session again and again, was half of a read
+        with bulk_load():
+            for eid in s.path_ids():
+                item = items.get(eid)
+                if item is None:
+                    item = items[eid] = _item_of(s.entry(eid), names)
+                else:
+                    names.update(item.names)
+                if item.state is not None:
+                    state.update(item.state)
+                event = item.event
+                if event is None:
+                    continue
+                updated = event.timestamp
+                if with_events:
+                    events.append(event)
+            if not light:
+                state = copy.deepcopy(state)  # its values are the cached entries' own
         app_state = self._scoped_state(_app_log(app))
         state.update({State.APP_PREFIX + k: v for k, v in app_state.items()})
         state.update(
@@ -236,7 +249,8 @@ class ThreadlineSessionService(BaseSessionService):
         if not light:
             # copies, as ADK's own services return: the caller may change its session's events,
             # never the cached ones (ADK's light-copy feature shares them, and so do we then)
-            events = [e.model_copy(deep=True) for e in events]
+            with bulk_load():
+                events = [e.model_copy(deep=True) for e in events]
         return Session(
             id=sid, app_name=app, user_id=user, state=state, events=events, last_update_time=updated
         )
@@ -260,8 +274,9 @@ class ThreadlineSessionService(BaseSessionService):
             return ListSessionsResponse(sessions=out)
 
     def _delete(self, app: str, user: str, sid: str) -> None:
-        tid = self.threadline_id(app, user, sid)
         with self._lock:
+            sid = self._resolve(app, user, sid)
+            tid = self.threadline_id(app, user, sid)
             s = self._open.pop(tid, None)
             self._updated.pop(tid, None)
             self._items.pop(tid, None)
@@ -275,7 +290,7 @@ class ThreadlineSessionService(BaseSessionService):
         with self._lock:
             s = self._session(self.threadline_id(session.app_name, session.user_id, session.id))
             if s is None:
-                raise ValueError(
+                raise SessionNotFoundError(
                     f"Session {session.id!r} of app {session.app_name!r} and user "
                     f"{session.user_id!r} does not exist; create_session() it first"
                 )
