@@ -65,9 +65,15 @@ class Stores:
         self.opened.append(store)
         return store
 
-    def cleanup(self) -> None:
+    def close_open(self) -> None:
+        """Close the stores a test opened (the suites close only their own services), so a
+        run holds PostgreSQL connections for one test at a time."""
         for store in self.opened:
             store.close()
+        self.opened.clear()
+
+    def cleanup(self) -> None:
+        self.close_open()
         if self.schemas:
             import psycopg
             from psycopg import sql
@@ -82,6 +88,10 @@ class Stores:
 class AdkPlugin:
     def __init__(self, stores: Stores) -> None:
         self.stores = stores
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        self.stores.close_open()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -98,6 +108,10 @@ class AdkPlugin:
 class StrandsPlugin:
     def __init__(self, stores: Stores) -> None:
         self.stores = stores
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        self.stores.close_open()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
