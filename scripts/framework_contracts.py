@@ -131,9 +131,51 @@ class StrandsPlugin:
         module.MockedSessionRepository = OnThreadline
 
 
+class OpenAiAgentsPlugin:
+    """``SQLiteSession`` in the suite's modules becomes a ``ThreadlineSession``; sessions the
+    suite opens on one database file share one fresh threadline store."""
+
+    def __init__(self, stores: Stores) -> None:
+        self.stores = stores
+        self.by_path: dict[str, Any] = {}
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        self.by_path.clear()
+        self.stores.close_open()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        from threadline.integrations.openai_agents import ThreadlineSession
+
+        module = getattr(item, "module", None)
+        if module is None or not hasattr(module, "SQLiteSession"):
+            return
+        plugin = self
+
+        class OnThreadline(ThreadlineSession):
+            """The suite's SQLiteSession, on the threadline store of its database path."""
+
+            def __init__(
+                self,
+                session_id: str,
+                db_path: Any = ":memory:",
+                create_tables: bool = False,
+                session_settings: Any = None,
+                **kwargs: Any,
+            ) -> None:
+                key = str(db_path)
+                store = plugin.by_path.get(key)
+                if store is None or key == ":memory:":
+                    store = plugin.by_path[key] = plugin.stores.new()
+                super().__init__(session_id, store, session_settings=session_settings)
+
+        module.SQLiteSession = OnThreadline
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("framework", choices=["adk", "strands"])
+    parser.add_argument("framework", choices=["adk", "strands", "openai-agents"])
     parser.add_argument("suite", type=Path)
     parser.add_argument("--store", default="jsonl", choices=["jsonl", "sqlite", "postgres"])
     parser.add_argument(
@@ -147,7 +189,8 @@ def main() -> int:
     stores = Stores(args.store)
     plugins: list[Any] = []
     if not args.reference:
-        plugins.append(AdkPlugin(stores) if args.framework == "adk" else StrandsPlugin(stores))
+        make = {"adk": AdkPlugin, "strands": StrandsPlugin, "openai-agents": OpenAiAgentsPlugin}
+        plugins.append(make[args.framework](stores))
     root = suite.parent
     while root != root.parent and not (root / "tests").is_dir():
         root = root.parent
