@@ -2,6 +2,8 @@
 
     python scripts/framework_contracts.py adk SUITE_FILE --store jsonl|sqlite|postgres
     python scripts/framework_contracts.py strands SUITE_FILE --store …
+    python scripts/framework_contracts.py openai-agents SUITE_FILE --store …
+    python scripts/framework_contracts.py adk|strands|openai-agents SUITE_FILE --reference
 
 SUITE_FILE is the framework's test module, taken unmodified from a checkout of its repository:
 
@@ -14,6 +16,15 @@ SUITE_FILE is the framework's test module, taken unmodified from a checkout of i
   ``mock_repository`` fixture) becomes a ``ThreadlineSessionRepository`` over a fresh store per
   instance. The module imports ``tests.fixtures``: give the path inside a checkout (the script
   puts the checkout's root on ``sys.path``).
+
+- openai-agents: ``tests/memory/test_session.py`` and ``test_session_limit.py``
+  (openai/openai-agents-python). They construct ``SQLiteSession(session_id, db_path, …)``
+  themselves; that name in the module becomes a ``ThreadlineSession`` on one fresh store per
+  database path. Tests of SQLiteSession's own internals (its connections, locks, raw rows) then
+  fail by construction.
+
+``--reference`` leaves the suite alone: it runs on the framework's own backends, so a failure
+both runs share is the suite's against the installed framework, not the adapter's.
 
 Nothing of the framework's code is copied here: the suite is read from the checkout given, and
 this script only swaps the backend. Extra arguments after ``--`` go to pytest. Exit status is
