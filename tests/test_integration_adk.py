@@ -442,3 +442,27 @@ def test_an_adk_runner_conversation_with_a_tool_call_persists_and_continues_in_a
             ("assistant", "You said before: ['Weather in Paris?']"),
         ]
     backend.close()
+
+
+def test_decoded_events_are_kept_for_the_most_recently_read_sessions_only(
+    service: ThreadlineSessionService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decoded events of at most DECODED_SESSIONS sessions stay in memory (the least
+    recently read go first); a session read again after that is decoded again, unchanged."""
+    from threadline.integrations import adk
+
+    monkeypatch.setattr(adk, "DECODED_SESSIONS", 2)
+    for sid in ("a", "b", "c"):
+        s = run(service.create_session(app_name="app", user_id="u", session_id=sid))
+        text = types.Content(role="user", parts=[types.Part(text=f"in {sid}")])
+        run(service.append_event(s, Event(author="user", invocation_id=sid, content=text)))
+
+    def read(sid: str) -> list[str]:
+        got = run(service.get_session(app_name="app", user_id="u", session_id=sid))
+        return [e.content.parts[0].text for e in got.events]
+
+    assert (read("a"), read("b"), read("c")) == (["in a"], ["in b"], ["in c"])
+    kept = {ThreadlineSessionService.threadline_id("app", "u", x): x for x in "abc"}
+    assert [kept[t] for t in service._items] == ["b", "c"]
+    assert read("a") == ["in a"]
+    assert [kept[t] for t in service._items] == ["c", "a"]

@@ -35,6 +35,7 @@ import os
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
 __all__ = ["ThreadlineSessionService"]
 
 NAME = "google_adk"
+DECODED_SESSIONS = 16  # sessions whose decoded events a service keeps (least recently read out)
 STATE = "google_adk:state"
 EVENT = "google_adk:event"
 MEMBER = "google_adk:member"
@@ -86,8 +88,10 @@ class ThreadlineSessionService(BaseSessionService):
         self._open: dict[str, TlSession] = {}
         # the stored last update time of each open session (a stale copy is refused by it)
         self._updated: dict[str, float] = {}
-        # what each entry of an open session means to ADK, decoded once (see _Item)
-        self._items: dict[str, dict[str, _Item]] = {}
+        # what each entry of a recently read session means to ADK, decoded once (see _Item);
+        # the least recently read sessions' are dropped past DECODED_SESSIONS (memory: about
+        # 5 KB an event)
+        self._items: OrderedDict[str, dict[str, _Item]] = OrderedDict()
         self._lock = threading.RLock()
 
     # -- ids ---------------------------------------------------------------------------------
@@ -218,6 +222,9 @@ class ThreadlineSessionService(BaseSessionService):
         updated = float((s.header.metadata or {}).get(NAME, {}).get("created", 0.0))
         names: dict[str, str] = {}
         items = self._items.setdefault(s.id, {})
+        self._items.move_to_end(s.id)
+        while len(self._items) > DECODED_SESSIONS:
+            self._items.popitem(last=False)
         light = is_feature_enabled(FeatureName.IN_MEMORY_SESSION_SERVICE_LIGHT_COPY)
         # the events and copies built here hold no cycles: the cyclic GC, pausing over the
         # cached events of a long session again and again, was half of a read
