@@ -18,7 +18,8 @@ How an ADK session is kept (docs/integrations.md):
 - ``app:`` and ``user:`` state live in one small threadline session per app and per app and
   user (``adk-app-…``, ``adk-user-…``), which also list the app's users and the user's sessions;
 - ``temp:`` state is never stored (ADK's rule); ``delete_session`` deletes the threadline session;
-- each entry of an open session is decoded once (its event, state delta, tool names); a read walks
+- each entry of a recently read session is decoded once (its event, state delta, tool names:
+  kept for the last ``DECODED_SESSIONS`` sessions read); a read walks
   the current branch and returns copies of the events, as ADK's own services do (shared, under
   ADK's ``IN_MEMORY_SESSION_SERVICE_LIGHT_COPY`` feature, as ADK's in-memory service shares them).
 
