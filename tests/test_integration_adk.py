@@ -466,3 +466,20 @@ def test_decoded_events_are_kept_for_the_most_recently_read_sessions_only(
     assert [kept[t] for t in service._items] == ["b", "c"]
     assert read("a") == ["in a"]
     assert [kept[t] for t in service._items] == ["c", "a"]
+
+
+def test_a_purge_after_a_read_removes_the_purged_event_from_the_next_read(
+    service: ThreadlineSessionService,
+) -> None:
+    """A purge is the one change to a stored entry: an event decoded by an earlier read is not
+    served from memory once its content was purged."""
+    s = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+    for n, word in enumerate(["keep", "secret"]):
+        content = types.Content(role="user", parts=[types.Part(text=word)])
+        run(service.append_event(s, Event(author="user", invocation_id=f"i{n}", content=content)))
+    got = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+    assert [e.content.parts[0].text for e in got.events] == ["keep", "secret"]
+    ts = service._open[ThreadlineSessionService.threadline_id("app", "u", "s")]
+    ts.purge([got.events[1].id], dry_run=False)
+    again = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+    assert [e.content.parts[0].text for e in again.events] == ["keep"]

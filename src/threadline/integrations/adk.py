@@ -229,10 +229,11 @@ class ThreadlineSessionService(BaseSessionService):
         light = is_feature_enabled(FeatureName.IN_MEMORY_SESSION_SERVICE_LIGHT_COPY)
         # the events and copies built here hold no cycles: the cyclic GC, pausing over the
         # cached events of a long session again and again, was half of a read
+        purged = s.state.purged  # the one way an entry changes: its content purged
         with bulk_load():
             for eid in s.path_ids():
                 item = items.get(eid)
-                if item is None:
+                if item is None or eid in purged:
                     item = items[eid] = _item_of(s.entry(eid), names)
                 else:
                     names.update(item.names)
@@ -434,8 +435,8 @@ def _message_of(event: Event) -> Message | None:
 class _Item:
     """What one entry means to ADK: the state delta it applies (the initial state, or its
     event's delta), its event (None: not an event), and the tool names it declares (for events
-    made from other frameworks' tool results further on). Entries never change, so this is
-    decoded once per open session; ``get_session`` then only copies the events."""
+    made from other frameworks' tool results further on). Entries only change by a purge (then
+    they are decoded again), so this is decoded once; ``get_session`` then copies the events."""
 
     __slots__ = ("event", "names", "state")
 
