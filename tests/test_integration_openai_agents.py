@@ -256,3 +256,22 @@ def test_session_settings_default_to_the_sdks_and_a_dict_is_checked_and_converte
     limited.close()
     plain.close()
     store.close()
+
+
+def test_a_message_purged_after_a_read_is_not_served_from_memory(tmp_path: Path) -> None:
+    """get_items keeps each message's encoded items; a purge (the one change to a stored
+    entry) through the session makes the next read encode the purged message again."""
+    store = tl.open_store(tmp_path / "s")
+    session = ThreadlineSession("purging", store)
+    run(
+        session.add_items(
+            [{"role": "user", "content": "keep"}, {"role": "user", "content": "secret"}]
+        )
+    )
+    assert [i["content"] for i in run(session.get_items())] == ["keep", "secret"]
+    ts = session.session
+    ts.purge([ts.context().view[1].entry_id], dry_run=False)
+    after = json.dumps(run(session.get_items()))
+    assert "keep" in after and "secret" not in after
+    session.close()
+    store.close()
