@@ -14,17 +14,20 @@ turn (median of ``--turns``):
   the user event and of the model event; ``get_session`` (all events) on its own line;
 - Strands (``ThreadlineSessionRepository`` vs ``FileSessionManager``): ``create_message`` of
   the user and assistant messages and one ``update_agent`` (what ``RepositorySessionManager``
-  does per turn).
+  does per turn). FileSessionManager never fsyncs its files, so threadline is timed twice: at
+  that same durability (``flush``: written to the OS, no fsync) and at its default (``fsync``).
 
 threadline uses its default store (JSONL files) with ``durability="fsync"`` (every append is on
-disk when acknowledged); ``--store sqlite`` uses the SQLite store instead, ``--durability flush``
-skips the fsync (FileSessionManager writes its files without one).
+disk when acknowledged; the SQLite stores of OpenAI Agents and ADK sync too); ``--store sqlite``
+uses the SQLite store instead, ``--durability flush`` skips the fsync for OpenAI Agents and ADK.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -196,8 +199,18 @@ def strands(root: Path, kind: str, n: int, turns: int) -> list[tuple[str, float,
         for k in range(n):
             repo.create_message("bench", "helper", message(k))
     filler.close()
-    ours = ThreadlineSessionRepository(open_store(url))
-    count = {id(ours): n, id(theirs): n}
+    # FileSessionManager writes each file (tmp + rename) with no fsync: threadline is timed at
+    # that durability ("flush") and at its default ("fsync"), each against the same files
+    copy = root / f"st{n}-fsync"
+    if kind == "jsonl":
+        shutil.copytree(url, copy)
+    else:
+        shutil.copy(f"{root}/st{n}.db", f"{copy}.db")
+    ours = ThreadlineSessionRepository(tl.open_store(url, durability="flush"))
+    durable = ThreadlineSessionRepository(
+        tl.open_store(store_url(root, kind, f"st{n}-fsync"), durability="fsync")
+    )
+    count = {id(ours): n, id(durable): n, id(theirs): n}
 
     def turn(repo: Any) -> Callable[[], Any]:
         def go() -> None:
@@ -209,9 +222,14 @@ def strands(root: Path, kind: str, n: int, turns: int) -> list[tuple[str, float,
 
         return go
 
-    write = alternate(turn(ours), turn(theirs), turns)
+    same = alternate(turn(ours), turn(theirs), turns)
+    fsync = alternate(turn(durable), turn(theirs), turns)
     ours.close()
-    return [("Strands: turn writes (2 create_message + update_agent)", *write)]
+    durable.close()
+    return [
+        ("Strands: turn writes, both without fsync", *same),
+        ("Strands: turn writes, threadline fsync vs no fsync", *fsync),
+    ]
 
 
 def main() -> None:
@@ -223,6 +241,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=["openai_agents", "adk", "strands"])
     args = parser.parse_args()
     DURABILITY["value"] = args.durability
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.sizes:
@@ -234,6 +253,7 @@ def main() -> None:
                         f"framework {theirs / 1000:8.2f} ms  ratio {ours / theirs:5.2f}",
                         flush=True,
                     )
+    print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
     python scripts/framework_contracts.py adk SUITE_FILE --store jsonl|sqlite|postgres
     python scripts/framework_contracts.py strands SUITE_FILE --store …
+    python scripts/framework_contracts.py openai-agents SUITE_FILE --store …
+    python scripts/framework_contracts.py adk|strands|openai-agents SUITE_FILE --reference
 
 SUITE_FILE is the framework's test module, taken unmodified from a checkout of its repository:
 
@@ -14,6 +16,15 @@ SUITE_FILE is the framework's test module, taken unmodified from a checkout of i
   ``mock_repository`` fixture) becomes a ``ThreadlineSessionRepository`` over a fresh store per
   instance. The module imports ``tests.fixtures``: give the path inside a checkout (the script
   puts the checkout's root on ``sys.path``).
+
+- openai-agents: ``tests/memory/test_session.py`` and ``test_session_limit.py``
+  (openai/openai-agents-python). They construct ``SQLiteSession(session_id, db_path, …)``
+  themselves; that name in the module becomes a ``ThreadlineSession`` on one fresh store per
+  database path. Tests of SQLiteSession's own internals (its connections, locks, raw rows) then
+  fail by construction.
+
+``--reference`` leaves the suite alone: it runs on the framework's own backends, so a failure
+both runs share is the suite's against the installed framework, not the adapter's.
 
 Nothing of the framework's code is copied here: the suite is read from the checkout given, and
 this script only swaps the backend. Extra arguments after ``--`` go to pytest. Exit status is
@@ -65,9 +76,15 @@ class Stores:
         self.opened.append(store)
         return store
 
-    def cleanup(self) -> None:
+    def close_open(self) -> None:
+        """Close the stores a test opened (the suites close only their own services), so a
+        run holds PostgreSQL connections for one test at a time."""
         for store in self.opened:
             store.close()
+        self.opened.clear()
+
+    def cleanup(self) -> None:
+        self.close_open()
         if self.schemas:
             import psycopg
             from psycopg import sql
@@ -82,6 +99,10 @@ class Stores:
 class AdkPlugin:
     def __init__(self, stores: Stores) -> None:
         self.stores = stores
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        self.stores.close_open()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -98,6 +119,10 @@ class AdkPlugin:
 class StrandsPlugin:
     def __init__(self, stores: Stores) -> None:
         self.stores = stores
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        self.stores.close_open()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -117,16 +142,66 @@ class StrandsPlugin:
         module.MockedSessionRepository = OnThreadline
 
 
+class OpenAiAgentsPlugin:
+    """``SQLiteSession`` in the suite's modules becomes a ``ThreadlineSession``; sessions the
+    suite opens on one database file share one fresh threadline store."""
+
+    def __init__(self, stores: Stores) -> None:
+        self.stores = stores
+        self.by_path: dict[str, Any] = {}
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        self.by_path.clear()
+        self.stores.close_open()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        from threadline.integrations.openai_agents import ThreadlineSession
+
+        module = getattr(item, "module", None)
+        if module is None or not hasattr(module, "SQLiteSession"):
+            return
+        plugin = self
+
+        class OnThreadline(ThreadlineSession):
+            """The suite's SQLiteSession, on the threadline store of its database path."""
+
+            def __init__(
+                self,
+                session_id: str,
+                db_path: Any = ":memory:",
+                create_tables: bool = False,
+                session_settings: Any = None,
+                **kwargs: Any,
+            ) -> None:
+                key = str(db_path)
+                store = plugin.by_path.get(key)
+                if store is None or key == ":memory:":
+                    store = plugin.by_path[key] = plugin.stores.new()
+                super().__init__(session_id, store, session_settings=session_settings)
+
+        module.SQLiteSession = OnThreadline
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("framework", choices=["adk", "strands"])
+    parser.add_argument("framework", choices=["adk", "strands", "openai-agents"])
     parser.add_argument("suite", type=Path)
     parser.add_argument("--store", default="jsonl", choices=["jsonl", "sqlite", "postgres"])
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="run the suite unchanged, on the framework's own backends (no swap)",
+    )
     args, rest = parser.parse_known_args()
     rest = [a for a in rest if a != "--"]
     suite = args.suite.resolve()
     stores = Stores(args.store)
-    plugin: Any = AdkPlugin(stores) if args.framework == "adk" else StrandsPlugin(stores)
+    plugins: list[Any] = []
+    if not args.reference:
+        make = {"adk": AdkPlugin, "strands": StrandsPlugin, "openai-agents": OpenAiAgentsPlugin}
+        plugins.append(make[args.framework](stores))
     root = suite.parent
     while root != root.parent and not (root / "tests").is_dir():
         root = root.parent
@@ -147,7 +222,7 @@ def main() -> int:
                     str(suite),
                     *rest,
                 ],
-                plugins=[plugin],
+                plugins=plugins,
             )
         )
     finally:

@@ -8,6 +8,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import warnings
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import Any
@@ -231,6 +232,133 @@ def test_undo_in_threadline_rolls_back_the_events_and_their_state(
     assert ([e.content.parts[0].text for e in got.events], got.state) == (["one"], {"last": "one"})
 
 
+def test_appending_to_an_unknown_or_deleted_session_raises_session_not_found(
+    service: ThreadlineSessionService,
+) -> None:
+    from google.adk.errors.session_not_found_error import SessionNotFoundError
+    from google.adk.sessions import Session
+
+    never = Session(app_name="app", user_id="u", id="never_created")
+    with pytest.raises(SessionNotFoundError, match="does not exist; create_session"):
+        run(service.append_event(never, Event(author="user", invocation_id="1")))
+    s = run(service.create_session(app_name="app", user_id="u", session_id="gone"))
+    run(service.delete_session(app_name="app", user_id="u", session_id="gone"))
+    with pytest.raises(SessionNotFoundError):
+        run(service.append_event(s, Event(author="user", invocation_id="2")))
+    assert run(service.get_session(app_name="app", user_id="u", session_id="gone")) is None
+
+
+def test_a_padded_session_id_reads_and_deletes_the_session_created_under_it(
+    service: ThreadlineSessionService,
+) -> None:
+    """create_session strips the id (ADK's rule); get and delete with the padded id find it."""
+    s = run(service.create_session(app_name="app", user_id="u", session_id="  s1  "))
+    assert s.id == "s1"
+    got = run(service.get_session(app_name="app", user_id="u", session_id=" s1 "))
+    assert got is not None and got.id == "s1"
+    run(service.delete_session(app_name="app", user_id="u", session_id="s1  "))
+    assert run(service.get_session(app_name="app", user_id="u", session_id="s1")) is None
+
+
+def test_events_read_back_are_copies_the_caller_may_change(
+    service: ThreadlineSessionService,
+) -> None:
+    """get_session decodes each stored event once per open session; what it returns are copies
+    (as ADK's own services return), so changing them changes neither the store nor later reads."""
+    s = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+    first = Event(
+        author="user",
+        invocation_id="i1",
+        content=types.Content(role="user", parts=[types.Part(text="hello")]),
+        actions=EventActions(state_delta={"seen": ["a"]}),
+    )
+    run(service.append_event(s, first))
+    got = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+    got.events[0].content.parts[0].text = "changed"
+    got.events[0].actions.state_delta["seen"].append("b")
+    got.state["seen"].append("c")
+    got.events.clear()
+    again = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+    assert [e.content.parts[0].text for e in again.events] == ["hello"]
+    assert again.events[0].actions.state_delta == {"seen": ["a"]}
+    assert again.state == {"seen": ["a"]}
+    assert again.events[0] == first
+
+
+def test_events_read_back_are_shared_under_adks_light_copy_feature(
+    service: ThreadlineSessionService,
+) -> None:
+    """ADK's IN_MEMORY_SESSION_SERVICE_LIGHT_COPY feature lets a service hand out its events
+    uncopied; with it on, two reads give the same event objects, with it off, equal copies."""
+    from google.adk.features import FeatureName, override_feature_enabled
+
+    s = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+    run(service.append_event(s, Event(author="user", invocation_id="i1")))
+
+    def read() -> Any:
+        return run(service.get_session(app_name="app", user_id="u", session_id="s")).events[0]
+
+    assert read() is not read() and read() == read()
+    override_feature_enabled(FeatureName.IN_MEMORY_SESSION_SERVICE_LIGHT_COPY, True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # ADK warns that a WIP feature is on
+            assert read() is read()
+    finally:
+        override_feature_enabled(FeatureName.IN_MEMORY_SESSION_SERVICE_LIGHT_COPY, False)
+
+
+def test_a_tool_result_written_after_a_read_gets_its_tool_name_from_the_earlier_call(
+    service: ThreadlineSessionService, backend: tl.Store
+) -> None:
+    """An event made from another framework's tool result names the function of the call it
+    answers; the call was decoded (and kept) by an earlier read, the result is new."""
+    s = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+    call = types.Part(
+        function_call=types.FunctionCall(id="c1", name="weather", args={"city": "Paris"})
+    )
+    run(
+        service.append_event(
+            s,
+            Event(
+                author="helper",
+                invocation_id="i1",
+                content=types.Content(role="model", parts=[call]),
+            ),
+        )
+    )
+    assert len(run(service.get_session(app_name="app", user_id="u", session_id="s")).events) == 1
+    ts = service._open[ThreadlineSessionService.threadline_id("app", "u", "s")]
+    ts.append_message(tl.Message(role="tool", content=[tl.tool_result("c1", "Sunny")]))
+    got = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+    response = got.events[1].content.parts[0].function_response
+    assert (response.id, response.name) == ("c1", "weather")
+
+
+def test_undo_after_a_read_drops_the_undone_events_from_the_next_read(
+    service: ThreadlineSessionService,
+) -> None:
+    """Decoded events are kept per entry, not per session: the next read walks the current
+    path again, so threadline's undo through the open session shows at once."""
+    s = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+    for n in range(3):
+        run(
+            service.append_event(
+                s,
+                Event(
+                    author="user",
+                    invocation_id=f"i{n}",
+                    content=types.Content(role="user", parts=[types.Part(text=f"m{n}")]),
+                    actions=EventActions(state_delta={"n": n}),
+                ),
+            )
+        )
+    assert len(run(service.get_session(app_name="app", user_id="u", session_id="s")).events) == 3
+    service._open[ThreadlineSessionService.threadline_id("app", "u", "s")].undo(2)
+    got = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+    assert ([e.invocation_id for e in got.events], got.state) == (["i0"], {"n": 0})
+
+
 # -- a real ADK Runner conversation with a tool call -------------------------------------------
 
 
@@ -314,3 +442,44 @@ def test_an_adk_runner_conversation_with_a_tool_call_persists_and_continues_in_a
             ("assistant", "You said before: ['Weather in Paris?']"),
         ]
     backend.close()
+
+
+def test_decoded_events_are_kept_for_the_most_recently_read_sessions_only(
+    service: ThreadlineSessionService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decoded events of at most DECODED_SESSIONS sessions stay in memory (the least
+    recently read go first); a session read again after that is decoded again, unchanged."""
+    from threadline.integrations import adk
+
+    monkeypatch.setattr(adk, "DECODED_SESSIONS", 2)
+    for sid in ("a", "b", "c"):
+        s = run(service.create_session(app_name="app", user_id="u", session_id=sid))
+        text = types.Content(role="user", parts=[types.Part(text=f"in {sid}")])
+        run(service.append_event(s, Event(author="user", invocation_id=sid, content=text)))
+
+    def read(sid: str) -> list[str]:
+        got = run(service.get_session(app_name="app", user_id="u", session_id=sid))
+        return [e.content.parts[0].text for e in got.events]
+
+    assert (read("a"), read("b"), read("c")) == (["in a"], ["in b"], ["in c"])
+    kept = {ThreadlineSessionService.threadline_id("app", "u", x): x for x in "abc"}
+    assert [kept[t] for t in service._items] == ["b", "c"]
+    assert read("a") == ["in a"]
+    assert [kept[t] for t in service._items] == ["c", "a"]
+
+
+def test_a_purge_after_a_read_removes_the_purged_event_from_the_next_read(
+    service: ThreadlineSessionService,
+) -> None:
+    """A purge is the one change to a stored entry: an event decoded by an earlier read is not
+    served from memory once its content was purged."""
+    s = run(service.create_session(app_name="app", user_id="u", session_id="s"))
+    for n, word in enumerate(["keep", "secret"]):
+        content = types.Content(role="user", parts=[types.Part(text=word)])
+        run(service.append_event(s, Event(author="user", invocation_id=f"i{n}", content=content)))
+    got = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+    assert [e.content.parts[0].text for e in got.events] == ["keep", "secret"]
+    ts = service._open[ThreadlineSessionService.threadline_id("app", "u", "s")]
+    ts.purge([got.events[1].id], dry_run=False)
+    again = run(service.get_session(app_name="app", user_id="u", session_id="s"))
+    assert [e.content.parts[0].text for e in again.events] == ["keep"]

@@ -232,3 +232,46 @@ def test_a_chain_of_records_under_the_leaf_reads_the_same_before_and_after_a_reo
         "id-d",
         ["a", "b", "c", "d"],
     )
+
+
+def test_session_settings_default_to_the_sdks_and_a_dict_is_checked_and_converted(
+    tmp_path: Path,
+) -> None:
+    """As the SDK's own sessions: no settings is ``SessionSettings()`` (no limit), a dict becomes
+    ``SessionSettings`` and a field it does not have is refused; the limit then applies."""
+    from agents.memory import SessionSettings
+
+    store = tl.open_store(tmp_path / "s")
+    plain = ThreadlineSession("plain", store)
+    assert isinstance(plain.session_settings, SessionSettings)
+    assert plain.session_settings.limit is None
+    limited = ThreadlineSession("limited", store, session_settings={"limit": 2})
+    assert isinstance(limited.session_settings, SessionSettings)
+    assert limited.session_settings.limit == 2
+    with pytest.raises(TypeError, match="Unknown session settings: limitt"):
+        ThreadlineSession("wrong", store, session_settings={"limitt": 1})
+    items = [{"role": "user", "content": f"q{k}"} for k in range(3)]
+    run(limited.add_items(items))
+    assert [i["content"] for i in run(limited.get_items())] == ["q1", "q2"]
+    limited.close()
+    plain.close()
+    store.close()
+
+
+def test_a_message_purged_after_a_read_is_not_served_from_memory(tmp_path: Path) -> None:
+    """get_items keeps each message's encoded items; a purge (the one change to a stored
+    entry) through the session makes the next read encode the purged message again."""
+    store = tl.open_store(tmp_path / "s")
+    session = ThreadlineSession("purging", store)
+    run(
+        session.add_items(
+            [{"role": "user", "content": "keep"}, {"role": "user", "content": "secret"}]
+        )
+    )
+    assert [i["content"] for i in run(session.get_items())] == ["keep", "secret"]
+    ts = session.session
+    ts.purge([ts.context().view[1].entry_id], dry_run=False)
+    after = json.dumps(run(session.get_items()))
+    assert "keep" in after and "secret" not in after
+    session.close()
+    store.close()

@@ -17,7 +17,11 @@ How an ADK session is kept (docs/integrations.md):
   threadline also rolls its state back;
 - ``app:`` and ``user:`` state live in one small threadline session per app and per app and
   user (``adk-app-…``, ``adk-user-…``), which also list the app's users and the user's sessions;
-- ``temp:`` state is never stored (ADK's rule); ``delete_session`` deletes the threadline session.
+- ``temp:`` state is never stored (ADK's rule); ``delete_session`` deletes the threadline session;
+- each entry of a recently read session is decoded once (its event, state delta, tool names:
+  kept for the last ``DECODED_SESSIONS`` sessions read); a read walks
+  the current branch and returns copies of the events, as ADK's own services do (shared, under
+  ADK's ``IN_MEMORY_SESSION_SERVICE_LIGHT_COPY`` feature, as ADK's in-memory service shares them).
 
 Events on the current branch are the session's events: ``threadline undo``/``branch`` change
 them; compaction and context operations change what a provider payload built by threadline
@@ -27,10 +31,12 @@ holds, not ADK's event list (ADK compacts its events itself).
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -41,11 +47,14 @@ from threadline.formats import gemini
 from threadline.integrations._common import close_store, missing_extra, resolve_store, scoped_id
 from threadline.model.content import Message, ToolUseBlock
 from threadline.model.entries import Custom, CustomEntry, MessageEntry
+from threadline.store.base import bulk_load
 
 try:
     from google.adk.errors import StaleSessionError
     from google.adk.errors.already_exists_error import AlreadyExistsError
+    from google.adk.errors.session_not_found_error import SessionNotFoundError
     from google.adk.events import Event
+    from google.adk.features import FeatureName, is_feature_enabled
     from google.adk.sessions import BaseSessionService, Session
     from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
     from google.adk.sessions.state import State
@@ -60,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = ["ThreadlineSessionService"]
 
 NAME = "google_adk"
+DECODED_SESSIONS = 16  # sessions whose decoded events a service keeps (least recently read out)
 STATE = "google_adk:state"
 EVENT = "google_adk:event"
 MEMBER = "google_adk:member"
@@ -79,6 +89,10 @@ class ThreadlineSessionService(BaseSessionService):
         self._open: dict[str, TlSession] = {}
         # the stored last update time of each open session (a stale copy is refused by it)
         self._updated: dict[str, float] = {}
+        # what each entry of a recently read session means to ADK, decoded once (see _Item);
+        # the least recently read sessions' are dropped past DECODED_SESSIONS (memory: about
+        # 5 KB an event)
+        self._items: OrderedDict[str, dict[str, _Item]] = OrderedDict()
         self._lock = threading.RLock()
 
     # -- ids ---------------------------------------------------------------------------------
@@ -97,6 +111,7 @@ class ThreadlineSessionService(BaseSessionService):
                 s.close()
             self._open.clear()
             self._updated.clear()
+            self._items.clear()
             if self._owned:
                 close_store(self._store)
 
@@ -182,8 +197,16 @@ class ThreadlineSessionService(BaseSessionService):
         self, app: str, user: str, sid: str, config: GetSessionConfig | None
     ) -> Session | None:
         with self._lock:
+            sid = self._resolve(app, user, sid)
             s = self._session(self.threadline_id(app, user, sid))
             return None if s is None else self._read(s, app, user, sid, config)
+
+    def _resolve(self, app: str, user: str, sid: str) -> str:
+        """``sid``, or its stripped form when no session has the padded id: create_session
+        strips the ids it is given, as ADK's own services do."""
+        if sid == sid.strip() or self._store.exists(self.threadline_id(app, user, sid)):
+            return sid
+        return sid.strip()
 
     def _read(
         self,
@@ -199,18 +222,31 @@ class ThreadlineSessionService(BaseSessionService):
         events: list[Event] = []
         updated = float((s.header.metadata or {}).get(NAME, {}).get("created", 0.0))
         names: dict[str, str] = {}
-        for rec in s.path():
-            if isinstance(rec, CustomEntry) and rec.custom.custom_type == STATE:
-                state.update(rec.custom.data["delta"])
-                continue
-            event = _event_of(rec, names)
-            if event is None:
-                continue
-            if event.actions and event.actions.state_delta:
-                state.update(event.actions.state_delta)
-            updated = event.timestamp
-            if with_events:
-                events.append(event)
+        items = self._items.setdefault(s.id, {})
+        self._items.move_to_end(s.id)
+        while len(self._items) > DECODED_SESSIONS:
+            self._items.popitem(last=False)
+        light = is_feature_enabled(FeatureName.IN_MEMORY_SESSION_SERVICE_LIGHT_COPY)
+        # the events and copies built here hold no cycles: the cyclic GC, pausing over the
+        # cached events of a long session again and again, was half of a read
+        purged = s.state.purged  # the one way an entry changes: its content purged
+        with bulk_load():
+            for eid in s.path_ids():
+                item = items.get(eid)
+                if item is None or eid in purged:
+                    item = items[eid] = _item_of(s.entry(eid), names)
+                else:
+                    names.update(item.names)
+                if item.state is not None:
+                    state.update(item.state)
+                event = item.event
+                if event is None:
+                    continue
+                updated = event.timestamp
+                if with_events:
+                    events.append(event)
+            if not light:
+                state = copy.deepcopy(state)  # its values are the cached entries' own
         app_state = self._scoped_state(_app_log(app))
         state.update({State.APP_PREFIX + k: v for k, v in app_state.items()})
         state.update(
@@ -222,6 +258,11 @@ class ThreadlineSessionService(BaseSessionService):
             if config.num_recent_events is not None:
                 n = config.num_recent_events
                 events = events[-n:] if n else []
+        if not light:
+            # copies, as ADK's own services return: the caller may change its session's events,
+            # never the cached ones (ADK's light-copy feature shares them, and so do we then)
+            with bulk_load():
+                events = [e.model_copy(deep=True) for e in events]
         return Session(
             id=sid, app_name=app, user_id=user, state=state, events=events, last_update_time=updated
         )
@@ -245,10 +286,12 @@ class ThreadlineSessionService(BaseSessionService):
             return ListSessionsResponse(sessions=out)
 
     def _delete(self, app: str, user: str, sid: str) -> None:
-        tid = self.threadline_id(app, user, sid)
         with self._lock:
+            sid = self._resolve(app, user, sid)
+            tid = self.threadline_id(app, user, sid)
             s = self._open.pop(tid, None)
             self._updated.pop(tid, None)
+            self._items.pop(tid, None)
             if s is not None:
                 s.close()
             if self._store.exists(tid):
@@ -259,7 +302,7 @@ class ThreadlineSessionService(BaseSessionService):
         with self._lock:
             s = self._session(self.threadline_id(session.app_name, session.user_id, session.id))
             if s is None:
-                raise ValueError(
+                raise SessionNotFoundError(
                     f"Session {session.id!r} of app {session.app_name!r} and user "
                     f"{session.user_id!r} does not exist; create_session() it first"
                 )
@@ -387,6 +430,35 @@ def _message_of(event: Event) -> Message | None:
     if len(messages) != 1:
         return None
     return messages[0]
+
+
+class _Item:
+    """What one entry means to ADK: the state delta it applies (the initial state, or its
+    event's delta), its event (None: not an event), and the tool names it declares (for events
+    made from other frameworks' tool results further on). Entries only change by a purge (then
+    they are decoded again), so this is decoded once; ``get_session`` then copies the events."""
+
+    __slots__ = ("event", "names", "state")
+
+    def __init__(
+        self, event: Event | None, state: dict[str, Any] | None, names: dict[str, str]
+    ) -> None:
+        self.event, self.state, self.names = event, state, names
+
+
+def _item_of(rec: Any, names: dict[str, str]) -> _Item:
+    """The :class:`_Item` of a path entry; ``names`` (the tool names declared before it on the
+    path) gains the ones it declares."""
+    if isinstance(rec, CustomEntry) and rec.custom.custom_type == STATE:
+        return _Item(None, dict(rec.custom.data["delta"]), {})
+    event = _event_of(rec, names)
+    declared = (
+        {b.tool_use.id: b.tool_use.name for b in rec.message.content if isinstance(b, ToolUseBlock)}
+        if isinstance(rec, MessageEntry)
+        else {}
+    )
+    delta = event.actions.state_delta if event is not None and event.actions else None
+    return _Item(event, dict(delta) if delta else None, declared)
 
 
 def _event_of(rec: Any, names: dict[str, str]) -> Event | None:

@@ -31,6 +31,7 @@ from threadline.model.content import Message
 
 try:
     from agents.memory.session_settings import SessionSettings, resolve_session_limit
+    from agents.memory.session_settings import coerce_session_settings as coerce
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise missing_extra("OpenAI Agents SDK", "openai-agents", exc) from None
 
@@ -58,10 +59,13 @@ class ThreadlineSession:
         session_id: str,
         store: Store | str | os.PathLike[str] | None = None,
         *,
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
     ) -> None:
         self.session_id = check_id(session_id, "OpenAI Agents")
-        self.session_settings = session_settings
+        # as the SDK's own sessions: a dict is checked and made SessionSettings, None the default
+        self.session_settings: SessionSettings = (
+            SessionSettings() if session_settings is None else coerce(session_settings)
+        )
         self._one = OneSession(self.session_id, store, "openai-agents")
         self._lock = threading.Lock()
         # encoded items of each view message (entries never change; synthetic ids are unique)
