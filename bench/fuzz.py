@@ -79,15 +79,21 @@ def importer_seeds() -> dict[str, list[bytes]]:
                         data if p.suffix == ".json" and len(data) < 200_000 else _cut(data)
                     )
         seeds[fmt] = found
-    # chat_history (wrapped / legacy) has no real sample: a session dumped by threadline
+    # chat_history has no real sample: both of its layouts, written here (a list of Responses
+    # items; the wrapped entries {"id","ts","type","size","content"})
+    items = [
+        {"role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "c1", "name": "grep", "arguments": '{"q": 1}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "found"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "hello"}]},
+    ]
+    wrapped = [
+        {"id": f"e{k}", "ts": "2026-01-01T00:00:00Z", "type": "item", "size": 1, "content": it}
+        for k, it in enumerate(items)
+    ]
     seeds["chat_history"] = [
-        _cut(
-            b'{"messages": '
-            + json.dumps(
-                [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
-            ).encode()
-            + b"}"
-        )
+        json.dumps(items, indent=1).encode(),
+        json.dumps(wrapped, indent=1).encode(),
     ]
     return {k: v for k, v in seeds.items() if v}
 

@@ -124,7 +124,7 @@ def test_a_file_without_mapping_is_refused_and_nothing_is_imported(tmp_path: Pat
     store = tl.open_store(tmp_path / "store")
     with pytest.raises(
         tl.UserError,
-        match=r"conversations\.json: conversation 1 has no "
+        match=r"conversations\.json: at \$\[1\]: conversation 1 has no "
         r"\"mapping\" object",
     ):
         importing.import_path(store, "chatgpt_export", bad)
