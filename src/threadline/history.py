@@ -510,7 +510,7 @@ def _raw_header(session: SessionState) -> bytes:
 def _clean_files(
     session: SessionState, files: list[Path], scrub: _Scrubber, everything: bool
 ) -> None:
-    from threadline.store.jsonl import write_file_atomic
+    from threadline.store.jsonl import temp_path, write_file_atomic
 
     for path in files:
         if path.name.endswith(".tmp"):  # a crashed rewrite's leftover; we hold the lock
@@ -524,9 +524,7 @@ def _clean_files(
                 else [frag for frag in data.split(b"\n") if frag and not scrub.mentions(frag)]
             )
             if kept:
-                write_file_atomic(
-                    path.with_name(path.name + ".tmp"), path, None, kept, exclusive=False
-                )
+                write_file_atomic(temp_path(path), path, None, kept, exclusive=False)
             else:
                 path.unlink()
             continue
@@ -537,7 +535,7 @@ def _clean_files(
         lines = scrub.lines(body)
         if tail and not scrub.mentions(tail):
             lines.append(tail)
-        write_file_atomic(path.with_name(path.name + ".tmp"), path, head, lines, exclusive=False)
+        write_file_atomic(temp_path(path), path, head, lines, exclusive=False)
     if session.store is not None:  # a listing cache may hold the session's first message
         session.store.forget_listing(session.id)
 
