@@ -207,3 +207,17 @@ def test_a_payload_of_a_shape_no_check_foresaw_is_a_user_error_naming_it() -> No
         r"in .*; nothing was loaded$",
     ):
         tl.formats.bedrock.load(payload)
+
+
+@pytest.mark.parametrize("fmt", formats.PROVIDER_FORMATS)
+def test_a_tool_input_nested_too_deeply_to_send_is_a_user_error(fmt: str) -> None:
+    # found by bench/fuzz.py: the send policy's JSON preview of such an input recursed
+    deep: Any = []
+    for _ in range(5000):
+        deep = [deep]
+    messages = [
+        tl.Message(role="user", content=[tl.text("hi")]),
+        tl.Message(role="assistant", content=[tl.tool_use("c1", "f", deep)]),
+    ]
+    with pytest.raises(UserError, match="nested too deeply"):
+        formats.get(fmt).dump(messages)
