@@ -221,3 +221,20 @@ def test_a_tool_input_nested_too_deeply_to_send_is_a_user_error(fmt: str) -> Non
     ]
     with pytest.raises(UserError, match="nested too deeply"):
         formats.get(fmt).dump(messages)
+
+
+def test_a_place_from_an_earlier_parse_is_not_reused() -> None:
+    # parse() called directly (not through prepare) must not name the last file's place
+    from threadline.formats import pi
+
+    good = (
+        b'{"type":"session","version":3,"id":"s","timestamp":"2024-01-01T00:00:00Z","cwd":"/"}\n'
+        + b'{"type":"message","id":"a","parentId":null,"timestamp":"2024-01-01T00:00:01Z",'
+        + b'"message":{"role":"user","content":"hi"}}\n'
+    )
+    pi.parse(good, name="first.jsonl")
+    with pytest.raises(UserError) as caught:
+        pi.parse(b"\n\n", name="empty.jsonl")
+    assert str(caught.value) == (
+        "empty.jsonl: the file is empty; a pi session starts with a session header"
+    )

@@ -223,7 +223,9 @@ def read_bytes(source: Source, name: str) -> bytes:
 
 
 def iter_lines(source: Source, name: str) -> Iterator[tuple[int, bytes]]:
-    """Numbered non-blank lines (split on ``\\n`` only), streamed when ``source`` is a path."""
+    """Numbered non-blank lines (split on ``\\n`` only), streamed when ``source`` is a path.
+    Each line becomes the importer's place (:func:`at`) as it is handed out."""
+    _AT.set("")
     if isinstance(source, (str, os.PathLike)) and not _looks_like_content(source):
         try:
             fh = open(source, "rb")  # noqa: SIM115 - closed by the with below
@@ -260,6 +262,7 @@ def decode_line(line: bytes) -> tuple[Any, str | None]:
 
 def read_json(source: Source, name: str) -> Any:
     """A whole-file JSON document (already-parsed values pass through)."""
+    _AT.set("")
     if isinstance(source, (dict, list)):
         return source
     data = read_bytes(source, name)
