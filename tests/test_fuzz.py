@@ -203,8 +203,8 @@ def test_a_payload_of_a_shape_no_check_foresaw_is_a_user_error_naming_it() -> No
     }
     with pytest.raises(
         UserError,
-        match=r"^bedrock payload: malformed input \(AttributeError "
-        r"in .*; nothing was loaded$",
+        match=r"^bedrock payload: at messages\[1\]\.content\[0\]: malformed input "
+        r"\(AttributeError in .*; nothing was loaded$",
     ):
         tl.formats.bedrock.load(payload)
 
