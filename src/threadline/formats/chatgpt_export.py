@@ -250,9 +250,11 @@ def _message(
 
 def _find_call(parent: str | None, mapping: dict[str, Any], calls: dict[str, str]) -> str | None:
     """The tool call a tool message answers: the nearest call among its ancestors, stopping at
-    a user or plain assistant message."""
+    a user or plain assistant message (or at a node seen before: a parent cycle)."""
     cur = parent
-    while cur is not None:
+    seen: set[str] = set()
+    while cur is not None and cur not in seen:
+        seen.add(cur)
         if cur in calls:
             return calls[cur]
         msg = mapping[cur].get("message")
