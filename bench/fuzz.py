@@ -372,6 +372,7 @@ class Tally:
 
     def run(self, fn: Callable[[Any], None], arg: Any, label: str) -> None:
         started = time.perf_counter()
+        stopped = False
         signal.signal(signal.SIGVTALRM, _stuck)
         signal.setitimer(signal.ITIMER_VIRTUAL, self.stop)
         try:
@@ -380,6 +381,7 @@ class Tally:
             self.expected += 1
         except Stuck as exc:  # an endless loop: where it was looping
             self.stuck[f"{label}: {where(exc)}"] += 1
+            stopped = True
         except Exception as exc:  # what the fuzzer is looking for
             key = f"{label}: {where(exc)}"
             self.bad[key] += 1
@@ -388,7 +390,7 @@ class Tally:
             signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         took = time.perf_counter() - started
         self.slowest = max(self.slowest, took)
-        if took > self.hang:
+        if stopped or took > self.hang:
             self.hangs += 1
         self.cases += 1
 
