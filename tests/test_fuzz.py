@@ -238,3 +238,10 @@ def test_a_place_from_an_earlier_parse_is_not_reused() -> None:
     assert str(caught.value) == (
         "empty.jsonl: the file is empty; a pi session starts with a session header"
     )
+
+
+def test_a_chat_history_error_names_the_item_under_its_wrapper() -> None:
+    doc = {"content": [{"role": "user", "content": "hi"}, 7]}
+    with pytest.raises(UserError) as caught:
+        importing.prepare("chat_history", msgspec.json.encode(doc), name="h.json")
+    assert str(caught.value) == "h.json: at $.content[1]: the item is not an object"

@@ -53,7 +53,7 @@ CATALOGS: dict[str, Callable[[BaseStore, CatalogLocation], Catalog]] = {
 _opened: weakref.WeakKeyDictionary[BaseStore, Catalog] = weakref.WeakKeyDictionary()
 
 
-_opening = threading.Lock()
+_opening = threading.RLock()
 
 
 def catalog_for(backend: BaseStore) -> Catalog:
