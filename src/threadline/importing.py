@@ -371,11 +371,6 @@ def json_at(*keys: int | str) -> str:
     return "".join(out)
 
 
-def position() -> str:
-    """Where the importer now is ("" before it has read anything)."""
-    return _AT.get()
-
-
 class SourceError(UserError):
     """A source file is not what it claims; the message names the file and the place."""
 
