@@ -12,7 +12,9 @@ applies 1-4 mutations: byte edits (flip, insert, delete, truncate, invalid UTF-8
 swap lines) or structural edits of a decoded JSON line or payload (replace a node by another
 type, a huge or negative number, NaN, a deep nest, a long string; drop a key). Every exception
 outside the threadline tree is counted by the place it was raised (file:line, type); a case
-slower than ``--hang`` seconds counts as a hang. Prints a JSON summary.
+slower than ``--hang`` seconds counts as a hang, and a case that spends ``--stop`` seconds of CPU
+is stopped (a SIGVTALRM timer), counted as a hang at the place it was looping, and the run goes
+on. Prints a JSON summary.
 
 The test suite runs the same targets through hypothesis (tests/test_fuzz.py) with a few
 thousand cases each.
@@ -26,6 +28,7 @@ import json
 import os
 import random
 import resource
+import signal
 import sys
 import tempfile
 import time
@@ -79,15 +82,21 @@ def importer_seeds() -> dict[str, list[bytes]]:
                         data if p.suffix == ".json" and len(data) < 200_000 else _cut(data)
                     )
         seeds[fmt] = found
-    # chat_history (wrapped / legacy) has no real sample: a session dumped by threadline
+    # chat_history has no real sample: both of its layouts, written here (a list of Responses
+    # items; the wrapped entries {"id","ts","type","size","content"})
+    items = [
+        {"role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "c1", "name": "grep", "arguments": '{"q": 1}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "found"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "hello"}]},
+    ]
+    wrapped = [
+        {"id": f"e{k}", "ts": "2026-01-01T00:00:00Z", "type": "item", "size": 1, "content": it}
+        for k, it in enumerate(items)
+    ]
     seeds["chat_history"] = [
-        _cut(
-            b'{"messages": '
-            + json.dumps(
-                [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
-            ).encode()
-            + b"}"
-        )
+        json.dumps(items, indent=1).encode(),
+        json.dumps(wrapped, indent=1).encode(),
     ]
     return {k: v for k, v in seeds.items() if v}
 
@@ -340,29 +349,48 @@ def where(exc: BaseException) -> str:
     return f"{type(exc).__name__} at {Path(f.filename).name}:{f.lineno}"
 
 
+class Stuck(BaseException):
+    """Raised into a case that used up its CPU time (BaseException: no ``except Exception``
+    in the code under test swallows it)."""
+
+
+def _stuck(_signum: int, _frame: Any) -> None:
+    raise Stuck()
+
+
 class Tally:
-    def __init__(self, hang: float) -> None:
+    def __init__(self, hang: float, stop: float = 60.0) -> None:
         self.cases = 0
         self.expected = 0
         self.bad: Counter[str] = Counter()
         self.examples: dict[str, str] = {}
         self.hangs = 0
+        self.stuck: Counter[str] = Counter()
         self.slowest = 0.0
         self.hang = hang
+        self.stop = stop
 
     def run(self, fn: Callable[[Any], None], arg: Any, label: str) -> None:
         started = time.perf_counter()
+        stopped = False
+        signal.signal(signal.SIGVTALRM, _stuck)
+        signal.setitimer(signal.ITIMER_VIRTUAL, self.stop)
         try:
             fn(arg)
         except ThreadlineError:
             self.expected += 1
+        except Stuck as exc:  # an endless loop: where it was looping
+            self.stuck[f"{label}: {where(exc)}"] += 1
+            stopped = True
         except Exception as exc:  # what the fuzzer is looking for
             key = f"{label}: {where(exc)}"
             self.bad[key] += 1
             self.examples.setdefault(key, f"{exc!r}"[:300])
+        finally:
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         took = time.perf_counter() - started
         self.slowest = max(self.slowest, took)
-        if took > self.hang:
+        if stopped or took > self.hang:
             self.hangs += 1
         self.cases += 1
 
@@ -373,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", choices=("all", "loader", "importers", "formats"), default="all")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--hang", type=float, default=5.0, help="seconds that count as a hang")
+    ap.add_argument(
+        "--stop", type=float, default=60.0, help="CPU seconds after which a case is stopped"
+    )
     ap.add_argument(
         "--out",
         default="",
@@ -408,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
                     "threadline_errors": t.expected,
                     "other_exceptions": sum(t.bad.values()),
                     "hangs": t.hangs,
+                    "stopped": dict(t.stuck.most_common()),
                     "slowest_case_s": round(t.slowest, 3),
                     "by_site": dict(t.bad.most_common()),
                     "examples": t.examples,
@@ -423,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     # round-robin over the targets, so that a run stopped early has covered each of them
     for i in range(args.cases):
         label, fn, seeds, raw = targets[i % len(targets)]
-        tally = tallies.setdefault(label, Tally(args.hang))
+        tally = tallies.setdefault(label, Tally(args.hang, args.stop))
         seed = rng.choice(seeds)
         if raw:
             arg = mutate_bytes(rng, seed)

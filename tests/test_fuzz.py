@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import random
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 
 import threadline as tl
 from threadline import formats, importing
-from threadline.errors import ThreadlineError, UserError
+from threadline.errors import StoreError, ThreadlineError, UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("fuzz", ROOT / "bench" / "fuzz.py")
@@ -72,6 +73,94 @@ def test_every_provider_format_lets_only_threadline_errors_escape(
     only_threadline_errors(fuzz.provider_target(fmt), payload)
 
 
+PLACE = re.compile(r"(?:^|: )(?:line \d+|lines \d+-\d+|at \$)")
+
+
+@pytest.mark.parametrize("fmt", sorted(IMPORTER_SEEDS))
+@settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+)
+@given(rng=st.randoms(use_true_random=False))
+def test_every_importer_error_names_the_file_and_the_place(fmt: str, rng: random.Random) -> None:
+    # issue 13: what escapes an import (read, check, write) is a UserError/StoreError whose
+    # message starts with the file's name and says where: a line, or a JSON path
+    name = f"mutated-{fmt}.data"
+    data = fuzz.mutate_bytes(rng, rng.choice(IMPORTER_SEEDS[fmt]))
+    try:
+        drafts = importing.prepare(fmt, data, name=name)
+        importing.write(tl.open_store("memory://"), drafts)
+    except (UserError, StoreError) as exc:
+        message = str(exc)
+        assert message.startswith(f"{name}: "), message
+        assert PLACE.search(message) or f"{name}: the file is empty" in message, message
+
+
+def test_a_shape_no_check_foresaw_names_the_line_of_a_jsonl_transcript() -> None:
+    lines = [
+        {
+            "type": "user",
+            "uuid": "u1",
+            "parentUuid": None,
+            "message": {"role": "user", "content": "hi"},
+        },
+        {"type": "summary", "summary": "s", "leafUuid": {"not": "a string"}},
+    ]
+    data = b"\n".join(msgspec.json.encode(x) for x in lines)
+    with pytest.raises(UserError) as caught:
+        importing.prepare("claude_code", data, name="t.jsonl")
+    assert str(caught.value).startswith(
+        "t.jsonl: line 2 (claude_code): malformed input (TypeError in _build: "
+    )
+
+
+def test_an_export_error_names_the_json_path_of_the_node() -> None:
+    conv = {
+        "title": "x",
+        "mapping": {
+            "root": {"id": "root", "parent": None, "children": ["n-1"], "message": None},
+            "n-1": {
+                "id": "n-1",
+                "parent": "root",
+                "children": [],
+                "message": {"author": {"role": "user"}, "content": "a string"},
+            },
+        },
+    }
+    with pytest.raises(UserError) as caught:
+        importing.prepare("chatgpt_export", msgspec.json.encode([conv, conv]), name="c.json")
+    assert str(caught.value) == (
+        'c.json: at $[0].mapping["n-1"]: the node\'s message has no content object'
+    )
+
+
+def test_invalid_json_in_a_whole_file_names_the_line_and_column() -> None:
+    data = b'[\n {"role": "user", "content": "hi"},\n {"role": "user" "content": "x"}\n]'
+    with pytest.raises(UserError) as caught:
+        importing.prepare("chat_history", data, name="h.json")
+    assert str(caught.value) == (
+        "h.json: line 3, column 18: invalid JSON (JSON is malformed: expected ',' or '}')"
+    )
+    with pytest.raises(UserError, match=r"^h\.json: line 2, column 25 \(the end\): the JSON "):
+        importing.prepare("chat_history", data[:26], name="h.json")
+    with pytest.raises(UserError, match=r"^h\.json: line 2, column 11: number out of range$"):
+        importing.prepare("chat_history", b'[\n {"size": 1e999}]', name="h.json")
+
+
+def test_a_record_refused_when_written_names_the_line_it_came_from() -> None:
+    data = (
+        b'{"type":"session","version":3,"id":"s","timestamp":"2024-01-01T00:00:00Z","cwd":"/"}'
+        b'\n{"type":"message","id":"a","parentId":null,"timestamp":"2024-01-01T00:00:01Z",'
+        b'"message":{"role":"user","content":"hi"}}'
+        b'\n{"type":"message","id":"b","parentId":"a","timestamp":"2024-01-01T00:00:02Z",'
+        b'"message":{"role":"user","content":"nul \\u0000 here"}}\n'
+    )
+    drafts = importing.prepare("pi", data, name="p.jsonl")
+    store = tl.open_store("memory://")
+    with pytest.raises(UserError, match=r"^p\.jsonl: line 3: entry 'b': Text contains a NUL"):
+        importing.write(store, drafts)
+    assert store.list() == []
+
+
 def test_the_seeds_cover_every_importer_and_provider_format() -> None:
     assert sorted(IMPORTER_SEEDS) == sorted(formats.IMPORTER_FORMATS)
     assert all(PROVIDER_SEEDS[f] for f in formats.PROVIDER_FORMATS)
@@ -114,7 +203,45 @@ def test_a_payload_of_a_shape_no_check_foresaw_is_a_user_error_naming_it() -> No
     }
     with pytest.raises(
         UserError,
-        match=r"^bedrock payload: malformed input \(AttributeError "
-        r"in .*; nothing was loaded$",
+        match=r"^bedrock payload: at messages\[1\]\.content\[0\]: malformed input "
+        r"\(AttributeError in .*; nothing was loaded$",
     ):
         tl.formats.bedrock.load(payload)
+
+
+@pytest.mark.parametrize("fmt", formats.PROVIDER_FORMATS)
+def test_a_tool_input_nested_too_deeply_to_send_is_a_user_error(fmt: str) -> None:
+    # found by bench/fuzz.py: the send policy's JSON preview of such an input recursed
+    deep: Any = []
+    for _ in range(5000):
+        deep = [deep]
+    messages = [
+        tl.Message(role="user", content=[tl.text("hi")]),
+        tl.Message(role="assistant", content=[tl.tool_use("c1", "f", deep)]),
+    ]
+    with pytest.raises(UserError, match="nested too deeply"):
+        formats.get(fmt).dump(messages)
+
+
+def test_a_place_from_an_earlier_parse_is_not_reused() -> None:
+    # parse() called directly (not through prepare) must not name the last file's place
+    from threadline.formats import pi
+
+    good = (
+        b'{"type":"session","version":3,"id":"s","timestamp":"2024-01-01T00:00:00Z","cwd":"/"}\n'
+        + b'{"type":"message","id":"a","parentId":null,"timestamp":"2024-01-01T00:00:01Z",'
+        + b'"message":{"role":"user","content":"hi"}}\n'
+    )
+    pi.parse(good, name="first.jsonl")
+    with pytest.raises(UserError) as caught:
+        pi.parse(b"\n\n", name="empty.jsonl")
+    assert str(caught.value) == (
+        "empty.jsonl: the file is empty; a pi session starts with a session header"
+    )
+
+
+def test_a_chat_history_error_names_the_item_under_its_wrapper() -> None:
+    doc = {"content": [{"role": "user", "content": "hi"}, 7]}
+    with pytest.raises(UserError) as caught:
+        importing.prepare("chat_history", msgspec.json.encode(doc), name="h.json")
+    assert str(caught.value) == "h.json: at $.content[1]: the item is not an object"

@@ -130,7 +130,7 @@ def test_a_mixed_file_is_refused_naming_the_item(tmp_path: Path) -> None:
     path.write_text(json.dumps([chat_history.wrap(items[0]), items[1]]))
     with pytest.raises(
         tl.UserError,
-        match=r"chat_history\.json: item 0 looks like a wrapped "
+        match=r"chat_history\.json: at \$\[0\]: the item looks like a wrapped "
         "entry but the file mixes layouts",
     ):
         chat_history.import_session(tl.open_store("memory://"), path)

@@ -124,7 +124,7 @@ def test_a_file_without_mapping_is_refused_and_nothing_is_imported(tmp_path: Pat
     store = tl.open_store(tmp_path / "store")
     with pytest.raises(
         tl.UserError,
-        match=r"conversations\.json: conversation 1 has no "
+        match=r"conversations\.json: at \$\[1\]: conversation 1 has no "
         r"\"mapping\" object",
     ):
         importing.import_path(store, "chatgpt_export", bad)
@@ -274,3 +274,29 @@ def test_a_write_failing_midway_removes_the_sessions_already_written(
     assert len(calls) == 2
     assert store.list() == []
     assert not store.exists(calls[0])
+
+
+def test_a_tool_message_in_a_parent_cycle_is_imported_without_hanging() -> None:
+    # found by bench/fuzz.py: the search for the call a tool message answers followed a
+    # parent cycle of non-message nodes forever
+    conv = {
+        "title": "cycle",
+        "mapping": {
+            "a": {"id": "a", "parent": "b", "children": ["b"], "message": None},
+            "b": {"id": "b", "parent": "a", "children": ["t"], "message": None},
+            "t": {
+                "id": "t",
+                "parent": "b",
+                "children": [],
+                "message": {
+                    "author": {"role": "tool"},
+                    "content": {"content_type": "text", "parts": ["result"]},
+                },
+            },
+        },
+        "current_node": "t",
+    }
+    (draft,) = importing.prepare("chatgpt_export", json.dumps([conv]).encode(), name="c.json")
+    kinds = {r.id: r.type for r in draft.records}
+    assert kinds["t"] == "message"
+    assert importing.messages_of(draft)[-1].text == "result"

@@ -71,5 +71,7 @@ def test_an_eval_set_gives_one_session_per_case(path: Path) -> None:
 
 def test_a_json_file_of_another_kind_is_refused() -> None:
     path = REALDATA / "chatgpt_export" / "mitkury_chatgpt-export-parser__example-conversation.json"
-    with pytest.raises(tl.UserError, match=r"example-conversation\.json: not a Google ADK dump"):
+    with pytest.raises(
+        tl.UserError, match=r"example-conversation\.json: at \$: not a Google ADK dump"
+    ):
         google_adk.import_sessions(tl.open_store("memory://"), path)

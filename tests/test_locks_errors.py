@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import socket
 import sqlite3
 import threading
@@ -38,6 +39,19 @@ def test_session_ids_that_are_not_plain_names_are_refused(
         assert store.list() == []
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("bad", ["abc\n", "abc\r", "\nabc", "a/b", "x" * 65])
+def test_framework_session_ids_with_a_trailing_newline_are_refused_or_scoped(bad: str) -> None:
+    # the adapters' own id checks must not let "abc\n" through where the store refuses it
+    from threadline.integrations._common import check_id
+    from threadline.integrations.strands import ThreadlineSessionRepository
+
+    with pytest.raises(UserError, match="cannot be a threadline session id"):
+        check_id(bad, "LangChain")
+    scoped = ThreadlineSessionRepository.threadline_id("chat", bad)
+    assert scoped.startswith("strands-") and len(scoped) == len("strands-") + 40
+    assert ThreadlineSessionRepository.threadline_id("chat", "helper") == "chat--helper"
 
 
 def test_a_disk_full_first_write_leaves_the_session_unlocked(
@@ -126,6 +140,40 @@ def test_temp_files_of_a_killed_create_are_removed_when_the_store_opens(tmp_path
     live.write_bytes(b"being written right now")
     tl.open_store(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [live.name]
+
+
+def test_backups_and_purge_rewrites_go_through_temp_files_a_restart_can_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tl.open_store(tmp_path)
+    with store.create(session_id="d") as s:
+        s.append_message("user", "secret Zq7-left-in-temp")
+    written: list[str] = []
+    real = jsonl.write_file_atomic
+
+    def record(tmp: Path, *args: Any, **kwargs: Any) -> Any:
+        written.append(tmp.name)
+        return real(tmp, *args, **kwargs)
+
+    monkeypatch.setattr(jsonl, "write_file_atomic", record)
+    log = store.backend.open_log("d")  # type: ignore[attr-defined]
+    log.backup("x")
+    (tmp_path / "d.jsonl.torn").write_bytes(b'{"torn secret Zq7-left-in-temp')
+    with store.open("d") as s:
+        s.purge(s.entry_ids()[-1:], dry_run=False)  # type: ignore[attr-defined]
+    tag = rf"{os.getpid()}-\d+"
+    assert written and all(
+        re.fullmatch(rf"\.d\.jsonl\.(x\.bak|torn)\.{tag}\.tmp|\.d\.jsonl\.{tag}\.tmp", n)
+        for n in written
+    ), written
+    # a temp file that an older version left beside the session is cleaned by a purge
+    (tmp_path / "d.jsonl.torn.tmp").write_bytes(b"old Zq7-second")
+    with store.open("d") as s:
+        first = s.append_message("user", "Zq7-second")
+        s.purge([first], dry_run=False)  # type: ignore[attr-defined]
+    assert not (tmp_path / "d.jsonl.torn.tmp").exists()
+    assert [p.name for p in tmp_path.iterdir() if b"Zq7" in p.read_bytes()] == []
+    store.close()
 
 
 def test_an_unreachable_postgresql_fails_within_three_seconds_with_one_line() -> None:

@@ -455,3 +455,34 @@ def test_cli_metadata_lists_every_entry_without_content(tmp_path: Path) -> None:
         (ids["next"], "input_text", "message", ids["answer"]),
     ]
     assert SECRET not in out
+
+
+def test_cli_purge_preview_lists_both_kinds_of_derived_summary(tmp_path: Path) -> None:
+    store = tl.open_store(tmp_path)
+    s = store.create()
+    first = s.append_message("user", "start")
+    ask = s.append_message("user", f"my password is {SECRET}")
+    kept = s.append_message("user", "go on")
+    comp = s.append_compaction("A password was shared.", kept, 10)  # reworded: by range
+    s.branch(first)
+    s.append_message("user", "elsewhere")
+    copy = s.append_compaction(f"Someone typed {SECRET}.", None, 10)  # elsewhere: by copy
+    s.close()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from threadline.cli.main import main; main()",
+            "--store",
+            str(tmp_path),
+            "purge",
+            s.id,
+            ask,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "300"},
+        check=True,
+    ).stdout.splitlines()
+    assert f"Summaries made from purged entries (their summary is removed): {comp}" in out
+    assert f"Summaries that copied purged text (the copied text becomes [purged]): {copy}" in out

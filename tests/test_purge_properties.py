@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import threadline as tl
 from conftest import BACKENDS, PG_URL, make_store
+from threadline.history import SUMMARY_PURGED
 
 # one secret per entry type: each appears in exactly one entry's payload
 SECRETS = {
@@ -125,8 +126,17 @@ def check_purge(kind: str, targets: list[str]) -> None:
             for k in targets:
                 assert SECRETS[k] not in texts
                 assert located(SECRETS[k]) == [], (k, plan.residue)
+            # a summary whose source range covers a purged entry loses its summary
+            summarized = {k for k in KINDS if ids[k] in plan.summarized}
+            for k in summarized:
+                payload = again_payload = store.open(s.id, read_only=True).entry(ids[k]).payload
+                assert again_payload.summary == SUMMARY_PURGED, (k, payload)
+                assert located(SECRETS[k]) == [], k
             for k in (
-                set(KINDS) - set(targets) - {"label", "session_info", "custom", "thinking_level"}
+                set(KINDS)
+                - set(targets)
+                - summarized
+                - {"label", "session_info", "custom", "thinking_level"}
             ):
                 # what was not purged is still there (in the view or the log)
                 assert any(
@@ -187,35 +197,133 @@ def test_a_lost_purge_record_does_not_break_context_building(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_summaries_that_copied_a_purged_secret_are_listed_and_redacted(backend: str) -> None:
+    # copies outside any summary's source range: found by the substring search, redacted
     secret = "sk-live-Zq7c0pied-4242"
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         store = make_store(backend, root)
         try:
             s = store.create()
+            first = s.append_message("user", "start")
+            s.append_message("assistant", "ok")
             ask = s.append_message("user", f"deploy with key {secret} please")
-            s.append_message("assistant", "done")
+            s.branch(first)  # another branch: its summaries never saw `ask`
+            s.append_message("assistant", "a different answer")
             kept = s.append_message("user", "next step")
             s.append_message("assistant", "ok")
             comp = s.append_compaction(f"User deployed with key {secret}; all went fine.", kept)
             s.append_message("user", "more")
-            op = s.digest(0, 0, f"the deploy used {secret}")  # type: ignore[attr-defined]
-            side = s.branch_with_summary(kept, f"Abandoned: retried with {secret}.")
+            op = s.digest(1, 1, f"the deploy used {secret}")  # type: ignore[attr-defined]
             unrelated = s.append_compaction("Nothing secret here at all.", None)
             plan: Any = s.purge([ask])  # type: ignore[attr-defined]
-            assert plan.derived == sorted([comp, op, side])
-            assert unrelated not in plan.derived
+            assert plan.derived == sorted([comp, op])
+            assert plan.summarized == []
             done: Any = s.purge([ask], dry_run=False)  # type: ignore[attr-defined]
             assert done.derived == plan.derived
             s.close()
             again = store.open(s.id)
-            summaries = {e: again.entry(e).payload for e in (comp, op, side)}
+            summaries = {e: again.entry(e).payload for e in (comp, op)}
             assert summaries[comp].summary == "User deployed with key [purged]; all went fine."
             assert summaries[op].summary == "the deploy used [purged]"
-            assert summaries[side].summary == "Abandoned: retried with [purged]."
             assert again.entry(unrelated).payload.summary == "Nothing secret here at all."
             for leaf in (again.leaf_id, comp):
                 assert all(secret not in m.text for m in again.context(leaf).messages)
             assert store_files(backend, root, store)(secret) == []
         finally:
             store.close()
+
+
+REWORDED = "The user shared a deployment credential"  # no string of the purged entry in it
+
+
+def summarizing_session(store: tl.Store, kind: str) -> tuple[tl.Session, str, str, str]:
+    """(session, purged entry, summary covering it, summary not covering it) for one kind of
+    summary; every summary rewords, so no substring of the purged entry is in it."""
+    s = store.create()
+    first = s.append_message("user", "start")
+    s.append_message("assistant", "ok")
+    ask = s.append_message("user", "deploy with key sk-live-Zq7reword-77 please")
+    s.append_message("assistant", "deployed")
+    if kind == "compaction":
+        kept = s.append_message("user", "next step")
+        s.append_message("assistant", "fine")
+        covering = s.append_compaction(f"{REWORDED}; it went fine.", kept, 100)
+        s.branch(first)
+        other = s.append_compaction("Only the greeting so far.", None, 10)  # before `ask`
+    elif kind == "branch_summary":
+        s.append_message("user", "next step")
+        covering = s.branch_with_summary(first, f"{REWORDED} on the abandoned path.")
+        s.append_message("user", "a new direction")
+        s.append_message("assistant", "sure")
+        other = s.branch_with_summary(covering, "Only a new direction was tried.")
+    elif kind == "digest":
+        s.append_message("user", "unrelated question")
+        s.append_message("assistant", "unrelated answer")
+        covering = s.digest(1, 3, f"{REWORDED}.")  # type: ignore[attr-defined]
+        other = s.digest(2, 3, "An unrelated exchange.")  # type: ignore[attr-defined]
+    else:  # revise
+        s.append_message("user", "unrelated question")
+        s.append_message("assistant", "unrelated answer")
+        covering = s.revise(  # type: ignore[attr-defined]
+            1, 3, [{"role": "user", "content": f"{REWORDED}."}]
+        )
+        other = s.revise(  # type: ignore[attr-defined]
+            3, 4, [{"role": "user", "content": "An unrelated exchange."}]
+        )
+    return s, ask, covering, other
+
+
+def summary_text(session: tl.Session, entry_id: str) -> str:
+    payload: Any = session.entry(entry_id).payload
+    if getattr(payload, "kind", None) == "revise":
+        return " ".join(m.text for m in payload.messages)
+    return str(payload.summary)
+
+
+@pytest.mark.parametrize("kind", ["compaction", "branch_summary", "digest", "revise"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_summary_whose_range_covers_a_purged_entry_is_listed_and_replaced(
+    backend: str, kind: str
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        store = make_store(backend, root)
+        try:
+            s, ask, covering, other = summarizing_session(store, kind)
+            untouched = summary_text(s, other)
+            plan: Any = s.purge([ask])  # type: ignore[attr-defined]
+            assert plan.summarized == [covering]
+            assert plan.derived == [covering]
+            done: Any = s.purge([ask], dry_run=False)  # type: ignore[attr-defined]
+            assert done.summarized == [covering]
+            s.close()
+            again = store.open(s.id)
+            assert summary_text(again, covering) == SUMMARY_PURGED
+            assert summary_text(again, other) == untouched
+            assert again.entry(covering).type == kind.replace("digest", "context_op").replace(
+                "revise", "context_op"
+            )
+            for leaf in (again.leaf_id, covering):
+                texts = [m.text for m in again.context(leaf).messages]
+                assert texts and all(REWORDED not in t for t in texts)
+            # the covering summary's own view shows the marker where the summary was
+            assert any(SUMMARY_PURGED in m.text for m in again.context(covering).messages)
+            again.append_message("user", "still writable")
+            again.close()
+            assert store_files(backend, root, store)(REWORDED) == []
+        finally:
+            store.close()
+
+
+def test_a_summary_of_a_summary_is_found_through_it() -> None:
+    # a digest whose range holds a compaction that covered the purged entry
+    store = tl.open_store("memory://")
+    s = store.create()
+    ask = s.append_message("user", "the secret is hunter2-Zq7")
+    s.append_message("assistant", "noted")
+    kept = s.append_message("user", "go on")
+    comp = s.append_compaction("A credential was mentioned.", kept, 10)
+    s.append_message("assistant", "going")
+    op = s.digest(0, 1, "Earlier: a credential, then going on.")  # type: ignore[attr-defined]
+    plan: Any = s.purge([ask])  # type: ignore[attr-defined]
+    assert plan.summarized == sorted([comp, op])

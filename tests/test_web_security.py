@@ -4,7 +4,6 @@ the real server (uvicorn on 127.0.0.1), issue 13 item 9."""
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,12 +23,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with store.create(session_id="s") as s:
         s.append_message("user", "private conversation")
     with serve(store) as url:
-        # The first listing opens the catalog while the viewer's embedding thread may open it
-        # too; that race (outside issue 13) can answer 500 once. Settle it before testing.
-        for _ in range(5):
-            if CLIENT.get(url + "api/sessions").status_code == 200:
-                break
-            time.sleep(0.5)
+        assert CLIENT.get(url + "api/sessions").status_code == 200  # no start-up race
         yield url.rstrip("/")
     CLIENT.close()
 

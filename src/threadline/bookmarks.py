@@ -44,7 +44,7 @@ SESSION_START = "__session_start__"
 """The special tag at position 0: always valid, never set, moved or removed by users."""
 
 NAME_RE = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")
-_ANON_RE = re.compile(r"^tag_([0-9]+)$")
+_ANON_RE = re.compile(r"\Atag_([0-9]+)\Z")
 
 VALID = "valid"
 OTHER_BRANCH = "other_branch"

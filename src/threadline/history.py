@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from threadline.errors import Hint, NotFoundError, StoreError, UserError
-from threadline.model.content import ROLES
+from threadline.model.content import ROLES, Message
+from threadline.model.content import text as text_block
 from threadline.model.entries import (
     Purge,
     PurgedEntry,
@@ -94,8 +95,13 @@ class PurgePlan(msgspec.Struct, kw_only=True):
     identifies the exact plan: it changes when the session changes in a way that matters.
     ``residue`` (after execution) names what the backend could not scrub, e.g. PostgreSQL's
     write-ahead log. ``derived`` are the compactions, branch summaries and context operations
-    (digest, revise, insert) that copied purged text: the purge redacts the copied text in
-    them (``[purged]``) and keeps the rest of the summary.
+    (digest, revise, insert) that hold purged content, found two ways: ``summarized`` are those
+    whose source range covers a purged entry (a compaction: the path before its first kept
+    entry; a branch summary: the abandoned path it summarized; a digest or revise: its range),
+    whose summary (a revise: its messages) the purge replaces by :data:`SUMMARY_PURGED`; the
+    others copied purged text word for word (a distinctive string of it), which the purge
+    replaces by ``[purged]``, keeping the rest. Both kinds keep their place, so the session
+    opens and builds a context as before.
     """
 
     session_id: str
@@ -110,6 +116,7 @@ class PurgePlan(msgspec.Struct, kw_only=True):
     fingerprint: str
     residue: list[str] = msgspec.field(default_factory=list)
     derived: list[str] = msgspec.field(default_factory=list)
+    summarized: list[str] = msgspec.field(default_factory=list)
 
 
 # -- planning --------------------------------------------------------------------------------
@@ -179,9 +186,19 @@ def _plan(session: SessionState, entry_ids: Sequence[str] | None, all: bool) -> 
     leaves = [v for v in before if v in gone]
     also = [v for v in before if v not in after and v not in gone]
     files = [str(p) for p in _companion_files(session)]
-    derived = _derived_copies(session, doomed)
+    summarized = summaries_of(session, doomed)
+    derived = sorted(set(_derived_copies(session, doomed)) | set(summarized))
     digest = hashlib.sha256()
-    for part in (session.id, *doomed, "|", *(f"{i.id}:{i.bytes}" for i in items), "|", *derived):
+    for part in (
+        session.id,
+        *doomed,
+        "|",
+        *(f"{i.id}:{i.bytes}" for i in items),
+        "|",
+        *derived,
+        "|",
+        *summarized,
+    ):
         digest.update(part.encode() + b"\0")
     return PurgePlan(
         session_id=session.id,
@@ -195,6 +212,7 @@ def _plan(session: SessionState, entry_ids: Sequence[str] | None, all: bool) -> 
         executed=False,
         fingerprint=digest.hexdigest()[:32],
         derived=derived,
+        summarized=summarized,
     )
 
 
@@ -278,6 +296,100 @@ def _derived_copies(session: SessionState, doomed: Sequence[str]) -> list[str]:
     return sorted(out)
 
 
+SUMMARY_PURGED = "[summary removed: it summarized content that was purged]"
+"""What a summary whose source range covered a purged entry reads after the purge."""
+
+
+def _source_range(session: SessionState, eid: str) -> list[str]:
+    """The entries a compaction, branch summary, digest or revise was made from (``[]`` when
+    it has none or they cannot be placed: a range not on the entry's own path)."""
+    kind = session.types.get(eid)
+    rec = session.record(eid)
+    if isinstance(rec, PurgedEntry):
+        return []
+    payload: Any = rec.payload
+    path = session.path_ids(eid)[:-1]  # the entry's ancestors, root first
+    if kind == "compaction":
+        # the summary stands for the path before its first kept entry (and, through the
+        # previous summary it was updated from, for everything before that)
+        first_kept = payload.first_kept_entry_id
+        return path[: path.index(first_kept)] if first_kept in path else path
+    if kind == "branch_summary":
+        # the abandoned path: from where it left this entry's path to the old leaf
+        if payload.from_id is None or payload.from_id not in session.slots:
+            return []
+        on_path = set(path)
+        return [e for e in session.path_ids(payload.from_id) if e not in on_path]
+    if kind == "context_op" and payload.kind in ("digest", "revise"):
+        return _op_range(session, path, payload.start_id, payload.end_id)
+    return []
+
+
+def _op_range(
+    session: SessionState, path: list[str], start: str | None, end: str | None
+) -> list[str]:
+    """What a digest or revise replaced: its range of the view it was made on (the default
+    view of its ancestors), as entries: an earlier op's replacement (``<op>:<n>``) stands for
+    that op, a revise/snip marker for nothing."""
+    from threadline.context import build_view
+
+    seen = build_view(session, path, frozenset()).ids
+    if start in seen and end in seen and seen.index(start) <= seen.index(end):
+        out = []
+        for vid in seen[seen.index(start) : seen.index(end) + 1]:
+            head, _, tail = vid.partition(":")
+            if not tail or tail.isdigit():
+                out.append(head)
+        return out
+    # made on a tagged view: the entries on the path between its two ends
+    ends = [(x or "").partition(":")[0] for x in (start, end)]
+    if ends[0] not in path or ends[1] not in path:
+        return []
+    s, e = sorted((path.index(ends[0]), path.index(ends[1])))
+    return path[s : e + 1]
+
+
+def summaries_of(session: SessionState, doomed: Sequence[str]) -> list[str]:
+    """Compactions, branch summaries, digests and revisions (not purged themselves) whose
+    source range covers a doomed entry, directly or through another such summary (a digest
+    of a range holding a compaction that summarized it)."""
+    if not doomed:
+        return []
+    covered = set(doomed)
+    candidates = {
+        e: _source_range(session, e)
+        for e in session.special
+        if session.types.get(e) in _DERIVED_KINDS and e not in covered and e not in session.purged
+    }
+    found: set[str] = set()
+    changed = True
+    while changed:  # a summary of a summary: repeat until nothing new is covered
+        changed = False
+        for eid, source in candidates.items():
+            if eid not in found and any(x in covered for x in source):
+                found.add(eid)
+                covered.add(eid)
+                changed = True
+    return sorted(found)
+
+
+def _summary_removed(kind: str, payload: Any) -> Any:
+    """The payload of a summary that covered purged content, its summary replaced."""
+    if not isinstance(payload, dict):
+        return payload
+    out = dict(payload)
+    if kind in ("compaction", "branch_summary"):
+        out["summary"] = SUMMARY_PURGED
+    elif kind == "context_op":
+        if out.get("kind") == "digest":
+            out["summary"] = SUMMARY_PURGED
+        elif out.get("kind") == "revise":
+            out["messages"] = [
+                msgspec.to_builtins(Message(role="user", content=[text_block(SUMMARY_PURGED)]))
+            ]
+    return out
+
+
 def _redact(value: Any, copied: Sequence[str]) -> Any:
     """``value`` with every copied string replaced by ``[purged]`` (iteratively rebuilt)."""
     if isinstance(value, str):
@@ -338,11 +450,13 @@ class _Scrubber:
         needles: set[bytes],
         derived: set[str] | None = None,
         copied: Sequence[str] = (),
+        summarized: set[str] | None = None,
     ) -> None:
         self.targets = targets
         self.needles = needles
         self.derived = derived or set()
         self.copied = copied
+        self.summarized = summarized or set()
 
     def mentions(self, data: bytes) -> bool:
         """Whether debris holds a purged string, or ends with the start of one (a torn line is
@@ -370,10 +484,12 @@ class _Scrubber:
                     kind=env.type, id=env.id, parent_id=env.parent_id, timestamp=env.timestamp or ""
                 )
             )
-        if env.id is not None and env.id in self.derived and self.copied:
+        if env.id is not None and env.id in self.derived:
             obj = msgspec.json.decode(line)
             if isinstance(obj, dict):
                 payload = obj.get(env.type)
+                if env.id in self.summarized:
+                    payload = _summary_removed(env.type, payload)
                 obj[env.type] = _redact(payload, self.copied)
                 return msgspec.json.encode(obj)
         return line
@@ -394,7 +510,7 @@ def _raw_header(session: SessionState) -> bytes:
 def _clean_files(
     session: SessionState, files: list[Path], scrub: _Scrubber, everything: bool
 ) -> None:
-    from threadline.store.jsonl import write_file_atomic
+    from threadline.store.jsonl import temp_path, write_file_atomic
 
     for path in files:
         if path.name.endswith(".tmp"):  # a crashed rewrite's leftover; we hold the lock
@@ -408,9 +524,7 @@ def _clean_files(
                 else [frag for frag in data.split(b"\n") if frag and not scrub.mentions(frag)]
             )
             if kept:
-                write_file_atomic(
-                    path.with_name(path.name + ".tmp"), path, None, kept, exclusive=False
-                )
+                write_file_atomic(temp_path(path), path, None, kept, exclusive=False)
             else:
                 path.unlink()
             continue
@@ -421,7 +535,7 @@ def _clean_files(
         lines = scrub.lines(body)
         if tail and not scrub.mentions(tail):
             lines.append(tail)
-        write_file_atomic(path.with_name(path.name + ".tmp"), path, head, lines, exclusive=False)
+        write_file_atomic(temp_path(path), path, head, lines, exclusive=False)
     if session.store is not None:  # a listing cache may hold the session's first message
         session.store.forget_listing(session.id)
 
@@ -473,6 +587,7 @@ def purge(
         _needles(session, doomed),
         derived,
         copied_text(session, doomed) if derived else (),
+        set(plan.summarized),
     )
     if new:
         session.write("purge", Purge(entry_ids=new), tree=False)

@@ -10,7 +10,9 @@ Two kinds of trouble are told apart:
 
 - a file that is not what it claims (a ChatGPT export without ``mapping``, a pi file without a
   session header, a record of the wrong shape) raises :class:`~threadline.errors.UserError`
-  naming the file, the line and the problem; nothing is written;
+  naming the file, the place (a line; a JSON path such as ``at $[0].mapping["n1"]`` in a
+  whole-file document) and the problem; nothing is written. Importers call :func:`at` as they
+  go, so that even an error no check foresaw names the place it arose;
 - a line that is damaged inside an otherwise good file (the invalid JSON a crash or a bad merge
   leaves) is reported, kept as a ``custom`` entry of type ``import.corrupt_line`` (so nothing is
   lost), and the lines around it are imported as usual.
@@ -25,13 +27,15 @@ import contextlib
 import gc
 import importlib
 import os
+import re
 from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from threadline.errors import StoreError, ThreadlineError, UserError, malformed_input
+from threadline.errors import LimitError, StoreError, ThreadlineError, UserError, malformed_input
 from threadline.model.content import Message
 from threadline.model.entries import (
     DECODE_ERRORS,
@@ -130,6 +134,9 @@ class Draft:
         self.leaf: str | None = None  # set when the leaf is not the last tree record
         self._ids: set[str] = set()
         self.messages = 0
+        #: where in the source each record came from ("line 12", "at $[0].mapping…"), so
+        #: that a record refused when it is written names its place in the file
+        self.origin: dict[str, str] = {}
 
     def unique_id(self, wanted: str | None, line: int | None = None) -> str:
         """``wanted`` if it is a new id, else a fresh one (a duplicate is reported)."""
@@ -149,6 +156,9 @@ class Draft:
     def add(self, record: KnownRecord) -> str:
         """Append a prepared record (its id must come from :meth:`unique_id`)."""
         self.records.append(record)
+        position = _AT.get()
+        if position:
+            self.origin[record.id] = position
         if record.type == "message":
             self.messages += 1
         return record.id
@@ -158,6 +168,7 @@ class Draft:
     ) -> str:
         """Report a damaged line and keep its text as a ``custom`` entry under ``parent``."""
         self.report.corrupt(line, problem)
+        at(line)
         eid = self.unique_id(f"corrupt-line-{line}")
         return self.add(
             CustomEntry(
@@ -212,7 +223,9 @@ def read_bytes(source: Source, name: str) -> bytes:
 
 
 def iter_lines(source: Source, name: str) -> Iterator[tuple[int, bytes]]:
-    """Numbered non-blank lines (split on ``\\n`` only), streamed when ``source`` is a path."""
+    """Numbered non-blank lines (split on ``\\n`` only), streamed when ``source`` is a path.
+    Each line becomes the importer's place (:func:`at`) as it is handed out."""
+    _AT.set("")
     if isinstance(source, (str, os.PathLike)) and not _looks_like_content(source):
         try:
             fh = open(source, "rb")  # noqa: SIM115 - closed by the with below
@@ -223,11 +236,13 @@ def iter_lines(source: Source, name: str) -> Iterator[tuple[int, bytes]]:
         with fh:
             for n, line in enumerate(fh, 1):
                 if line.strip():
+                    at(n)
                     yield n, line[:-1] if line.endswith(b"\n") else line
         return
     data = read_bytes(source, name)
     for n, line in enumerate(data.split(b"\n"), 1):
         if line.strip():
+            at(n)
             yield n, line
 
 
@@ -247,39 +262,139 @@ def decode_line(line: bytes) -> tuple[Any, str | None]:
 
 def read_json(source: Source, name: str) -> Any:
     """A whole-file JSON document (already-parsed values pass through)."""
+    _AT.set("")
     if isinstance(source, (dict, list)):
         return source
     data = read_bytes(source, name)
     try:
         return _decode(data)
     except msgspec.DecodeError as exc:
-        raise UserError(f"{name}: {_json_problem(data, exc)}") from None
+        raise bad(name, *_json_problem(data, exc)) from None
     except DECODE_ERRORS as exc:  # invalid UTF-8 inside a string, nesting too deep
-        where = ""
         if isinstance(exc, UnicodeDecodeError):
-            at = utf8_error_offset(data, exc)
-            line_start = data.rfind(NL, 0, at) + 1
-            where = f"line {data.count(NL, 0, at) + 1}: invalid UTF-8 at byte {at - line_start}"
-        raise UserError(f"{name}: {where or decode_error_reason(exc)}") from None
+            at_byte = utf8_error_offset(data, exc)
+            line, column = line_column(data, at_byte)
+            raise bad(name, line, f"invalid UTF-8 at byte {column - 1}") from None
+        deepest = _deepest(data)
+        if deepest is None:
+            raise bad(name, "the whole document", decode_error_reason(exc)) from None
+        line, column = line_column(data, deepest)
+        raise bad(name, f"line {line}, column {column}", decode_error_reason(exc)) from None
 
 
-def _json_problem(data: bytes, exc: Exception) -> str:
+def line_column(data: bytes, offset: int) -> tuple[int, int]:
+    """The 1-based line and column (in bytes) of a byte offset of ``data``."""
+    offset = max(0, min(offset, len(data)))
+    return data.count(NL, 0, offset) + 1, offset - (data.rfind(NL, 0, offset) + 1) + 1
+
+
+def _json_problem(data: bytes, exc: Exception) -> tuple[str, str]:
+    """(place, problem) for a document msgspec refused: its ``(byte N)`` becomes a line and
+    column; a document cut short is placed at its end; a number out of range at the number."""
     msg = str(exc)
-    marker = "(char "
-    if marker in msg:
-        try:
-            pos = int(msg.rsplit(marker, 1)[1].rstrip(")"))
-            line = data.count(b"\n", 0, pos) + 1
-            return f"line {line}: invalid JSON ({msg})"
-        except ValueError:
-            pass
-    return f"invalid JSON ({msg})"
+    found = re.search(r"\((?:byte|char) (\d+)\)$", msg)
+    if found:
+        line, column = line_column(data, int(found.group(1)))
+        return f"line {line}, column {column}", f"invalid JSON ({msg[: found.start()].strip()})"
+    if "truncated" in msg:
+        line, column = line_column(data, len(data))
+        return (
+            f"line {line}, column {column} (the end)",
+            "the JSON stops before it is complete (the file is cut short)",
+        )
+    if "out of range" in msg:
+        for number in _NUMBER.finditer(data):
+            if _out_of_range(number.group()):
+                line, column = line_column(data, number.start())
+                return f"line {line}, column {column}", "number out of range"
+    return "the whole document", f"invalid JSON ({msg})"
 
 
-def bad(name: str, line: int | None, problem: str) -> UserError:
-    """The error for a file that is not what it claims."""
-    where = f"{name}: line {line}" if line is not None else name
-    return UserError(f"{where}: {problem}")
+_NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+
+
+def _out_of_range(token: bytes) -> bool:
+    try:
+        value = float(token)
+    except ValueError:
+        return False
+    if value in (float("inf"), float("-inf")):
+        return True
+    is_int = not any(c in token for c in b".eE")
+    return is_int and not -(2**63) <= int(token) < 2**64
+
+
+def _deepest(data: bytes, limit: int = 1000) -> int | None:
+    """The byte offset where ``data``'s nesting first passes ``limit`` levels (strings skipped)."""
+    depth = 0
+    in_string = escaped = False
+    for i, byte in enumerate(data):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > limit:
+                return i
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return None
+
+
+# -- where an importer is -----------------------------------------------------------------------
+
+_AT: ContextVar[str] = ContextVar("threadline_import_at", default="")
+
+
+def at(position: int | str) -> None:
+    """Record where the importer is in its source: a line number, or a place in a JSON
+    document (:func:`json_at`). An error that escapes the importer names it."""
+    _AT.set(f"line {position}" if isinstance(position, int) else position)
+
+
+def json_at(*keys: int | str) -> str:
+    """A place in a JSON document, as ``at $[0].mapping["node-1"].message``."""
+    out = ["at $"]
+    for key in keys:
+        if isinstance(key, int):
+            out.append(f"[{key}]")
+        elif key.isidentifier():
+            out.append(f".{key}")
+        else:
+            out.append(f"[{msgspec.json.encode(key[:60]).decode()}]")
+    return "".join(out)
+
+
+class SourceError(UserError):
+    """A source file is not what it claims; the message names the file and the place."""
+
+
+def bad(name: str, line: int | str | None, problem: str) -> UserError:
+    """The error for a file that is not what it claims, at ``line`` (a number, or a place
+    such as :func:`json_at` gives; ``None``: where the importer is now)."""
+    if line is None:
+        line = _AT.get() or None
+    where = f"line {line}" if isinstance(line, int) else line
+    return SourceError(f"{name}: {where}: {problem}" if where else f"{name}: {problem}")
+
+
+def _located(exc: ThreadlineError, name: str) -> ThreadlineError:
+    """``exc`` naming the file and the place the importer had reached when it was raised."""
+    if isinstance(exc, SourceError) or exc.hint is not None:
+        return exc
+    if type(exc) not in (UserError, LimitError):
+        return exc
+    message = str(exc)
+    if message.startswith(f"{name}: "):
+        message = message[len(name) + 2 :]
+    where = _AT.get()
+    return type(exc)(f"{name}: {where}: {message}" if where else f"{name}: {message}")
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -301,11 +416,13 @@ def _choose_id(store: Any, draft: Draft, wanted: str | None, taken: set[str]) ->
 def _encode(draft: Draft) -> list[bytes]:
     lines = []
     for rec in draft.records:
-        line = encode_checked(encode, rec)
         try:
+            line = encode_checked(encode, rec)
             check_record(rec.payload, line, 1 if rec.parent_id is None else 0)
         except UserError as exc:
-            raise UserError(f"{draft.report.source}: entry {rec.id!r}: {exc}") from None
+            where = draft.origin.get(rec.id, "")
+            where = f"{where}: " if where else ""
+            raise type(exc)(f"{draft.report.source}: {where}entry {rec.id!r}: {exc}") from None
         lines.append(line)
     if draft.leaf is not None:
         last_tree = next((r.id for r in reversed(draft.records) if r.tree), None)
@@ -405,11 +522,13 @@ def prepare(fmt: str, path: Source, *, name: str | None = None) -> list[Draft]:
     label = source_name(path, name)
     if fmt == "auto":
         fmt = detect(path)
+    importer = module(fmt)
+    token = _AT.set("")
     with _gc_paused():
         try:
-            drafts: list[Draft] = module(fmt).parse(path, name=label)
-        except ThreadlineError:
-            raise
+            drafts: list[Draft] = importer.parse(path, name=label)
+        except ThreadlineError as exc:
+            raise _located(exc, label) from None
         except (
             TypeError,
             AttributeError,
@@ -421,7 +540,12 @@ def prepare(fmt: str, path: Source, *, name: str | None = None) -> list[Draft]:
         ) as exc:
             # the importers check what they rely on; this is the net for shapes nobody
             # thought of, so that a damaged file is a UserError naming it, never a traceback
-            raise malformed_input(f"{label} ({fmt})", exc) from None
+            where = _AT.get()
+            raise malformed_input(
+                f"{label}: {where} ({fmt})" if where else f"{label} ({fmt})", exc
+            ) from None
+        finally:
+            _AT.reset(token)
     if not drafts:
         raise UserError(f"{label}: no conversation found in it; nothing was imported")
     digest = content_sha256(path, label)

@@ -11,6 +11,7 @@ layer order (DESIGN §1), so the storage layer never imports a session or a cata
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -52,18 +53,27 @@ CATALOGS: dict[str, Callable[[BaseStore, CatalogLocation], Catalog]] = {
 _opened: weakref.WeakKeyDictionary[BaseStore, Catalog] = weakref.WeakKeyDictionary()
 
 
+_opening = threading.RLock()
+
+
 def catalog_for(backend: BaseStore) -> Catalog:
-    """The catalog of ``backend`` (opened once per backend, then shared)."""
+    """The catalog of ``backend`` (opened once per backend, then shared). Threads asking at
+    the same time (the viewer's first request and its indexing thread) get the same catalog:
+    one opens it, the others wait for it."""
     cat = _opened.get(backend)
-    if cat is None:
-        location = backend.catalog_location()
-        make = CATALOGS.get(location.kind)
-        if make is None:
-            raise UserError(
-                f"No catalog implementation of kind {location.kind!r}; use one of: "
-                f"{', '.join(sorted(CATALOGS))}"
-            )
-        cat = _opened[backend] = make(backend, location)
+    if cat is not None:
+        return cat
+    with _opening:
+        cat = _opened.get(backend)
+        if cat is None:
+            location = backend.catalog_location()
+            make = CATALOGS.get(location.kind)
+            if make is None:
+                raise UserError(
+                    f"No catalog implementation of kind {location.kind!r}; use one of: "
+                    f"{', '.join(sorted(CATALOGS))}"
+                )
+            cat = _opened[backend] = make(backend, location)
     return cat
 
 

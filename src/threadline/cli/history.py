@@ -45,10 +45,17 @@ def _print_plan(plan: PurgePlan) -> None:
             "Also leaving the view (tool call or result whose partner is purged): "
             + ", ".join(plan.also_leaving_view)
         )
-    if plan.derived:
+    if plan.summarized:
+        out.print(
+            "Summaries made from purged entries (their summary is removed): "
+            + ", ".join(plan.summarized)
+        )
+    copied = [e for e in plan.derived if e not in plan.summarized]
+    if copied:
         out.print(
             "Summaries that copied purged text (the copied text becomes [purged]): "
-            + ", ".join(plan.derived)
+            + ", ".join(copied),
+            markup=False,
         )
     if plan.files:
         out.print("Other files cleaned: " + ", ".join(plan.files))

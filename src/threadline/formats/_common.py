@@ -24,6 +24,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import msgspec
@@ -100,9 +101,15 @@ def expect_list(value: Any, what: str) -> list[Any]:
 
 
 def expect_dict(value: Any, what: str) -> JSON:
+    """``value`` if it is an object; ``what`` (``messages[3].content[1]``) becomes the place a
+    loader is at, which an error its checks did not foresee names (:func:`guarded`)."""
     if not isinstance(value, dict):
         raise UserError(f"{what} must be an object, got {type(value).__name__}")
+    _WHERE.set(what)
     return value
+
+
+_WHERE: ContextVar[str] = ContextVar("threadline_format_at", default="")
 
 
 def arguments(raw: Any, where: str) -> Any:
@@ -404,12 +411,16 @@ def guarded(what: str) -> Callable[[_F], _F]:
     def wrap(fn: _F) -> _F:
         @functools.wraps(fn)
         def inner(*args: Any, **kwargs: Any) -> Any:
+            token = _WHERE.set("")
             try:
                 return fn(*args, **kwargs)
             except ThreadlineError:
                 raise
             except (*_MALFORMED, RecursionError) as exc:
-                raise malformed_input(what, exc) from None
+                place = _WHERE.get()
+                raise malformed_input(f"{what}: at {place}" if place else what, exc) from None
+            finally:
+                _WHERE.reset(token)
 
         return inner  # type: ignore[return-value]
 

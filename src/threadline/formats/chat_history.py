@@ -37,7 +37,9 @@ from threadline.importing import (
     Draft,
     ImportReport,
     Source,
+    at,
     bad,
+    json_at,
     messages_of,
     read_json,
     source_name,
@@ -107,12 +109,14 @@ def unwrap(entries: Sequence[dict[str, Any]]) -> list[Any]:
 
 def _items(doc: Any, label: str) -> tuple[list[Any], list[dict[str, Any]] | None]:
     """(items, wrappers or None for the old layout); refuses anything else."""
+    base: tuple[str, ...] = ()
     if isinstance(doc, dict) and isinstance(doc.get("content"), list) and "id" not in doc:
         doc = doc["content"]
+        base = ("content",)
     if not isinstance(doc, list):
         raise bad(
             label,
-            None,
+            json_at(),
             "a chat history is a JSON list of Responses items or of "
             '{"id","ts","type","size","content"} entries',
         )
@@ -120,12 +124,12 @@ def _items(doc: Any, label: str) -> tuple[list[Any], list[dict[str, Any]] | None
         return [e["content"] for e in doc], doc
     for k, item in enumerate(doc):
         if not isinstance(item, dict):
-            raise bad(label, None, f"item {k} is not an object")
+            raise bad(label, json_at(*base, k), "the item is not an object")
         if "content" in item and {"id", "type"} <= item.keys() and "role" not in item:
             raise bad(
                 label,
-                None,
-                f"item {k} looks like a wrapped entry but the file mixes "
+                json_at(*base, k),
+                "the item looks like a wrapped entry but the file mixes "
                 "layouts; migrate or fix it by hand",
             )
     return list(doc), None
@@ -373,7 +377,9 @@ def migrate_report(path: str | os.PathLike[str]) -> dict[str, Any]:
 def parse(source: Source, *, name: str | None = None) -> list[Draft]:
     """A chat history (either layout) as one draft; the source file is left as it is."""
     label = source_name(source, name)
-    items, wrapped = _items(read_json(source, label), label)
+    doc = read_json(source, label)
+    items, wrapped = _items(doc, label)
+    base: tuple[str, ...] = ("content",) if isinstance(doc, dict) else ()
     report = ImportReport(format=NAME, source=label)
     draft = Draft(
         report,
@@ -382,13 +388,14 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
     stamp = now()
     prev: str | None = None
     for k, item in enumerate(items):
+        at(json_at(*base, k, "content") if wrapped is not None else json_at(*base, k))
         env = wrapped[k] if wrapped is not None else None
         try:
             msgs = openai_responses.load([item])
         except UserError as exc:
-            raise bad(label, None, f"item {k}: {exc}") from None
+            raise bad(label, None, f"{exc}") from None
         if len(msgs) != 1:
-            raise bad(label, None, f"item {k} is not one Responses item")
+            raise bad(label, None, "the item is not one Responses item")
         msg = msgs[0]
         if env is not None:
             extra = {key: env[key] for key in ("type", "size") if key in env}

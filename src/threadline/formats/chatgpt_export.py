@@ -35,7 +35,9 @@ from threadline.importing import (
     Draft,
     ImportReport,
     Source,
+    at,
     bad,
+    json_at,
     messages_of,
     read_json,
     source_name,
@@ -74,13 +76,15 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
     drafts = []
     for k, conv in enumerate(convs):
         where = f"conversation {k}" if isinstance(doc, list) else "the conversation"
+        base: tuple[int, ...] = (k,) if isinstance(doc, list) else ()
+        at(json_at(*base))
         if not isinstance(conv, dict) or not isinstance(conv.get("mapping"), dict):
             raise bad(
                 label,
                 None,
                 f'{where} has no "mapping" object; this is not a ChatGPT conversations.json export',
             )
-        drafts.append(_build(conv, label, where))
+        drafts.append(_build(conv, label, where, base))
     return drafts
 
 
@@ -92,7 +96,7 @@ def _iso(t: Any) -> str | None:
     return None
 
 
-def _build(conv: dict[str, Any], label: str, where: str) -> Draft:
+def _build(conv: dict[str, Any], label: str, where: str, base: tuple[int, ...]) -> Draft:
     mapping: dict[str, Any] = conv["mapping"]
     cid = conv.get("conversation_id") or conv.get("id")
     report = ImportReport(
@@ -109,7 +113,8 @@ def _build(conv: dict[str, Any], label: str, where: str) -> Draft:
     fallback = created or ""
     for key, node in mapping.items():
         if not isinstance(node, dict):
-            raise bad(label, None, f"{where}: mapping[{key!r}] is not an object")
+            raise bad(label, json_at(*base, "mapping", key), "the node is not an object")
+    at(json_at(*base, "mapping"))
     # parents before children, siblings in their stored order
     roots = [k for k, n in mapping.items() if n.get("parent") not in mapping]
     order: list[str] = []
@@ -129,6 +134,7 @@ def _build(conv: dict[str, Any], label: str, where: str) -> Draft:
     answered: set[str] = set()
     last_ts = fallback
     for key in order:
+        at(json_at(*base, "mapping", key))
         node = mapping[key]
         parent = node.get("parent") if node.get("parent") in mapping else None
         if node.get("parent") is not None and parent is None:
@@ -147,6 +153,7 @@ def _build(conv: dict[str, Any], label: str, where: str) -> Draft:
                 **env, message=_message(msg, key, parent, mapping, calls, answered, label, where)
             )
         )
+    at(json_at(*base))
     title = conv.get("title")
     if isinstance(title, str) and title:
         draft.add(
@@ -191,7 +198,7 @@ def _message(
     role = author.get("role")
     content = msg.get("content")
     if not isinstance(content, dict):
-        raise bad(label, None, f"{where}: message {key!r} has no content object")
+        raise bad(label, None, "the node's message has no content object")
     ctype = content.get("content_type")
     recipient = msg.get("recipient") or "all"
     meta = msg.get("metadata") or {}
@@ -243,9 +250,11 @@ def _message(
 
 def _find_call(parent: str | None, mapping: dict[str, Any], calls: dict[str, str]) -> str | None:
     """The tool call a tool message answers: the nearest call among its ancestors, stopping at
-    a user or plain assistant message."""
+    a user or plain assistant message (or at a node seen before: a parent cycle)."""
     cur = parent
-    while cur is not None:
+    seen: set[str] = set()
+    while cur is not None and cur not in seen:
+        seen.add(cur)
         if cur in calls:
             return calls[cur]
         msg = mapping[cur].get("message")

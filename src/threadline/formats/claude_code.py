@@ -52,6 +52,7 @@ from threadline.importing import (
     Draft,
     ImportReport,
     Source,
+    at,
     bad,
     decode_line,
     iter_lines,
@@ -87,7 +88,14 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
         rows.append((n, obj if problem is None else line, problem))
     good = [(n, o) for n, o, p in rows if p is None]
     if not good:
-        raise bad(label, None, "no Claude Code records in it")
+        if not rows:
+            raise bad(label, None, "the file is empty; no Claude Code records in it")
+        first, last = rows[0][0], rows[-1][0]
+        raise bad(
+            label,
+            first if first == last else f"lines {first}-{last}",
+            "no Claude Code records in them (each line must be a JSON object)",
+        )
     if not any(
         isinstance(o.get("type"), str) and ("uuid" in o or o.get("type") == "summary")
         for _, o in good
@@ -109,10 +117,15 @@ def _build(rows: list[tuple[int, Any, str | None]], report: ImportReport, label:
     side = {o["uuid"] for _, o in good if isinstance(o.get("uuid"), str) and o.get("isSidechain")}
     summary_of: dict[str, str] = {}  # compact boundary uuid -> its summary record's uuid
     for _, o in good:
+        uid = o.get("uuid")
         if o.get("isCompactSummary") and isinstance(o.get("parentUuid"), str):
-            summary_of.setdefault(o["parentUuid"], o.get("uuid", ""))
+            summary_of.setdefault(o["parentUuid"], uid if isinstance(uid, str) else "")
     compact_summaries = set(summary_of.values())
-    texts = {o["uuid"]: _message_text(o) for _, o in good if o.get("uuid") in compact_summaries}
+    texts = {
+        o["uuid"]: _message_text(o)
+        for _, o in good
+        if isinstance(o.get("uuid"), str) and o["uuid"] in compact_summaries
+    }
 
     first: dict[str, Any] = next((o for _, o in good if isinstance(o.get("sessionId"), str)), {})
     stamps = [o["timestamp"] for _, o in good if isinstance(o.get("timestamp"), str)]
@@ -133,6 +146,7 @@ def _build(rows: list[tuple[int, Any, str | None]], report: ImportReport, label:
     role_of: dict[str, str] = {}
     before: KnownRecord | None = None
     for n, obj, problem in rows:
+        at(n)
         if problem is not None:
             draft.add_corrupt_line(n, obj, problem, None, fallback_ts)
             continue

@@ -35,6 +35,7 @@ from threadline.importing import (
     Draft,
     ImportReport,
     Source,
+    at,
     bad,
     decode_line,
     iter_lines,
@@ -76,8 +77,14 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
         rows.append((n, obj if problem is None else line, problem))
     good = [o for _, o, p in rows if p is None]
     if not good or not any(o["type"] in ("session_meta", "response_item") for o in good):
-        first = rows[0][0] if rows else None
-        raise bad(label, first, "not a Codex rollout: no session_meta or response_item line")
+        if not rows:
+            raise bad(label, None, "the file is empty; not a Codex rollout")
+        first, last = rows[0][0], rows[-1][0]
+        raise bad(
+            label,
+            first if first == last else f"lines {first}-{last}",
+            "not a Codex rollout: no session_meta or response_item line",
+        )
     meta: dict[str, Any] = next(
         (
             o["payload"]
@@ -101,6 +108,7 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
     name_: str | None = None
     last_ts = draft.created or ""
     for n, obj, problem in rows:
+        at(n)
         if problem is not None:
             prev = draft.add_corrupt_line(n, obj, problem, prev, last_ts)
             continue

@@ -31,7 +31,9 @@ from threadline.importing import (
     Draft,
     ImportReport,
     Source,
+    at,
     bad,
+    json_at,
     messages_of,
     read_json,
     source_name,
@@ -73,6 +75,7 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
     """A session dump as one draft, or an eval set as one draft per eval case."""
     label = source_name(source, name)
     doc = read_json(source, label)
+    at(json_at())
     if isinstance(doc, dict) and isinstance(doc.get("events"), list):
         return [_session(doc, label)]
     if isinstance(doc, dict) and isinstance(doc.get("eval_cases"), list):
@@ -84,23 +87,40 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
     )
 
 
-def _contents_to_messages(contents: list[Any], label: str, where: str) -> list[Message | None]:
+def _contents_to_messages(
+    contents: list[Any], label: str, places: list[tuple[int | str, ...]]
+) -> list[Message | None]:
     """One message per content (None where a content yields none), read together so function
-    responses pair with the calls of earlier contents."""
+    responses pair with the calls of earlier contents. ``places`` are the contents' JSON paths
+    (an error names the content it is about)."""
     cleaned = [_no_nulls(c) for c in contents]
+    at(json_at(*places[0][:-2]) if places else json_at())
     try:
         loaded = gemini.load({"contents": [c for c in cleaned if c is not None]})
     except UserError as exc:
-        raise bad(label, None, f"{where}: {exc}") from None
+        raise bad(label, _culprit(cleaned, places), f"{exc}") from None
     if len(loaded) == sum(1 for c in cleaned if c is not None):
         it = iter(loaded)
         return [None if c is None else next(it) for c in cleaned]
     # a content that split into several messages: read each alone (call ids restart)
     out: list[Message | None] = []
-    for c in cleaned:
+    for c, place in zip(cleaned, places, strict=True):
+        at(json_at(*place))
         msgs = gemini.load({"contents": [c]}) if c is not None else []
         out.append(msgs[0] if len(msgs) == 1 else None)
     return out
+
+
+def _culprit(cleaned: list[Any], places: list[tuple[int | str, ...]]) -> str | None:
+    """The path of the first content Gemini refuses on its own (None: only together)."""
+    for c, place in zip(cleaned, places, strict=True):
+        if c is None:
+            continue
+        try:
+            gemini.load({"contents": [c]})
+        except UserError:
+            return json_at(*place)
+    return None
 
 
 def _session(doc: dict[str, Any], label: str) -> Draft:
@@ -111,7 +131,7 @@ def _session(doc: dict[str, Any], label: str) -> Draft:
     events = doc["events"]
     for k, ev in enumerate(events):
         if not isinstance(ev, dict):
-            raise bad(label, None, f"events[{k}] is not an object")
+            raise bad(label, json_at("events", k), "the event is not an object")
     meta = {k: v for k, v in doc.items() if k != "events"}
     stamps = [t for t in (_iso(ev.get("timestamp")) for ev in events) if t]
     draft = Draft(
@@ -126,10 +146,13 @@ def _session(doc: dict[str, Any], label: str) -> Draft:
         else None
         for ev in events
     ]
-    msgs = _contents_to_messages(contents, label, "events")
+    msgs = _contents_to_messages(
+        contents, label, [("events", k, "content") for k in range(len(events))]
+    )
     prev: str | None = None
     last_ts = draft.created or ""
-    for ev, msg in zip(events, msgs, strict=True):
+    for k, (ev, msg) in enumerate(zip(events, msgs, strict=True)):
+        at(json_at("events", k))
         ts = _iso(ev.get("timestamp")) or last_ts
         last_ts = ts
         eid = draft.unique_id(ev.get("id") if isinstance(ev.get("id"), str) else None)
@@ -154,8 +177,9 @@ def _session(doc: dict[str, Any], label: str) -> Draft:
 
 
 def _eval_case(doc: dict[str, Any], case: Any, k: int, label: str) -> Draft:
+    at(json_at("eval_cases", k))
     if not isinstance(case, dict) or not isinstance(case.get("conversation"), list):
-        raise bad(label, None, f'eval_cases[{k}] has no "conversation" list')
+        raise bad(label, None, 'the eval case has no "conversation" list')
     eid_ = case.get("eval_id")
     report = ImportReport(
         format=NAME, source=label, source_id=f"{doc.get('eval_set_id')}/{eid_}" if eid_ else None
@@ -175,18 +199,23 @@ def _eval_case(doc: dict[str, Any], case: Any, k: int, label: str) -> Draft:
     )
     contents: list[Any] = []
     owners: list[tuple[dict[str, Any], str]] = []
+    places: list[tuple[int | str, ...]] = []
     for n, inv in enumerate(turns):
         if not isinstance(inv, dict):
-            raise bad(label, None, f"eval_cases[{k}].conversation[{n}] is not an object")
+            raise bad(
+                label, json_at("eval_cases", k, "conversation", n), "the turn is not an object"
+            )
         for key in ("user_content", "final_response"):
             c = inv.get(key)
             if isinstance(c, dict) and isinstance(c.get("parts"), list):
                 contents.append(c)
                 owners.append((inv, key))
-    msgs = _contents_to_messages(contents, label, f"eval_cases[{k}]")
+                places.append(("eval_cases", k, "conversation", n, key))
+    msgs = _contents_to_messages(contents, label, places)
     prev: str | None = None
     last_ts = draft.created or ""
-    for (inv, key), msg in zip(owners, msgs, strict=True):
+    for (inv, key), msg, place in zip(owners, msgs, places, strict=True):
+        at(json_at(*place))
         ts = _iso(inv.get("creation_timestamp")) or last_ts
         last_ts = ts
         inv_id = inv.get("invocation_id")

@@ -38,6 +38,7 @@ from threadline.importing import (
     Draft,
     ImportReport,
     Source,
+    at,
     bad,
     decode_line,
     import_path,
@@ -107,7 +108,7 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
         else:
             items.append((n, obj, None))
     if header is None:
-        raise bad(label, None, "empty file; a pi session starts with a session header")
+        raise bad(label, None, "the file is empty; a pi session starts with a session header")
     return [_build(header, items, report, label)]
 
 
@@ -151,6 +152,7 @@ def _build(
     prev: str | None = None
     leaf: str | None = None
     for n, obj, problem in items:
+        at(n)
         if problem is not None:
             # kept where it stood: in the chain (v1) or as a root (v2/v3, its parent is unknown)
             eid = draft.add_corrupt_line(n, obj, problem, prev if linear else None, fallback_ts)

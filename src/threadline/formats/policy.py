@@ -393,7 +393,7 @@ def _misplaced(
         return [
             text(
                 f"[tool call {u.name} {u.id}]\n"
-                f"{json.dumps(u.input, ensure_ascii=False, default=str)}"
+                f"{_json_text(u.input, i, u.id, ensure_ascii=False, default=str)}"
             )
         ]
     if isinstance(b, ToolResultBlock) and role not in ("user", "tool"):
@@ -507,7 +507,7 @@ def _clean_block(b: Block, i: int, fmt: str, rules: Rules, adj: list[Adjustment]
                     kind="tool_input_wrapped",
                     position=i,
                     detail=f"input of tool call {u.id!r} is not an object; sent "
-                    f"as {json.dumps(value)[:60]}",
+                    f"as {_json_text(value, i, u.id)[:60]}",
                 )
             )
             new = msgspec.structs.replace(new, tool_use=msgspec.structs.replace(u, input=value))
@@ -536,6 +536,18 @@ def _blank_text(b: Block, fmt: str, rules: Rules) -> bool:
     said = b.text.content
     blank = not said.strip() if rules.no_blank_text else not said
     return blank and not details(b, fmt)
+
+
+def _json_text(value: Any, position: int, call_id: str, **options: Any) -> str:
+    """``json.dumps(value)`` of a tool call's input; input nested deeper than Python recurses
+    is refused naming the message and the call."""
+    try:
+        return json.dumps(value, **options)
+    except RecursionError:
+        raise UserError(
+            f"message {position}: the input of tool call {call_id!r} is nested too deeply to "
+            "send; flatten it"
+        ) from None
 
 
 def _json_string(value: Any) -> bool:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from threadline.session import Session
     from threadline.stores import Store
 
-_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_ID = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
 
 
 def missing_extra(framework: str, extra: str, exc: ImportError) -> ImportError:

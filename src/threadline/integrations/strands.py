@@ -58,7 +58,7 @@ __all__ = ["ThreadlineSessionRepository"]
 NAME = "strands"
 AGENT = "strands:agent"
 MULTI = "strands:multi_agent"
-_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_ID = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
 
 
 class ThreadlineSessionRepository(SessionRepository):

@@ -94,6 +94,13 @@ def _tmp_tag() -> str:
     return f"{os.getpid()}-{threading.get_ident()}"
 
 
+def temp_path(dest: Path) -> Path:
+    """The hidden temp file to write ``dest`` through: named after its writer, so a store that
+    opens after the writer was killed removes it, and a purge finds it among the session's
+    files."""
+    return dest.with_name(f".{dest.name}.{_tmp_tag()}.tmp")
+
+
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
     try:
@@ -257,6 +264,8 @@ class JsonlLog:
         if torn.is_file():
             found.append(torn)
         found.extend(p for p in path.parent.glob(f".{path.name}.*.tmp") if p.is_file())
+        # left by versions that wrote backups and torn tails through "<file>.tmp"
+        found.extend(p for p in path.parent.glob(f"{path.name}.*.tmp") if p.is_file())
         return sorted(str(p) for p in found)
 
     def size(self) -> int:
@@ -527,9 +536,7 @@ class JsonlLog:
         finally:
             os.close(fd)
         try:
-            write_file_atomic(
-                dest.with_name(dest.name + ".tmp"), dest, None, [data], raw=True, exclusive=False
-            )
+            write_file_atomic(temp_path(dest), dest, None, [data], raw=True, exclusive=False)
         except OSError as exc:
             raise StoreError(
                 f"Cannot write the backup {dest} ({exc.strerror or exc}); free "

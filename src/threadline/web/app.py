@@ -520,6 +520,13 @@ def create_app(store: Any) -> LoopbackGuard:
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        # Open the catalog before the first request is served, so the first listing does not
+        # race the indexing thread's open of it (and answers from a catalog that is ready). A
+        # catalog that cannot open is reported by the requests that need it.
+        try:
+            await run_in_threadpool(viewer._catalog)
+        except (UserError, StoreError) as exc:
+            log.warning("the catalog could not be opened: %s", exc)
         stop = threading.Event()
         warm = threading.Thread(
             target=_embed_in_background, args=(viewer, stop), name="threadline-embed", daemon=True
