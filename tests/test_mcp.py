@@ -656,3 +656,29 @@ def test_creating_the_server_leaves_the_root_logger_alone() -> None:
     before = (root.level, list(root.handlers))
     create_server(tl.open_store("memory://"))
     assert (root.level, list(root.handlers)) == before
+
+
+def test_a_delete_preview_lists_the_summaries_that_hold_purged_content(tmp_path: Path) -> None:
+    directory = tmp_path / "store"
+    with tl.open_store(directory).create() as s:
+        ask = s.append_message("user", "the secret is hunter2-Zq7")
+        s.append_message("assistant", "noted")
+        kept = s.append_message("user", "go on")
+        comp = s.append_compaction("A credential was mentioned.", kept, 10)  # reworded
+        sid = s.id
+
+    async def go(cs: Client) -> tuple[Any, Any]:
+        preview = await cs.call_tool(
+            "delete_history_entries", {"session_id": sid, "entry_ids": [ask]}
+        )
+        token = preview.structured_content["confirmation_token"]
+        done = await cs.call_tool(
+            "delete_history_entries",
+            {"session_id": sid, "entry_ids": [ask], "confirmation_token": token},
+        )
+        return preview.structured_content, done.structured_content
+
+    preview, done = over_stdio(directory, tmp_path / "err.log", go)
+    assert (preview["derived"], preview["summarized"]) == ([comp], [comp])
+    assert (done["derived"], done["summarized"], done["executed"]) == ([comp], [comp], True)
+    assert "A credential was mentioned." not in (directory / f"{sid}.jsonl").read_text()

@@ -298,6 +298,15 @@ class DeleteResult(BaseModel):
     leaves_view: list[str]
     also_leaving_view: list[str]
     pending: list[str]
+    derived: list[str] = Field(
+        default_factory=list,
+        description="Compactions, branch summaries and context operations holding purged "
+        "content; the purge redacts their summaries and keeps their place",
+    )
+    summarized: list[str] = Field(
+        default_factory=list,
+        description="The derived entries found because their source range covers a purged entry",
+    )
     deleted_count: int = Field(description="Entries purged by this call (0 for a preview)")
     remaining_count: int = Field(description="Entries of the session that are not purged")
     message: str
@@ -423,6 +432,8 @@ def _delete_result(
         leaves_view=plan.leaves_view,
         also_leaving_view=plan.also_leaving_view,
         pending=plan.pending,
+        derived=plan.derived,
+        summarized=plan.summarized,
         message=message,
         remaining_count=remaining,
         deleted_count=(sum(1 for i in plan.items if not i.already_purged) if plan.executed else 0),
