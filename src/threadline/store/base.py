@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import gc
+import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal, Protocol
@@ -325,7 +326,7 @@ class Backend(Protocol):
     def open_log(self, session_id: str) -> Log:
         """The log of an existing session (no lock taken)."""
 
-    def create_log(self, header: SessionHeader, lines: list[bytes]) -> Log:
+    def create_log(self, header: SessionHeader, lines: Iterable[bytes]) -> Log:
         """Create a new session atomically with its first records; UserError if it exists."""
 
     def session_ids(self) -> list[str]:
@@ -348,6 +349,17 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release backend resources (connections, pools)."""
+
+
+CREATE_CHUNK = 10_000
+"""Records a SQL backend's ``create_log`` inserts per statement batch (an import streams)."""
+
+
+def chunked(lines: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
+    """``lines`` in lists of at most ``size``, read as they are needed."""
+    it = iter(lines)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
 
 
 def summarize_records(
@@ -428,7 +440,7 @@ class BaseStore:
     def open_log(self, session_id: str) -> Log:
         raise NotImplementedError
 
-    def create_log(self, header: SessionHeader, lines: list[bytes]) -> Log:
+    def create_log(self, header: SessionHeader, lines: Iterable[bytes]) -> Log:
         raise NotImplementedError
 
     def session_ids(self) -> list[str]:

@@ -624,7 +624,7 @@ class JsonlStore(BaseStore):
     def open_log(self, session_id: str) -> JsonlLog:
         return JsonlLog(self.directory, check_session_id(session_id), self.durability)
 
-    def create_log(self, header: SessionHeader, lines: list[bytes]) -> JsonlLog:
+    def create_log(self, header: SessionHeader, lines: Iterable[bytes]) -> JsonlLog:
         dest = self._path(header.id)
         tmp = dest.with_name(f".{dest.name}.{_tmp_tag()}.tmp")
         try:

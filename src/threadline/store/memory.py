@@ -109,7 +109,7 @@ class MemoryStore(BaseStore):
     def open_log(self, session_id: str) -> MemoryLog:
         return MemoryLog(self._sessions[session_id], session_id)
 
-    def create_log(self, header: SessionHeader, lines: list[bytes]) -> MemoryLog:
+    def create_log(self, header: SessionHeader, lines: Iterable[bytes]) -> MemoryLog:
         if header.id in self._sessions:
             raise UserError(f"Session '{header.id}' already exists; choose another id")
         self._sessions[header.id] = _Data(encode(header), list(lines))

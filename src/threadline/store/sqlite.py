@@ -38,6 +38,7 @@ from threadline.model.entries import (
 )
 from threadline.store import migrations
 from threadline.store.base import (
+    CREATE_CHUNK,
     BaseStore,
     CatalogLocation,
     Durability,
@@ -47,6 +48,7 @@ from threadline.store.base import (
     SessionSummary,
     Slot,
     check_session_id,
+    chunked,
     not_found,
     parse_lines,
     summarize_records,
@@ -426,9 +428,9 @@ class SqliteStore(BaseStore):
     def open_log(self, session_id: str) -> SqliteLog:
         return SqliteLog(self, check_session_id(session_id))
 
-    def create_log(self, header: SessionHeader, lines: list[bytes]) -> SqliteLog:
-        rows = [envelope(line) for line in lines]
-        d = Delta(header, lines)
+    def create_log(self, header: SessionHeader, lines: Iterable[bytes]) -> SqliteLog:
+        """One transaction; ``lines`` is consumed in chunks (never held whole), each chunk
+        inserted and added to the list columns as an append would."""
         try:
             with self.lock, self.transaction() as conn:
                 conn.execute(
@@ -439,22 +441,33 @@ class SqliteStore(BaseStore):
                         header.id,
                         encode(header),
                         header.timestamp,
-                        max(header.timestamp, d.modified),
-                        d.name,
-                        d.message_count,
-                        d.first_message,
+                        header.timestamp,
+                        None,
+                        0,
+                        None,
                         header.parent_session,
-                        len(lines) + 1,
+                        1,
                     ),
                 )
-                conn.executemany(
-                    "INSERT INTO tl_records (session_id, seq, id, parent_id, type, timestamp, "
-                    "raw) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (header.id, i + 1, *env, line)
-                        for i, (env, line) in enumerate(zip(rows, lines, strict=True))
-                    ],
-                )
+                seq = 0
+                for chunk in chunked(lines, CREATE_CHUNK):
+                    rows = [envelope(line) for line in chunk]
+                    conn.executemany(
+                        "INSERT INTO tl_records (session_id, seq, id, parent_id, type, "
+                        "timestamp, raw) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [
+                            (header.id, seq + i + 1, *env, line)
+                            for i, (env, line) in enumerate(zip(rows, chunk, strict=True))
+                        ],
+                    )
+                    seq += len(chunk)
+                    d = Delta(header, chunk)
+                    conn.execute(
+                        "UPDATE tl_sessions SET next_seq = ?, modified = max(modified, ?), "
+                        "message_count = message_count + ?, name = coalesce(?, name), "
+                        "first_message = coalesce(first_message, ?) WHERE session_id = ?",
+                        (seq + 1, d.modified, d.message_count, d.name, d.first_message, header.id),
+                    )
         except sqlite3.IntegrityError:
             raise UserError(f"Session '{header.id}' already exists; choose another id") from None
         return self.open_log(header.id)
