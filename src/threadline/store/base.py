@@ -335,10 +335,12 @@ class Backend(Protocol):
     def list(self) -> SessionListing:
         """Every readable session, newest first; unreadable ones in ``skipped``."""
 
-    def changes_since(self, session_id: str, cursor: str) -> Changes:
+    def changes_since(self, session_id: str, cursor: str, limit: int | None = None) -> Changes:
         """What ``session_id`` appended since ``cursor`` (``""``: from the start), for
         incremental indexing: ``(reset, slots, new_cursor)``; ``reset`` means the session was
-        replaced (rewritten, purged) and ``slots`` holds every record."""
+        replaced (rewritten, purged) and ``slots`` holds every record from the start. With
+        ``limit`` a backend may return only the first part (about ``limit`` bytes of records)
+        and a cursor after it: call again from that cursor until it stops moving."""
 
     def catalog_location(self) -> CatalogLocation:
         """Where this backend's catalog lives (see :class:`CatalogLocation`)."""
@@ -479,7 +481,7 @@ class BaseStore:
     def _located(self, rows: builtins.list[SessionSummary]) -> builtins.list[SessionSummary]:
         return [msgspec.structs.replace(r, path=self.location(r.id)) for r in rows]
 
-    def changes_since(self, session_id: str, cursor: str) -> Changes:
+    def changes_since(self, session_id: str, cursor: str, limit: int | None = None) -> Changes:
         """The portable fallback: every record, every time (backends override it)."""
         log = self.open_log(session_id)
         loaded = log.load()

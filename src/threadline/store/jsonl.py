@@ -701,9 +701,10 @@ class JsonlStore(BaseStore):
     def location(self, session_id: str) -> str:
         return str(self._path(session_id).resolve())
 
-    def changes_since(self, session_id: str, cursor: str) -> Changes:
-        """Reads only the bytes appended since the cursor (``"inode:offset"``); a rewrite
-        (purge, migration) changes the inode and resets."""
+    def changes_since(self, session_id: str, cursor: str, limit: int | None = None) -> Changes:
+        """Reads only the bytes appended since the cursor (``"inode:offset"``), at most about
+        ``limit`` of them (whole lines); a rewrite (purge, migration) changes the inode and
+        resets."""
         path = self._path(session_id)
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
         try:
@@ -713,7 +714,15 @@ class JsonlStore(BaseStore):
             if not reset and int(off) == st.st_size:
                 return False, [], cursor
             start = 0 if reset else int(off)
-            data = os.pread(fd, st.st_size - start, start)
+            want = st.st_size - start
+            data = os.pread(fd, want if limit is None else min(want, limit), start)
+            # a part ends after its last whole line; a line longer than the limit is read whole
+            while len(data) < want and b"\n" not in data:
+                data += os.pread(
+                    fd, min(want - len(data), max(len(data), 1 << 16)), start + len(data)
+                )
+            if len(data) < want:
+                data = data[: data.rfind(b"\n") + 1]
         finally:
             os.close(fd)
         if reset:

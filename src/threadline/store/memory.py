@@ -118,7 +118,7 @@ class MemoryStore(BaseStore):
     def session_ids(self) -> list[str]:
         return list(self._sessions)
 
-    def changes_since(self, session_id: str, cursor: str) -> Changes:
+    def changes_since(self, session_id: str, cursor: str, limit: int | None = None) -> Changes:
         data = self._sessions[session_id]
         ident, _, seen = cursor.partition(":")
         reset = ident != str(id(data.lines))  # a rewrite replaces the list

@@ -506,10 +506,12 @@ class SqliteStore(BaseStore):
             raise not_found(session_id)
         return _summary_row(row)
 
-    def changes_since(self, session_id: str, cursor: str) -> tuple[bool, builtins.list[Slot], str]:
+    def changes_since(
+        self, session_id: str, cursor: str, limit: int | None = None
+    ) -> tuple[bool, builtins.list[Slot], str]:
         """Records appended since ``cursor`` (``"generation:seq"``) for the catalog: returns
         ``(reset, slots, new_cursor)``; ``reset`` means the session was rewritten and every
-        record is returned."""
+        record is returned (with ``limit``, the records up to about ``limit`` bytes)."""
         with self.lock:
             row = self.conn.execute(
                 "SELECT generation FROM tl_sessions WHERE session_id = ?", (session_id,)
@@ -519,10 +521,20 @@ class SqliteStore(BaseStore):
             gen, _, seq_s = cursor.partition(":")
             reset = gen != str(row[0])
             seq = 0 if reset else int(seq_s or 0)
-            rows = self.conn.execute(
+            cur = self.conn.execute(
                 "SELECT seq, raw FROM tl_records WHERE session_id = ? AND seq > ? ORDER BY seq",
                 (session_id, seq),
-            ).fetchall()
+            )
+            if limit is None:
+                rows = cur.fetchall()
+            else:
+                rows, size = [], 0
+                for r in cur:
+                    rows.append(r)
+                    size += len(r[1])
+                    if size >= limit:
+                        break
+                cur.close()
         last = rows[-1][0] if rows else seq
         return reset, SqliteLog._parse(rows, LoadReport(), {}, 0), f"{row[0]}:{last}"
 
