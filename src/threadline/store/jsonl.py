@@ -54,7 +54,7 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _write = os.write
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | bytearray) -> None:
     view = memoryview(data)
     while view:
         n = _write(fd, view)
@@ -569,10 +569,15 @@ def write_file_atomic(
     the directory. With ``exclusive`` an existing ``dest`` raises FileExistsError."""
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_NOFOLLOW | _O_CLOEXEC, 0o644)
     try:
-        if header is not None:
-            _write_all(fd, header + b"\n")
-        for line in lines:
-            _write_all(fd, line if raw else line + b"\n")
+        buf = bytearray() if header is None else bytearray(header + b"\n")
+        for line in lines:  # written in blocks of about 1 MB, not a write per line
+            buf += line
+            if not raw:
+                buf += b"\n"
+            if len(buf) >= 1 << 20:
+                _write_all(fd, buf)
+                buf.clear()
+        _write_all(fd, buf)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
