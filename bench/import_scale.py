@@ -4,6 +4,7 @@
     python bench/import_scale.py --entries 100000 --store sqlite
     python bench/import_scale.py --cli                # the whole `threadline import` command
     python bench/import_scale.py --cli --src ../main/src   # the same, another source tree
+    python bench/import_scale.py --entries 100000 --store postgres  # THREADLINE_BENCH_PG or test db
 
 Each measurement runs in a fresh process; its peak RSS comes from ``wait4`` (the kernel's
 high-water mark of the whole process, interpreter included). The pi session files are made by
@@ -39,7 +40,7 @@ _IMPORT = """
 import json, sys, time
 from threadline import importing
 from threadline.stores import open_store
-store = open_store(sys.argv[1])
+store = open_store(sys.argv[1], **json.loads(sys.argv[3]))
 t = time.perf_counter()
 drafts = importing.prepare("pi", sys.argv[2])
 ids = importing.create(store, drafts, ["bench"])
@@ -85,12 +86,15 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[float, int, str]:
     return wall, usage.ru_maxrss // 1024, text
 
 
+PG_URL = os.environ.get("THREADLINE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
 def store_url(kind: str, where: Path) -> str:
     if kind == "jsonl":
         return str(where / "store")
     if kind == "sqlite":
         return f"sqlite:///{where / 'store.db'}"
-    return os.environ.get("THREADLINE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
+    return PG_URL
 
 
 def main() -> None:
@@ -108,6 +112,12 @@ def main() -> None:
         "PYTHONPATH": str(args.src.resolve()),
         "THREADLINE_EMBEDDER": "none",
     }
+    options: dict[str, str] = {}
+    if args.store == "postgres":  # a schema of its own, dropped at the end
+        from threadline.store.postgres import upgrade
+
+        options = {"schema": f"bench_import_{os.getpid()}", "tenant": "bench"}
+        upgrade(PG_URL, options["schema"])
     print(f"store {args.store}, sources {args.src}, load average {os.getloadavg()[0]:.1f}")
     for n in args.entries:
         src = pi_file(args.data, n, args.seed)
@@ -122,7 +132,8 @@ def main() -> None:
                     f"peak RSS {rss:6,} MB"
                 )
             else:
-                wall, rss, out = run([sys.executable, "-c", _IMPORT, url, str(src)], env)
+                child = [sys.executable, "-c", _IMPORT, url, str(src), json.dumps(options)]
+                wall, rss, out = run(child, env)
                 got = json.loads(out.strip().splitlines()[-1])
                 assert got["entries"] == n, got
                 print(
@@ -138,13 +149,14 @@ def main() -> None:
                         f"{got['messages']:,} messages indexed  peak RSS {rss:6,} MB"
                     )
         finally:
-            if args.store == "postgres":
-                from threadline.stores import open_store
-
-                with open_store(url) as store:
-                    if store.exists("bench"):
-                        store.delete("bench")
             shutil.rmtree(where, ignore_errors=True)
+    if args.store == "postgres":
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            drop = sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(options["schema"]))
+            conn.execute(drop)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
