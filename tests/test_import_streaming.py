@@ -263,3 +263,22 @@ def test_the_catalog_indexed_in_parts_equals_the_whole(
     assert parts == whole
     assert len(whole) > 500
     assert len(calls) > 50 and set(calls) == {32 * 1024}
+
+
+def test_a_version_1_source_read_once_numbers_its_entries_as_a_list_does() -> None:
+    # v1 needs pi's entry numbering before converting (a compaction names an entry by index,
+    # possibly a later one): an iterator is read into a list, a list or a path is read twice
+    entries: list[Any] = [
+        {"type": "session", "id": "v1", "timestamp": STAMP},
+        {"type": "message", "timestamp": STAMP, "message": {"role": "user", "content": "a"}},
+        b"{broken",  # a damaged line: kept, but skipped by pi's numbering
+        {"type": "compaction", "summary": "s", "firstKeptEntryIndex": 3, "tokensBefore": 9},
+        {"type": "message", "timestamp": STAMP, "message": {"role": "user", "content": "b"}},
+    ]
+    (listed,) = pi.parse(entries, name="v1")
+    (streamed,) = pi.parse(cast(Any, iter(entries)), name="v1")
+    assert list(listed.lines()) == list(streamed.lines())
+    compaction = json.loads(list(listed.lines())[2])
+    assert compaction["type"] == "compaction"
+    # the header is entry 0; the damaged line 3 has no number: entry 3, a later one, is line 5
+    assert compaction["compaction"]["first_kept_entry_id"] == "L5"
