@@ -2,9 +2,11 @@
 
 Every importer in ``threadline.formats`` (``pi``, ``claude_code``, ``chatgpt_export``, ``codex``,
 ``google_adk``, ``chat_history``) turns a source file into one or more :class:`Draft` sessions:
-records with the source's own ids, parents and timestamps, built and validated entirely in memory.
-Only then are they written, each session in one atomic step (temp file, one sync, rename), so a
-failed import leaves nothing behind.
+records with the source's own ids, parents and timestamps. A draft encodes and checks each record
+as it is added and spools the encoded line to a temporary file (kept in memory while small), so a
+draft holds ids and counters, not decoded records: memory stays bounded however long the source.
+Only when every draft is complete are they written, each session in one atomic step (temp file,
+one sync, rename) fed from its spool, so a failed import leaves nothing behind.
 
 Two kinds of trouble are told apart:
 
@@ -25,17 +27,20 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import importlib
 import os
 import re
+import tempfile
+import weakref
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from threadline.errors import LimitError, StoreError, ThreadlineError, UserError, malformed_input
+from threadline.errors import LimitError, ThreadlineError, UserError, malformed_input
 from threadline.model.content import Message
 from threadline.model.entries import (
     DECODE_ERRORS,
@@ -44,8 +49,10 @@ from threadline.model.entries import (
     KnownRecord,
     Leaf,
     LeafRecord,
+    RecordError,
     SessionHeader,
     decode_error_reason,
+    decode_header,
     encode,
     new_id,
     now,
@@ -114,7 +121,16 @@ class ImportReport(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class Draft:
-    """A session built in memory, not yet written: records in file order plus header fields."""
+    """A session being built, not yet written: header fields, the ids taken so far and the
+    encoded records in file order, spooled to a temporary file as they are added.
+
+    An importer that changes records after adding them (Claude Code re-parents parallel tool
+    results) passes ``hold=True``: its records are kept as they are and encoded by
+    :meth:`finish`.
+    """
+
+    #: a draft's encoded records stay in memory up to this size, then move to a temporary file
+    SPOOL_IN_MEMORY = 8 << 20
 
     def __init__(
         self,
@@ -124,15 +140,23 @@ class Draft:
         cwd: str | None = None,
         metadata: dict[str, Any] | None = None,
         created: str | None = None,
+        hold: bool = False,
     ) -> None:
         self.report = report
         self.source_id = source_id
         self.cwd = cwd
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.created = created
-        self.records: list[KnownRecord] = []
         self.leaf: str | None = None  # set when the leaf is not the last tree record
         self._ids: set[str] = set()
+        self._spool: IO[bytes] = tempfile.SpooledTemporaryFile(  # noqa: SIM115 - closed by close()
+            max_size=self.SPOOL_IN_MEMORY, prefix="threadline-import-"
+        )
+        # a draft dropped by a failed import closes its spool (and removes its file) when freed
+        self.close = weakref.finalize(self, self._spool.close)
+        self._last_tree: str | None = None
+        self._held: list[KnownRecord] | None = [] if hold else None
+        self.entries = 0  # records added
         self.messages = 0
         #: where in the source each record came from ("line 12", "at $[0].mapping…"), so
         #: that a record refused when it is written names its place in the file
@@ -154,14 +178,57 @@ class Draft:
         return entry_id is not None and entry_id in self._ids
 
     def add(self, record: KnownRecord) -> str:
-        """Append a prepared record (its id must come from :meth:`unique_id`)."""
-        self.records.append(record)
+        """Append a prepared record (its id must come from :meth:`unique_id`): it is encoded,
+        checked against the ingest limits and spooled; the record itself is not kept (unless
+        the draft holds its records, see :class:`Draft`). A record refused names the place in
+        the source the importer had reached (:func:`at`)."""
         position = _AT.get()
-        if position:
-            self.origin[record.id] = position
+        if self._held is not None:
+            self._held.append(record)
+            if position:
+                self.origin[record.id] = position
+        else:
+            self._spool_record(record, position)
+        self.entries += 1
+        if record.tree:
+            self._last_tree = record.id
         if record.type == "message":
             self.messages += 1
         return record.id
+
+    def _spool_record(self, record: KnownRecord, position: str = "") -> None:
+        try:
+            line = encode_checked(encode, record)
+            check_record(record.payload, line, 1 if record.parent_id is None else 0)
+        except UserError as exc:
+            where = f"{position}: " if position else ""
+            raise type(exc)(f"{self.report.source}: {where}entry {record.id!r}: {exc}") from None
+        self._spool.write(line)
+        self._spool.write(NL)
+
+    def finish(self) -> None:
+        """Encode and check held records (nothing to do for a streaming draft)."""
+        held, self._held = self._held, None
+        for record in held or ():
+            self._spool_record(record, self.origin.get(record.id, ""))
+        self.origin.clear()
+
+    def lines(self) -> Iterator[bytes]:
+        """The encoded records in order (read back from the spool), then a leaf record when
+        the leaf is not the last tree record."""
+        self.finish()
+        spool = self._spool
+        spool.flush()
+        spool.seek(0)
+        for line in spool:
+            yield line[:-1]
+        spool.seek(0, os.SEEK_END)
+        if self.leaf is not None and self._last_tree != self.leaf:
+            yield encode(
+                LeafRecord(
+                    id=new_id(), parent_id=None, timestamp=now(), leaf=Leaf(target_id=self.leaf)
+                )
+            )
 
     def add_corrupt_line(
         self, line: int, raw: bytes, problem: str, parent: str | None, timestamp: str
@@ -413,68 +480,65 @@ def _choose_id(store: Any, draft: Draft, wanted: str | None, taken: set[str]) ->
     return new_id()
 
 
-def _encode(draft: Draft) -> list[bytes]:
-    lines = []
-    for rec in draft.records:
-        try:
-            line = encode_checked(encode, rec)
-            check_record(rec.payload, line, 1 if rec.parent_id is None else 0)
-        except UserError as exc:
-            where = draft.origin.get(rec.id, "")
-            where = f"{where}: " if where else ""
-            raise type(exc)(f"{draft.report.source}: {where}entry {rec.id!r}: {exc}") from None
-        lines.append(line)
-    if draft.leaf is not None:
-        last_tree = next((r.id for r in reversed(draft.records) if r.tree), None)
-        if last_tree != draft.leaf:
-            lines.append(
-                encode(
-                    LeafRecord(
-                        id=new_id(),
-                        parent_id=None,
-                        timestamp=now(),
-                        leaf=Leaf(target_id=draft.leaf),
-                    )
-                )
-            )
-    return lines
+def create(
+    store: Store, drafts: Sequence[Draft], session_ids: Sequence[str | None] | None = None
+) -> list[str]:
+    """Write drafts as new sessions, each in one atomic step fed from its spool; all or nothing.
+    Returns the new sessions' ids without opening them (a large import stays bounded).
+
+    Every record was encoded and checked against the ingest limits as it was added to its draft,
+    so nothing is created unless every draft is complete; if creating one fails, the sessions
+    created before it are deleted again.
+    """
+    for draft in drafts:
+        draft.finish()
+    wanted = list(session_ids) if session_ids is not None else [None] * len(drafts)
+    taken: set[str] = set()
+    headers = []
+    for draft, want in zip(drafts, wanted, strict=True):
+        sid = _choose_id(store, draft, want, taken)
+        taken.add(sid)
+        meta = dict(draft.metadata)
+        meta["import"] = msgspec.to_builtins(draft.report)
+        # a damaged cwd or start time costs that field, not the conversation
+        created = draft.created if isinstance(draft.created, str) and draft.created else now()
+        cwd = draft.cwd if isinstance(draft.cwd, str) else None
+        headers.append(SessionHeader(id=sid, version=1, timestamp=created, cwd=cwd, metadata=meta))
+    done: list[str] = []
+    try:
+        for header, draft in zip(headers, drafts, strict=True):
+            with _gc_paused():
+                store.backend.create_log(header, draft.lines())
+            done.append(header.id)
+    except BaseException:
+        for sid in done:
+            with contextlib.suppress(Exception):
+                store.delete(sid)
+        raise
+    for draft in drafts:
+        draft.close()
+    return done
 
 
 def write(
     store: Store, drafts: Sequence[Draft], session_ids: Sequence[str | None] | None = None
 ) -> list[Session]:
-    """Write drafts as new sessions, each in one atomic step; all or nothing.
-
-    Every draft is encoded and checked against the ingest limits before the first session is
-    created; if creating one fails, the sessions created before it are deleted again.
-    """
+    """:func:`create`, then open the new sessions (all or nothing, as there)."""
     from threadline.session import Session
 
-    wanted = list(session_ids) if session_ids is not None else [None] * len(drafts)
-    taken: set[str] = set()
-    prepared = []
-    with _gc_paused():
-        for draft, want in zip(drafts, wanted, strict=True):
-            sid = _choose_id(store, draft, want, taken)
-            taken.add(sid)
-            meta = dict(draft.metadata)
-            meta["import"] = msgspec.to_builtins(draft.report)
-            # a damaged cwd or start time costs that field, not the conversation
-            created = draft.created if isinstance(draft.created, str) and draft.created else now()
-            cwd = draft.cwd if isinstance(draft.cwd, str) else None
-            header = SessionHeader(id=sid, version=1, timestamp=created, cwd=cwd, metadata=meta)
-            prepared.append((header, _encode(draft)))
     sessions: list[Session] = []
+    ids = create(store, drafts, session_ids)
     try:
-        for header, lines in prepared:
-            log = store.backend.create_log(header, lines)
+        for sid in ids:
+            log = store.backend.open_log(sid)
             with _gc_paused():
                 sessions.append(Session(store.backend, log, log.load()))
     except BaseException:
         for s in sessions:
             s.close()
+        for sid in ids:
             with contextlib.suppress(Exception):
-                store.delete(s.id)
+                store.delete(sid)
         raise
     return sessions
 
@@ -551,30 +615,42 @@ def prepare(fmt: str, path: Source, *, name: str | None = None) -> list[Draft]:
     digest = content_sha256(path, label)
     for d in drafts:
         d.report.sha256 = digest
+        with _gc_paused():
+            d.finish()
     return drafts
 
 
 def content_sha256(source: Source, name: str | None = None) -> str:
-    """SHA-256 of a source's bytes (what :func:`imported_from` matches on)."""
-    import hashlib
-
-    return hashlib.sha256(read_bytes(source, source_name(source, name))).hexdigest()
+    """SHA-256 of a source's bytes (what :func:`imported_from` matches on); a path is hashed in
+    chunks, never read whole."""
+    label = source_name(source, name)
+    if isinstance(source, (str, os.PathLike)) and not _looks_like_content(source):
+        h = hashlib.sha256()
+        try:
+            with open(source, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+        except FileNotFoundError:
+            raise UserError(f"{label}: no such file; check the path") from None
+        except IsADirectoryError:
+            raise UserError(f"{label} is a directory; pass the transcript file inside it") from None
+        except OSError as exc:
+            raise UserError(f"{label}: cannot read it ({exc.strerror})") from None
+        return h.hexdigest()
+    return hashlib.sha256(read_bytes(source, label)).hexdigest()
 
 
 def imported_from(store: Any, digest: str) -> list[str]:
     """Ids of the sessions of ``store`` imported from a file whose bytes hash to ``digest``.
-    Reads every session's header (the import report lives there)."""
+    Reads every session's header only (the import report lives there)."""
     found = []
     for row in store.list():
         try:
-            s = store.open(row.id, read_only=True)
-        except (StoreError, UserError):
+            header = decode_header(store.backend.open_log(row.id).raw_header())
+        except (ThreadlineError, RecordError, OSError):
             continue
-        try:
-            report = report_of(s)
-        finally:
-            s.close()
-        if report is not None and report.sha256 == digest:
+        raw = (header.metadata or {}).get("import")
+        if isinstance(raw, dict) and raw.get("sha256") == digest:
             found.append(row.id)
     return sorted(found)
 

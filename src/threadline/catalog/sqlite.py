@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from threadline.store.base import BaseStore
 
 
+SYNC_PART = 8 << 20
+"""Bytes of a session's records the catalog indexes per transaction (see ``_sync_session``)."""
+
+
 class SqliteCatalog(Catalog):
     """The catalog in a SQLite database: FTS5 for keywords, float32 blobs for vectors."""
 
@@ -98,27 +102,39 @@ class SqliteCatalog(Catalog):
                         conn.execute("DELETE FROM cat_sessions WHERE session_id = ?", (sid,))
                         conn.execute("DELETE FROM cat_tags WHERE session_id = ?", (sid,))
             for sid in sorted(live):
-                old = cursors.get(sid, "")
-                try:
-                    reset, slots, cursor = self.store.changes_since(sid, old)
-                except (StoreError, UserError, OSError):
-                    continue  # unreadable now; indexed on a later pass
-                if cursor == old and not reset:
-                    continue
-                rows, purged = indexable(slots)
-                with self._tx() as conn:
-                    if reset:
-                        conn.execute("DELETE FROM cat_messages WHERE session_id = ?", (sid,))
-                    conn.executemany(
-                        "INSERT OR IGNORE INTO cat_messages (session_id, entry_id, role, "
-                        "timestamp, body, etext) VALUES (?, ?, ?, ?, ?, ?)",
-                        [(sid, *row) for row in rows],
-                    )
-                    conn.executemany(
-                        "DELETE FROM cat_messages WHERE session_id = ? AND entry_id = ?",
-                        [(sid, e) for e in purged],
-                    )
-                    conn.execute("INSERT OR REPLACE INTO cat_sessions VALUES (?, ?)", (sid, cursor))
+                self._sync_session(sid, cursors.get(sid, ""))
+
+    def _sync_session(self, sid: str, old: str) -> None:
+        """Index what ``sid`` appended since cursor ``old``, a part of about ``SYNC_PART`` bytes
+        per transaction: a million-entry session is never held whole, and an interrupted sync
+        goes on from the last part it committed."""
+        first = True
+        while True:
+            try:
+                reset, slots, cursor = self.store.changes_since(sid, old, SYNC_PART)
+            except (StoreError, UserError, OSError):
+                return  # unreadable now; indexed on a later pass
+            if (cursor == old and not reset) or (reset and not first):
+                # nothing more; or rewritten meanwhile, or a backend answering whole (which
+                # resets every time): the next sync starts over from its cursor
+                return
+            first = False
+            rows, purged = indexable(slots)
+            del slots
+            with self._tx() as conn:
+                if reset:
+                    conn.execute("DELETE FROM cat_messages WHERE session_id = ?", (sid,))
+                conn.executemany(
+                    "INSERT OR IGNORE INTO cat_messages (session_id, entry_id, role, "
+                    "timestamp, body, etext) VALUES (?, ?, ?, ?, ?, ?)",
+                    [(sid, *row) for row in rows],
+                )
+                conn.executemany(
+                    "DELETE FROM cat_messages WHERE session_id = ? AND entry_id = ?",
+                    [(sid, e) for e in purged],
+                )
+                conn.execute("INSERT OR REPLACE INTO cat_sessions VALUES (?, ?)", (sid, cursor))
+            old = cursor
 
     def rebuild(self) -> None:
         with self._lock, self._tx() as conn:

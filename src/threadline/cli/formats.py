@@ -75,27 +75,31 @@ def import_(
             f"{paths[0]} holds {len(drafts)} conversations; --session-id names one "
             "session, so leave it out"
         )
-    created = importing.write(
+    # written without opening the new sessions: a draft counts its entries and messages, so a
+    # million-entry import never loads the session it wrote
+    created = importing.create(
         store, [d for _, d in drafts], [session_id] * len(drafts) if session_id else None
     )
-    for (path, _), s in zip(drafts, created, strict=True):
-        report = importing.report_of(s)
-        problems = report.problems if report else 0
-        rows.append(
-            {
-                "session_id": s.id,
-                "source": path,
-                "format": report.format if report else fmt,
-                "source_id": report.source_id if report else None,
-                "entries": len(s.entry_ids()),
-                "messages": s.message_count(),
-                "context_messages": len(s.context().messages),
-                "warnings": problems,
-                "report": msgspec.to_builtins(report) if report else None,
-            }
-        )
-        if report:
-            notes.extend(report.lines())
+    for (path, draft), sid in zip(drafts, created, strict=True):
+        report = draft.report
+        row: dict[str, Any] = {
+            "session_id": sid,
+            "source": path,
+            "format": report.format,
+            "source_id": report.source_id,
+            "entries": draft.entries,
+            "messages": draft.messages,
+        }
+        if as_json:  # the context is built from the session, so only --json opens it
+            s = store.open(sid, read_only=True)
+            try:
+                row["context_messages"] = len(s.context().messages)
+            finally:
+                s.close()
+        row["warnings"] = report.problems
+        row["report"] = msgspec.to_builtins(report)
+        rows.append(row)
+        notes.extend(report.lines())
     if as_json:
         for row in rows:
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")

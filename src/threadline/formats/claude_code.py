@@ -135,6 +135,7 @@ def _build(rows: list[tuple[int, Any, str | None]], report: ImportReport, label:
         cwd=first.get("cwd"),
         metadata={"source": {"format": NAME}},
         created=min(stamps) if stamps else None,
+        hold=True,  # parallel tool results re-parent records already added (_move_under)
     )
     report.source_id = draft.source_id
     fallback_ts = draft.created or ""

@@ -25,7 +25,7 @@ The session id is the first ``session_meta`` id; the leaf is the last line.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from threadline.errors import UserError
@@ -65,34 +65,45 @@ from threadline.model.entries import (
 NAME = "codex"
 
 
-def parse(source: Source, *, name: str | None = None) -> list[Draft]:
-    """The rollout in a Codex ``.jsonl`` file as one draft."""
-    label = source_name(source, name)
-    report = ImportReport(format=NAME, source=label)
-    rows: list[tuple[int, Any, str | None]] = []
+def _rows(source: Source, label: str) -> Iterator[tuple[int, Any, str | None]]:
+    """``(line, entry, None)`` for good lines, ``(line, raw bytes, problem)`` for damaged ones."""
     for n, line in iter_lines(source, label):
         obj, problem = decode_line(line)
         if problem is None and not (isinstance(obj, dict) and isinstance(obj.get("type"), str)):
             problem = 'a rollout line must be an object with a string "type"'
-        rows.append((n, obj if problem is None else line, problem))
-    good = [o for _, o, p in rows if p is None]
-    if not good or not any(o["type"] in ("session_meta", "response_item") for o in good):
-        if not rows:
+        yield n, obj if problem is None else line, problem
+
+
+def parse(source: Source, *, name: str | None = None) -> list[Draft]:
+    """The rollout in a Codex ``.jsonl`` file as one draft, read twice line by line (the
+    first time for its ``session_meta``), never held whole."""
+    label = source_name(source, name)
+    report = ImportReport(format=NAME, source=label)
+    # first pass: is it a rollout, and its session_meta (the header fields and the provider
+    # come from it); nothing else is kept, the second pass converts line by line
+    first: int | None = None
+    last: int | None = None
+    rollout = False
+    meta: dict[str, Any] | None = None
+    for n, obj, problem in _rows(source, label):
+        first = n if first is None else first
+        last = n
+        if problem is None:
+            rollout = rollout or obj["type"] in ("session_meta", "response_item")
+            if meta is None and obj["type"] == "session_meta":
+                payload = obj.get("payload")
+                meta = payload if isinstance(payload, dict) else None
+        if rollout and meta is not None:
+            break
+    if not rollout:
+        if first is None or last is None:
             raise bad(label, None, "the file is empty; not a Codex rollout")
-        first, last = rows[0][0], rows[-1][0]
         raise bad(
             label,
             first if first == last else f"lines {first}-{last}",
             "not a Codex rollout: no session_meta or response_item line",
         )
-    meta: dict[str, Any] = next(
-        (
-            o["payload"]
-            for o in good
-            if o["type"] == "session_meta" and isinstance(o.get("payload"), dict)
-        ),
-        {},
-    )
+    meta = meta or {}
     sid = meta.get("id") or meta.get("session_id")
     draft = Draft(
         report,
@@ -107,7 +118,7 @@ def parse(source: Source, *, name: str | None = None) -> list[Draft]:
     model: str | None = None
     name_: str | None = None
     last_ts = draft.created or ""
-    for n, obj, problem in rows:
+    for n, obj, problem in _rows(source, label):
         at(n)
         if problem is not None:
             prev = draft.add_corrupt_line(n, obj, problem, prev, last_ts)

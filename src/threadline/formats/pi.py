@@ -27,7 +27,7 @@ Mapping (pi → threadline):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -86,44 +86,62 @@ _ENVELOPE = ("type", "id", "parentId", "timestamp")
 
 
 def parse(source: Source, *, name: str | None = None) -> list[Draft]:
-    """The session in a pi ``.jsonl`` file (path, text or bytes) as one draft."""
+    """The session in a pi ``.jsonl`` file (path, text or bytes) as one draft.
+
+    The file is read line by line and each entry is converted and spooled as it is read (see
+    :class:`~threadline.importing.Draft`): what is kept across lines is ids, not entries. A
+    version 1 file is read twice, the first time for its entry numbering (only line numbers are
+    kept), since a compaction's ``firstKeptEntryIndex`` may name any entry of the file.
+    """
     label = source_name(source, name)
     report = ImportReport(format=NAME, source=label)
+    lines = _numbered(source, label)
     header: dict[str, Any] | None = None
-    # (line, entry) for good lines, (line, raw, problem) kept in order for damaged ones
-    items: list[tuple[int, Any, str | None]] = []
-    for n, line in _numbered(source, label):
-        obj, problem = decode_line(line) if isinstance(line, bytes) else (line, None)
-        if header is None:
-            if problem is not None or not isinstance(obj, dict) or obj.get("type") != "session":
-                raise bad(
-                    label, n, 'not a pi session: the first line must be a {"type":"session"} header'
-                )
-            header = obj
-            continue
-        if problem is None and not isinstance(obj, dict):
-            problem = "a pi entry must be a JSON object"
-        if problem is not None:
-            items.append((n, line, problem))
-        else:
-            items.append((n, obj, None))
+    for n, line in lines:
+        obj, problem = _decoded(line)
+        if problem is not None or not isinstance(obj, dict) or obj.get("type") != "session":
+            raise bad(
+                label, n, 'not a pi session: the first line must be a {"type":"session"} header'
+            )
+        header = obj
+        break
     if header is None:
         raise bad(label, None, "the file is empty; a pi session starts with a session header")
-    return [_build(header, items, report, label)]
+    draft, version = _draft(header, report, label)
+    v1_lines: list[int] | None = None
+    if version < 2:
+        if isinstance(source, Iterator):  # readable once: what is left is kept for two passes
+            rest = list(lines)
+            lines, v1_lines = iter(rest), _good_lines(rest)
+        else:
+            again = _numbered(source, label)
+            next(again, None)  # the header
+            v1_lines = _good_lines(again)
+    _fill(draft, version, lines, v1_lines, label)
+    return [draft]
 
 
-def _numbered(source: Source, label: str) -> Iterator[tuple[int, Any]]:
-    if isinstance(source, (list, tuple)):  # entries already parsed
+def _numbered(source: Source | Iterator[Any], label: str) -> Iterator[tuple[int, Any]]:
+    if isinstance(source, (list, tuple, Iterator)):  # entries already parsed
         return enumerate(source, 1)
     return iter_lines(source, label)
 
 
-def _build(
-    header: dict[str, Any],
-    items: list[tuple[int, Any, str | None]],
-    report: ImportReport,
-    label: str,
-) -> Draft:
+def _decoded(line: Any) -> tuple[Any, str | None]:
+    """A line's entry, or the reason it is not one."""
+    obj, problem = decode_line(line) if isinstance(line, bytes) else (line, None)
+    if problem is None and not isinstance(obj, dict):
+        problem = "a pi entry must be a JSON object"
+    return obj, problem
+
+
+def _good_lines(lines: Iterable[tuple[int, Any]]) -> list[int]:
+    """pi's numbering of a version 1 file: entry ``i`` is on line ``result[i]`` (the header is
+    entry 0, damaged lines are skipped)."""
+    return [0, *(n for n, line in lines if _decoded(line)[1] is None)]
+
+
+def _draft(header: dict[str, Any], report: ImportReport, label: str) -> tuple[Draft, int]:
     version = header.get("version", 1)
     if not isinstance(version, int) or version < 1:
         raise bad(label, 1, f"unknown pi session version {version!r}")
@@ -140,22 +158,29 @@ def _build(
         created=created,
     )
     report.source_id = draft.source_id
-    linear = version < 2
-    fallback_ts = created or ""
+    return draft, version
 
-    # v1: pi numbers entries as it reads them (header = 0, damaged lines skipped)
-    v1_ids: list[str | None] = [None]
-    if linear:
-        for n, _obj, problem in items:
-            if problem is None:
-                v1_ids.append(f"L{n}")
+
+def _fill(
+    draft: Draft,
+    version: int,
+    lines: Iterator[tuple[int, Any]],
+    v1_lines: list[int] | None,
+    label: str,
+) -> None:
+    """Convert and add the entries of ``lines`` one at a time (``v1_lines``: a version 1 file's
+    entry numbering, ``None`` for a tree)."""
+    report = draft.report
+    linear = v1_lines is not None
+    fallback_ts = draft.created or ""
     prev: str | None = None
     leaf: str | None = None
-    for n, obj, problem in items:
+    for n, line in lines:
         at(n)
+        obj, problem = _decoded(line)
         if problem is not None:
             # kept where it stood: in the chain (v1) or as a root (v2/v3, its parent is unknown)
-            eid = draft.add_corrupt_line(n, obj, problem, prev if linear else None, fallback_ts)
+            eid = draft.add_corrupt_line(n, line, problem, prev if linear else None, fallback_ts)
             if linear:
                 prev = eid
             continue
@@ -181,13 +206,11 @@ def _build(
                         "earlier entry; the entry becomes a root"
                     )
                 parent = None
-        record = _record(obj, kind, eid, parent, ts, label, n, v1_ids if linear else None)
-        draft.add(record)
+        draft.add(_record(obj, kind, eid, parent, ts, label, n, v1_lines))
         prev = eid
         leaf = eid
     # pi's leaf is its last good entry; a damaged line after it must not move it
     draft.leaf = leaf
-    return draft
 
 
 def _record(
@@ -198,7 +221,7 @@ def _record(
     ts: str,
     label: str,
     n: int,
-    v1_ids: list[str | None] | None,
+    v1_lines: list[int] | None,
 ) -> KnownRecord:
     env: dict[str, Any] = {"id": eid, "parent_id": parent, "timestamp": ts}
     try:
@@ -241,8 +264,8 @@ def _record(
         if kind == "compaction":
             first = obj.get("firstKeptEntryId")
             index = obj.get("firstKeptEntryIndex")
-            if v1_ids is not None and isinstance(index, int) and not isinstance(index, bool):
-                first = v1_ids[index] if 0 < index < len(v1_ids) else None
+            if v1_lines is not None and isinstance(index, int) and not isinstance(index, bool):
+                first = f"L{v1_lines[index]}" if 0 < index < len(v1_lines) else None
             tokens = obj.get("tokensBefore", 0)
             return CompactionEntry(
                 **env,

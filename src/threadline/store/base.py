@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import gc
+import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal, Protocol
@@ -325,7 +326,7 @@ class Backend(Protocol):
     def open_log(self, session_id: str) -> Log:
         """The log of an existing session (no lock taken)."""
 
-    def create_log(self, header: SessionHeader, lines: list[bytes]) -> Log:
+    def create_log(self, header: SessionHeader, lines: Iterable[bytes]) -> Log:
         """Create a new session atomically with its first records; UserError if it exists."""
 
     def session_ids(self) -> list[str]:
@@ -334,10 +335,12 @@ class Backend(Protocol):
     def list(self) -> SessionListing:
         """Every readable session, newest first; unreadable ones in ``skipped``."""
 
-    def changes_since(self, session_id: str, cursor: str) -> Changes:
+    def changes_since(self, session_id: str, cursor: str, limit: int | None = None) -> Changes:
         """What ``session_id`` appended since ``cursor`` (``""``: from the start), for
         incremental indexing: ``(reset, slots, new_cursor)``; ``reset`` means the session was
-        replaced (rewritten, purged) and ``slots`` holds every record."""
+        replaced (rewritten, purged) and ``slots`` holds every record from the start. With
+        ``limit`` a backend may return only the first part (about ``limit`` bytes of records)
+        and a cursor after it: call again from that cursor until it stops moving."""
 
     def catalog_location(self) -> CatalogLocation:
         """Where this backend's catalog lives (see :class:`CatalogLocation`)."""
@@ -348,6 +351,17 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release backend resources (connections, pools)."""
+
+
+CREATE_CHUNK = 10_000
+"""Records a SQL backend's ``create_log`` inserts per statement batch (an import streams)."""
+
+
+def chunked(lines: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
+    """``lines`` in lists of at most ``size``, read as they are needed."""
+    it = iter(lines)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
 
 
 def summarize_records(
@@ -428,7 +442,7 @@ class BaseStore:
     def open_log(self, session_id: str) -> Log:
         raise NotImplementedError
 
-    def create_log(self, header: SessionHeader, lines: list[bytes]) -> Log:
+    def create_log(self, header: SessionHeader, lines: Iterable[bytes]) -> Log:
         raise NotImplementedError
 
     def session_ids(self) -> list[str]:
@@ -467,7 +481,7 @@ class BaseStore:
     def _located(self, rows: builtins.list[SessionSummary]) -> builtins.list[SessionSummary]:
         return [msgspec.structs.replace(r, path=self.location(r.id)) for r in rows]
 
-    def changes_since(self, session_id: str, cursor: str) -> Changes:
+    def changes_since(self, session_id: str, cursor: str, limit: int | None = None) -> Changes:
         """The portable fallback: every record, every time (backends override it)."""
         log = self.open_log(session_id)
         loaded = log.load()

@@ -54,7 +54,7 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _write = os.write
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | bytearray) -> None:
     view = memoryview(data)
     while view:
         n = _write(fd, view)
@@ -576,10 +576,15 @@ def write_file_atomic(
     the directory. With ``exclusive`` an existing ``dest`` raises FileExistsError."""
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_NOFOLLOW | _O_CLOEXEC, 0o644)
     try:
-        if header is not None:
-            _write_all(fd, header + b"\n")
-        for line in lines:
-            _write_all(fd, line if raw else line + b"\n")
+        buf = bytearray() if header is None else bytearray(header + b"\n")
+        for line in lines:  # written in blocks of about 1 MB, not a write per line
+            buf += line
+            if not raw:
+                buf += b"\n"
+            if len(buf) >= 1 << 20:
+                _write_all(fd, buf)
+                buf.clear()
+        _write_all(fd, buf)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -631,7 +636,7 @@ class JsonlStore(BaseStore):
     def open_log(self, session_id: str) -> JsonlLog:
         return JsonlLog(self.directory, check_session_id(session_id), self.durability)
 
-    def create_log(self, header: SessionHeader, lines: list[bytes]) -> JsonlLog:
+    def create_log(self, header: SessionHeader, lines: Iterable[bytes]) -> JsonlLog:
         dest = self._path(header.id)
         tmp = dest.with_name(f".{dest.name}.{_tmp_tag()}.tmp")
         try:
@@ -708,9 +713,10 @@ class JsonlStore(BaseStore):
     def location(self, session_id: str) -> str:
         return str(self._path(session_id).resolve())
 
-    def changes_since(self, session_id: str, cursor: str) -> Changes:
-        """Reads only the bytes appended since the cursor (``"inode:offset"``); a rewrite
-        (purge, migration) changes the inode and resets."""
+    def changes_since(self, session_id: str, cursor: str, limit: int | None = None) -> Changes:
+        """Reads only the bytes appended since the cursor (``"inode:offset"``), at most about
+        ``limit`` of them (whole lines); a rewrite (purge, migration) changes the inode and
+        resets."""
         path = self._path(session_id)
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
         try:
@@ -720,7 +726,15 @@ class JsonlStore(BaseStore):
             if not reset and int(off) == st.st_size:
                 return False, [], cursor
             start = 0 if reset else int(off)
-            data = os.pread(fd, st.st_size - start, start)
+            want = st.st_size - start
+            data = os.pread(fd, want if limit is None else min(want, limit), start)
+            # a part ends after its last whole line; a line longer than the limit is read whole
+            while len(data) < want and b"\n" not in data:
+                data += os.pread(
+                    fd, min(want - len(data), max(len(data), 1 << 16)), start + len(data)
+                )
+            if len(data) < want:
+                data = data[: data.rfind(b"\n") + 1]
         finally:
             os.close(fd)
         if reset:

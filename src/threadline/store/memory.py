@@ -109,7 +109,7 @@ class MemoryStore(BaseStore):
     def open_log(self, session_id: str) -> MemoryLog:
         return MemoryLog(self._sessions[session_id], session_id)
 
-    def create_log(self, header: SessionHeader, lines: list[bytes]) -> MemoryLog:
+    def create_log(self, header: SessionHeader, lines: Iterable[bytes]) -> MemoryLog:
         if header.id in self._sessions:
             raise UserError(f"Session '{header.id}' already exists; choose another id")
         self._sessions[header.id] = _Data(encode(header), list(lines))
@@ -118,7 +118,7 @@ class MemoryStore(BaseStore):
     def session_ids(self) -> list[str]:
         return list(self._sessions)
 
-    def changes_since(self, session_id: str, cursor: str) -> Changes:
+    def changes_since(self, session_id: str, cursor: str, limit: int | None = None) -> Changes:
         data = self._sessions[session_id]
         ident, _, seen = cursor.partition(":")
         reset = ident != str(id(data.lines))  # a rewrite replaces the list

@@ -41,6 +41,7 @@ from threadline.model.entries import SessionHeader, decode_header, decode_record
 from threadline.model.search_text import embed_text, message_text
 from threadline.store import migrations
 from threadline.store.base import (
+    CREATE_CHUNK,
     BaseStore,
     CatalogLocation,
     Loaded,
@@ -49,6 +50,7 @@ from threadline.store.base import (
     SessionSummary,
     Slot,
     check_session_id,
+    chunked,
     not_found,
     parse_lines,
     summarize_records,
@@ -888,9 +890,9 @@ class PostgresStore(BaseStore):
     def open_log(self, session_id: str) -> PostgresLog:
         return PostgresLog(self, check_session_id(session_id))
 
-    def create_log(self, header: SessionHeader, lines: list[bytes]) -> PostgresLog:
-        rows = [_row(line) for line in lines]
-        d = Delta(header, lines)
+    def create_log(self, header: SessionHeader, lines: Iterable[bytes]) -> PostgresLog:
+        """One transaction; ``lines`` is consumed in chunks (never held whole), each chunk
+        inserted and added to the list columns as an append would."""
         try:
             with self.tx() as conn:
                 conn.execute(
@@ -902,15 +904,36 @@ class PostgresStore(BaseStore):
                         header.id,
                         encode(header),
                         header.timestamp,
-                        max(header.timestamp, d.modified),
-                        d.name,
-                        d.message_count,
-                        d.first_message,
+                        header.timestamp,
+                        None,
+                        0,
+                        None,
                         header.parent_session,
-                        len(lines) + 1,
+                        1,
                     ),
                 )
-                _insert_records(conn, self.tenant, header.id, 1, rows, lines)
+                seq = 1
+                for chunk in chunked(lines, CREATE_CHUNK):
+                    _insert_records(
+                        conn, self.tenant, header.id, seq, [_row(line) for line in chunk], chunk
+                    )
+                    seq += len(chunk)
+                    d = Delta(header, chunk)
+                    conn.execute(
+                        "UPDATE tl_sessions SET next_seq = %s, modified = greatest(modified, %s), "
+                        "message_count = message_count + %s, name = coalesce(%s, name), "
+                        "first_message = coalesce(first_message, %s) "
+                        "WHERE tenant_id = %s AND session_id = %s",
+                        (
+                            seq,
+                            d.modified,
+                            d.message_count,
+                            d.name,
+                            d.first_message,
+                            self.tenant,
+                            header.id,
+                        ),
+                    )
         except psycopg.errors.UniqueViolation:
             raise UserError(f"Session '{header.id}' already exists; choose another id") from None
         return self.open_log(header.id)

@@ -38,6 +38,7 @@ from threadline.model.entries import (
 )
 from threadline.store import migrations
 from threadline.store.base import (
+    CREATE_CHUNK,
     BaseStore,
     CatalogLocation,
     Durability,
@@ -47,6 +48,7 @@ from threadline.store.base import (
     SessionSummary,
     Slot,
     check_session_id,
+    chunked,
     not_found,
     parse_lines,
     summarize_records,
@@ -426,9 +428,9 @@ class SqliteStore(BaseStore):
     def open_log(self, session_id: str) -> SqliteLog:
         return SqliteLog(self, check_session_id(session_id))
 
-    def create_log(self, header: SessionHeader, lines: list[bytes]) -> SqliteLog:
-        rows = [envelope(line) for line in lines]
-        d = Delta(header, lines)
+    def create_log(self, header: SessionHeader, lines: Iterable[bytes]) -> SqliteLog:
+        """One transaction; ``lines`` is consumed in chunks (never held whole), each chunk
+        inserted and added to the list columns as an append would."""
         try:
             with self.lock, self.transaction() as conn:
                 conn.execute(
@@ -439,22 +441,33 @@ class SqliteStore(BaseStore):
                         header.id,
                         encode(header),
                         header.timestamp,
-                        max(header.timestamp, d.modified),
-                        d.name,
-                        d.message_count,
-                        d.first_message,
+                        header.timestamp,
+                        None,
+                        0,
+                        None,
                         header.parent_session,
-                        len(lines) + 1,
+                        1,
                     ),
                 )
-                conn.executemany(
-                    "INSERT INTO tl_records (session_id, seq, id, parent_id, type, timestamp, "
-                    "raw) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (header.id, i + 1, *env, line)
-                        for i, (env, line) in enumerate(zip(rows, lines, strict=True))
-                    ],
-                )
+                seq = 0
+                for chunk in chunked(lines, CREATE_CHUNK):
+                    rows = [envelope(line) for line in chunk]
+                    conn.executemany(
+                        "INSERT INTO tl_records (session_id, seq, id, parent_id, type, "
+                        "timestamp, raw) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [
+                            (header.id, seq + i + 1, *env, line)
+                            for i, (env, line) in enumerate(zip(rows, chunk, strict=True))
+                        ],
+                    )
+                    seq += len(chunk)
+                    d = Delta(header, chunk)
+                    conn.execute(
+                        "UPDATE tl_sessions SET next_seq = ?, modified = max(modified, ?), "
+                        "message_count = message_count + ?, name = coalesce(?, name), "
+                        "first_message = coalesce(first_message, ?) WHERE session_id = ?",
+                        (seq + 1, d.modified, d.message_count, d.name, d.first_message, header.id),
+                    )
         except sqlite3.IntegrityError:
             raise UserError(f"Session '{header.id}' already exists; choose another id") from None
         return self.open_log(header.id)
@@ -493,10 +506,12 @@ class SqliteStore(BaseStore):
             raise not_found(session_id)
         return _summary_row(row)
 
-    def changes_since(self, session_id: str, cursor: str) -> tuple[bool, builtins.list[Slot], str]:
+    def changes_since(
+        self, session_id: str, cursor: str, limit: int | None = None
+    ) -> tuple[bool, builtins.list[Slot], str]:
         """Records appended since ``cursor`` (``"generation:seq"``) for the catalog: returns
         ``(reset, slots, new_cursor)``; ``reset`` means the session was rewritten and every
-        record is returned."""
+        record is returned (with ``limit``, the records up to about ``limit`` bytes)."""
         with self.lock:
             row = self.conn.execute(
                 "SELECT generation FROM tl_sessions WHERE session_id = ?", (session_id,)
@@ -506,10 +521,20 @@ class SqliteStore(BaseStore):
             gen, _, seq_s = cursor.partition(":")
             reset = gen != str(row[0])
             seq = 0 if reset else int(seq_s or 0)
-            rows = self.conn.execute(
+            cur = self.conn.execute(
                 "SELECT seq, raw FROM tl_records WHERE session_id = ? AND seq > ? ORDER BY seq",
                 (session_id, seq),
-            ).fetchall()
+            )
+            if limit is None:
+                rows = cur.fetchall()
+            else:
+                rows, size = [], 0
+                for r in cur:
+                    rows.append(r)
+                    size += len(r[1])
+                    if size >= limit:
+                        break
+                cur.close()
         last = rows[-1][0] if rows else seq
         return reset, SqliteLog._parse(rows, LoadReport(), {}, 0), f"{row[0]}:{last}"
 
