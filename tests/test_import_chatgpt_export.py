@@ -297,6 +297,6 @@ def test_a_tool_message_in_a_parent_cycle_is_imported_without_hanging() -> None:
         "current_node": "t",
     }
     (draft,) = importing.prepare("chatgpt_export", json.dumps([conv]).encode(), name="c.json")
-    kinds = {r.id: r.type for r in draft.records}
+    kinds = {r["id"]: r["type"] for r in map(json.loads, draft.lines())}
     assert kinds["t"] == "message"
     assert importing.messages_of(draft)[-1].text == "result"

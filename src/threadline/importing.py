@@ -461,6 +461,8 @@ def _located(exc: ThreadlineError, name: str) -> ThreadlineError:
     if message.startswith(f"{name}: "):
         message = message[len(name) + 2 :]
     where = _AT.get()
+    if where and message.startswith(f"{where}: "):  # a record refused as it was added
+        where = ""
     return type(exc)(f"{name}: {where}: {message}" if where else f"{name}: {message}")
 
 
