@@ -116,6 +116,7 @@ def parse_lines(
     sizes: dict[str, int],
     source: Any = None,
     base: int = 0,
+    spans: list[tuple[int, int]] | None = None,
 ) -> tuple[list[Slot], int]:
     """Parse complete lines of ``buf[start:end]``; returns the slots and the offset after the
     last newline. Messages stay lazy; corrupt lines are reported and skipped. Lazy messages
@@ -143,7 +144,8 @@ def parse_lines(
     if source is None:
         source = buf
     if envs is None or len(envs) != len(bounds):
-        return _parse_each(mv, start, bounds, report, first_line_no, sizes, source, base), last
+        each = _parse_each(mv, start, bounds, report, first_line_no, sizes, source, base, spans)
+        return each, last
     slots: list[Slot] = []
     append = slots.append
     line_start = start
@@ -173,6 +175,8 @@ def parse_lines(
                 append(rec)
                 if rec.id is not None:
                     sizes[rec.id] = nl - line_start
+                if spans is not None:
+                    spans.append((base + line_start, nl - line_start))
         line_start = nl + 1
         line_no += 1
     return slots, last
@@ -187,6 +191,7 @@ def _parse_each(
     sizes: dict[str, int],
     source: Any,
     base: int,
+    spans: list[tuple[int, int]] | None = None,
 ) -> list[Slot]:
     slots: list[Slot] = []
     buf: Any = mv.obj
@@ -221,6 +226,8 @@ def _parse_each(
                         slots.append(rec)
                         if rec.id is not None:
                             sizes[rec.id] = nl - pos
+                        if spans is not None:
+                            spans.append((base + pos, nl - pos))
         pos = nl + 1
     return slots
 

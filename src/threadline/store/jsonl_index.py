@@ -1,0 +1,227 @@
+"""The index beside a JSONL log: ``<session_id>.jsonl.idx`` (derived data, issue 19).
+
+It holds what a load of the log finds, without the text: for every record slot in file order
+its kind (a lazy message, or a record the load decodes), its byte offset and length; for every
+message its id, its parent (as the row of another message, or the id itself when the parent is
+not a message) and its timestamp; the corrupt lines reported and the line count. With it a load
+reads the header, the index and the few records it decodes (meta records, summaries, labels),
+not the whole file, and finds no newline.
+
+Never trusted over the log: the index names how many bytes of the log it covers and checksums
+of the header line and of the last 4 KiB it covered. A log that does not match (replaced,
+truncated, rewritten by a purge) is parsed in full and the index written again; a log that grew
+by appends is parsed from where the index stops and the index extended. An unreadable, torn or
+foreign index file (its own checksum, format version, array lengths) is the same as none. It is
+written to a temp file and renamed, never synced: after a crash it is at worst stale or missing,
+which the checks above catch. It holds no message text, so a purge has nothing to clean in it
+(a rewrite removes it anyway, and the next load builds it again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import zlib
+from array import array
+from itertools import repeat
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from threadline.model.entries import decode_record
+from threadline.store.base import LazyMessage, LoadReport, Slot
+
+MAGIC = b"TLIX"
+VERSION = 1
+TAIL = 4096  # bytes of the log's covered end that the tail checksum reads
+_NONE = -1  # parent row: no parent
+_NAMED = -2  # parent row: the parent id is kept by name (not a message, or not in the file)
+
+
+class IndexBody(msgspec.Struct, array_like=True):
+    """The index file after its 8-byte prefix (magic, crc32 of this body)."""
+
+    version: int
+    end: int  # bytes of the log covered: the offset after the last complete line
+    line_no: int  # the line number the next line of the log gets
+    head_crc: int  # crc32 of the header line
+    tail_crc: int  # crc32 of the TAIL bytes before ``end``
+    kinds: bytes  # per slot: 0 a lazy message, 1 a record decoded at load
+    starts: bytes  # array("q") per slot: byte offset in the log
+    lengths: bytes  # array("I") per slot: line length without the newline
+    ids: list[str]  # per message
+    parents: bytes  # array("i") per message: row of the parent message, _NONE or _NAMED
+    named: dict[int, str]  # message row -> parent id, for the _NAMED rows
+    stamps: list[str]  # per message
+    corrupt: list[tuple[int, str]]
+
+
+_decoder = msgspec.msgpack.Decoder(IndexBody)
+_encoder = msgspec.msgpack.Encoder()
+
+
+def index_path(log_path: Path) -> Path:
+    return log_path.with_name(log_path.name + ".idx")
+
+
+def checksums(fd: int, header_line: bytes, end: int, body_start: int) -> tuple[int, int]:
+    """(header crc, tail crc) of a log whose covered part ends at ``end``."""
+    lo = max(body_start, end - TAIL)
+    tail = os.pread(fd, end - lo, lo) if end > lo else b""
+    return zlib.crc32(header_line), zlib.crc32(tail)
+
+
+def read(path: Path) -> IndexBody | None:
+    """The index at ``path``, or None when it is missing or unreadable in any way."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if len(data) < 8 or data[:4] != MAGIC:
+        return None
+    if int.from_bytes(data[4:8], "little") != zlib.crc32(memoryview(data)[8:]):
+        return None
+    try:
+        body = _decoder.decode(memoryview(data)[8:])
+    except (msgspec.DecodeError, ValueError, TypeError):
+        return None
+    n = len(body.kinds)
+    m = len(body.ids)
+    if (
+        body.version != VERSION
+        or len(body.starts) != 8 * n
+        or len(body.lengths) != 4 * n
+        or len(body.parents) != 4 * m
+        or len(body.stamps) != m
+        or body.kinds.count(0) != m
+        or body.end < 0
+    ):
+        return None
+    return body
+
+
+def build(
+    slots: list[Slot],
+    spans: list[tuple[int, int]],
+    report: LoadReport,
+    end: int,
+    line_no: int,
+    crcs: tuple[int, int],
+) -> IndexBody:
+    """The index of a load: ``slots`` in file order and the spans of its decoded records."""
+    kinds = bytearray(len(slots))
+    starts = array("q")
+    lengths = array("I")
+    ids: list[str] = []
+    parent_ids: list[str | None] = []
+    stamps: list[str] = []
+    decoded = iter(spans)
+    for i, slot in enumerate(slots):
+        if slot.__class__ is LazyMessage:
+            ids.append(slot.id)
+            parent_ids.append(slot.parent_id)
+            stamps.append(slot.timestamp)
+            starts.append(slot._start)
+            lengths.append(slot._end - slot._start)
+        else:
+            kinds[i] = 1
+            start, length = next(decoded)
+            starts.append(start)
+            lengths.append(length)
+    row: dict[str, int] = {}
+    for i, eid in enumerate(ids):
+        row.setdefault(eid, i)
+    parents = array("i")
+    named: dict[int, str] = {}
+    for i, p in enumerate(parent_ids):
+        if p is None:
+            parents.append(_NONE)
+        else:
+            r = row.get(p)
+            if r is None:
+                parents.append(_NAMED)
+                named[i] = p
+            else:
+                parents.append(r)
+    return IndexBody(
+        version=VERSION,
+        end=end,
+        line_no=line_no,
+        head_crc=crcs[0],
+        tail_crc=crcs[1],
+        kinds=bytes(kinds),
+        starts=starts.tobytes(),
+        lengths=lengths.tobytes(),
+        ids=ids,
+        parents=parents.tobytes(),
+        named=named,
+        stamps=stamps,
+        corrupt=list(report.corrupt_lines),
+    )
+
+
+def slots_of(
+    body: IndexBody, source: Any, sizes: dict[str, int]
+) -> tuple[list[Slot], list[tuple[int, int]]]:
+    """The slots the load of the indexed part would give (lazy messages read from ``source``,
+    records decoded now), and the spans of the decoded records. Raises on anything that does
+    not decode (the caller then parses the log instead)."""
+    starts = array("q")
+    starts.frombytes(body.starts)
+    lengths = array("I")
+    lengths.frombytes(body.lengths)
+    rows = array("i")
+    rows.frombytes(body.parents)
+    ids = body.ids
+    named = body.named
+    parents: list[str | None] = [
+        ids[r] if r >= 0 else (None if r == _NONE else named[i]) for i, r in enumerate(rows)
+    ]
+    kinds = body.kinds
+    if 1 not in kinds:  # no meta record at all: messages only
+        ends = [s + n for s, n in zip(starts, lengths, strict=True)]
+        out: list[Slot] = list(
+            map(LazyMessage, ids, parents, body.stamps, repeat(source), starts, ends)
+        )
+        sizes.update(zip(ids, lengths, strict=True))
+        return out, []
+    slots: list[Slot] = []
+    spans: list[tuple[int, int]] = []
+    m = 0
+    stamps = body.stamps
+    for i, kind in enumerate(kinds):
+        start = starts[i]
+        length = lengths[i]
+        if kind == 0:
+            eid = ids[m]
+            slots.append(LazyMessage(eid, parents[m], stamps[m], source, start, start + length))
+            sizes[eid] = length
+            m += 1
+        else:
+            rec = decode_record(source[start : start + length])
+            slots.append(rec)
+            spans.append((start, length))
+            if rec.id is not None:
+                sizes[rec.id] = length
+    return slots, spans
+
+
+def write(path: Path, body: IndexBody, tag: str) -> None:
+    """Write the index atomically (temp file, rename); a failure leaves no index (the log is
+    parsed next time), never an error."""
+    data = _encoder.encode(body)
+    tmp = path.with_name(f".{path.name}.{tag}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(MAGIC + zlib.crc32(data).to_bytes(4, "little"))
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
