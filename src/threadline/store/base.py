@@ -100,11 +100,35 @@ Slot = AnyRecord | LazyMessage
 PURGED_MARK = b'{"purged":true}'  # the payload of a purged entry's line
 
 
+class Columns:
+    """The first ``count`` slots of a load, by column (what a JSONL index gives): the messages'
+    ids, parents, timestamps and lazy slots, and the decoded records with their positions among
+    the slots. ``clean``: no message repeats an id or names a parent not seen before it, so the
+    session layer may index the messages a run at a time instead of one by one."""
+
+    __slots__ = ("clean", "count", "ids", "lazies", "parents", "positions", "records", "stamps")
+
+    def __init__(
+        self,
+        ids: list[str],
+        parents: list[str | None],
+        stamps: list[str],
+        lazies: list[LazyMessage],
+        positions: list[int],
+        records: list[AnyRecord],
+        clean: bool,
+    ) -> None:
+        self.ids, self.parents, self.stamps, self.lazies = ids, parents, stamps, lazies
+        self.positions, self.records, self.clean = positions, records, clean
+        self.count = len(ids) + len(records)
+
+
 class Loaded(msgspec.Struct, kw_only=True):
     header: SessionHeader
     slots: list[Any]  # list[Slot]
     sizes: dict[str, int]  # encoded size of every record with an id
     report: LoadReport
+    columns: Columns | None = None  # the same first slots by column, when an index gave them
 
 
 def parse_lines(

@@ -35,6 +35,7 @@ from threadline.store.base import (
     BaseStore,
     CatalogLocation,
     Changes,
+    Columns,
     Durability,
     Loaded,
     LoadReport,
@@ -208,6 +209,7 @@ class JsonlLog:
         sizes: dict[str, int] = {}
         slots: list[Slot] = []
         spans: list[tuple[int, int]] = []  # where the decoded records are (for the index)
+        columns: Columns | None = None
         end = nl + 1
         line_no = 2
         ipath = jsonl_index.index_path(self.path)
@@ -218,9 +220,9 @@ class JsonlLog:
                 fd, head[:nl], indexed.end, end
             ):
                 try:
-                    slots, spans = jsonl_index.slots_of(indexed, source, sizes)
+                    slots, spans, columns = jsonl_index.slots_of(indexed, source, sizes)
                 except Exception:  # derived data that does not decode: parse the log instead
-                    slots, spans = [], []
+                    slots, spans, columns = [], [], None
                     sizes.clear()
                     self.index_state = "rebuilt"
                 else:
@@ -274,7 +276,7 @@ class JsonlLog:
         self._report = report
         self._sizes = sizes
         self._lines = 2 + len(slots) + len(report.corrupt_lines)
-        return Loaded(header=header, slots=slots, sizes=sizes, report=report)
+        return Loaded(header=header, slots=slots, sizes=sizes, report=report, columns=columns)
 
     def raw_lines(self) -> Iterator[bytes]:
         fd = self._open_ro()

@@ -24,16 +24,17 @@ import os
 import zlib
 from array import array
 from itertools import repeat
+from operator import add
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from threadline.model.entries import decode_record
-from threadline.store.base import LazyMessage, LoadReport, Slot
+from threadline.store.base import Columns, LazyMessage, LoadReport, Slot
 
 MAGIC = b"TLIX"
-VERSION = 1
+VERSION = 2
 TAIL = 4096  # bytes of the log's covered end that the tail checksum reads
 _NONE = -1  # parent row: no parent
 _NAMED = -2  # parent row: the parent id is kept by name (not a message, or not in the file)
@@ -55,6 +56,7 @@ class IndexBody(msgspec.Struct, array_like=True):
     named: dict[int, str]  # message row -> parent id, for the _NAMED rows
     stamps: list[str]  # per message
     corrupt: list[tuple[int, str]]
+    clean: bool  # no message repeats an id or names a parent not seen before it (Columns)
 
 
 _decoder = msgspec.msgpack.Decoder(IndexBody)
@@ -117,8 +119,14 @@ def build(
     parent_ids: list[str | None] = []
     stamps: list[str] = []
     decoded = iter(spans)
+    seen: set[str] = set()
+    clean = True
     for i, slot in enumerate(slots):
         if slot.__class__ is LazyMessage:
+            if clean:
+                p = slot.parent_id
+                clean = slot.id not in seen and (p is None or p in seen)
+                seen.add(slot.id)
             ids.append(slot.id)
             parent_ids.append(slot.parent_id)
             stamps.append(slot.timestamp)
@@ -126,6 +134,8 @@ def build(
             lengths.append(slot._end - slot._start)
         else:
             kinds[i] = 1
+            if slot.tree and slot.id is not None:
+                seen.add(slot.id)
             start, length = next(decoded)
             starts.append(start)
             lengths.append(length)
@@ -158,15 +168,16 @@ def build(
         named=named,
         stamps=stamps,
         corrupt=list(report.corrupt_lines),
+        clean=clean,
     )
 
 
 def slots_of(
     body: IndexBody, source: Any, sizes: dict[str, int]
-) -> tuple[list[Slot], list[tuple[int, int]]]:
+) -> tuple[list[Slot], list[tuple[int, int]], Columns]:
     """The slots the load of the indexed part would give (lazy messages read from ``source``,
-    records decoded now), and the spans of the decoded records. Raises on anything that does
-    not decode (the caller then parses the log instead)."""
+    records decoded now), the spans of the decoded records, and the same slots by column.
+    Raises on anything that does not decode (the caller then parses the log instead)."""
     starts = array("q")
     starts.frombytes(body.starts)
     lengths = array("I")
@@ -179,32 +190,46 @@ def slots_of(
         ids[r] if r >= 0 else (None if r == _NONE else named[i]) for i, r in enumerate(rows)
     ]
     kinds = body.kinds
-    if 1 not in kinds:  # no meta record at all: messages only
-        ends = [s + n for s, n in zip(starts, lengths, strict=True)]
-        out: list[Slot] = list(
-            map(LazyMessage, ids, parents, body.stamps, repeat(source), starts, ends)
-        )
-        sizes.update(zip(ids, lengths, strict=True))
-        return out, []
+    positions: list[int] = []  # where the decoded records stand among the slots
+    p = kinds.find(1)
+    while p >= 0:
+        positions.append(p)
+        p = kinds.find(1, p + 1)
+    n = len(kinds)
+    all_starts = starts.tolist()
+    all_lengths = lengths.tolist()
+    if positions:
+        msg_starts: list[int] = []
+        msg_lengths: list[int] = []
+        prev = 0
+        for p in [*positions, n]:
+            msg_starts += all_starts[prev:p]
+            msg_lengths += all_lengths[prev:p]
+            prev = p + 1
+    else:
+        msg_starts, msg_lengths = all_starts, all_lengths
+    ends = list(map(add, msg_starts, msg_lengths))
+    lazies: list[LazyMessage] = list(
+        map(LazyMessage, ids, parents, body.stamps, repeat(source), msg_starts, ends)
+    )
+    spans = [(all_starts[p], all_lengths[p]) for p in positions]
+    records = [decode_record(source[a : a + n_]) for a, n_ in spans]
     slots: list[Slot] = []
-    spans: list[tuple[int, int]] = []
-    m = 0
-    stamps = body.stamps
-    for i, kind in enumerate(kinds):
-        start = starts[i]
-        length = lengths[i]
-        if kind == 0:
-            eid = ids[m]
-            slots.append(LazyMessage(eid, parents[m], stamps[m], source, start, start + length))
-            sizes[eid] = length
-            m += 1
-        else:
-            rec = decode_record(source[start : start + length])
-            slots.append(rec)
-            spans.append((start, length))
-            if rec.id is not None:
-                sizes[rec.id] = length
-    return slots, spans
+    prev = m = 0
+    for p, rec, (_, size) in zip(positions, records, spans, strict=True):
+        k = p - prev
+        if k:
+            slots += lazies[m : m + k]
+            sizes.update(zip(ids[m : m + k], msg_lengths[m : m + k], strict=True))
+            m += k
+        slots.append(rec)
+        if rec.id is not None:
+            sizes[rec.id] = size
+        prev = p + 1
+    slots += lazies[m:]
+    sizes.update(zip(ids[m:], msg_lengths[m:], strict=True))
+    cols = Columns(ids, parents, body.stamps, lazies, positions, records, body.clean)
+    return slots, spans, cols
 
 
 def write(path: Path, body: IndexBody, tag: str) -> None:
