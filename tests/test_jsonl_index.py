@@ -324,6 +324,7 @@ def test_small_logs_keep_no_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     snap, state = open_state(store, "s")
     assert state == "none"
     assert not (tmp_path / "s.jsonl.idx").exists()  # a stale one is removed, not kept
+    assert snap == full_parse(store, "s", tmp_path)
 
 
 _KILLER = textwrap.dedent(

@@ -253,9 +253,7 @@ class JsonlLog:
             hi = chunk.rfind(b"\n") + 1
             if hi <= lo:
                 break  # a torn tail: no newline after end
-            part, stop = parse_lines(
-                chunk, lo, hi, report, line_no, sizes, source, chunk_at, spans
-            )
+            part, stop = parse_lines(chunk, lo, hi, report, line_no, sizes, source, chunk_at, spans)
             line_no += chunk.count(b"\n", lo, stop)
             slots.extend(part)
             if stop == lo:
