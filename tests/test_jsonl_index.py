@@ -483,3 +483,19 @@ def test_open_through_the_index_equals_a_full_parse(
     second, state = open_state(store, "s")
     assert state == "used"
     assert second == reference
+
+
+def test_an_index_planted_as_a_symbolic_link_is_not_followed(tmp_path: Path) -> None:
+    store = tl.open_store(tmp_path, durability="flush")
+    sample(store).close()
+    reference = full_parse(store, "s", tmp_path)
+    open_state(store, "s")
+    real = tmp_path / "elsewhere.bin"
+    real.write_bytes((tmp_path / "s.jsonl.idx").read_bytes())
+    (tmp_path / "s.jsonl.idx").unlink()
+    (tmp_path / "s.jsonl.idx").symlink_to(real)
+    before = real.read_bytes()
+    snap, state = open_state(store, "s")
+    assert (snap, state) == (reference, "rebuilt")
+    assert real.read_bytes() == before  # the link was replaced, its target left alone
+    assert not (tmp_path / "s.jsonl.idx").is_symlink()

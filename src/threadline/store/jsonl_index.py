@@ -36,6 +36,8 @@ from threadline.store.base import Columns, LazyMessage, LoadReport, Slot
 MAGIC = b"TLIX"
 VERSION = 2
 TAIL = 4096  # bytes of the log's covered end that the tail checksum reads
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NONE = -1  # parent row: no parent
 _NAMED = -2  # parent row: the parent id is kept by name (not a message, or not in the file)
 
@@ -76,8 +78,13 @@ def checksums(fd: int, header_line: bytes, end: int, body_start: int) -> tuple[i
 
 def read(path: Path) -> IndexBody | None:
     """The index at ``path``, or None when it is missing or unreadable in any way."""
+    try:  # never through a symbolic link (as the log itself)
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+    except OSError:
+        return None
     try:
-        data = path.read_bytes()
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read()
     except OSError:
         return None
     if len(data) < 8 or data[:4] != MAGIC:
@@ -238,7 +245,8 @@ def write(path: Path, body: IndexBody, tag: str) -> None:
     data = _encoder.encode(body)
     tmp = path.with_name(f".{path.name}.{tag}.tmp")
     try:
-        with open(tmp, "wb") as fh:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_NOFOLLOW | _O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "wb") as fh:
             fh.write(MAGIC + zlib.crc32(data).to_bytes(4, "little"))
             fh.write(data)
         os.replace(tmp, path)
