@@ -262,7 +262,18 @@ class JsonlLog:
         if self.index_state != "used" and (end > covered or self.index_state != "extended"):
             if end >= INDEX_MIN_BYTES:
                 crcs = jsonl_index.checksums(fd, header_line, end, nl + 1)
-                body = jsonl_index.build(slots, spans, report, end, line_no, crcs)
+                if self.index_state == "extended" and indexed is not None and columns is not None:
+                    body = jsonl_index.build(
+                        indexed,
+                        slots[columns.count :],
+                        spans[len(columns.records) :],
+                        report,
+                        end,
+                        line_no,
+                        crcs,
+                    )
+                else:
+                    body = jsonl_index.build(None, slots, spans, report, end, line_no, crcs)
                 jsonl_index.write(ipath, body, _tmp_tag())
             else:
                 if self.index_state != "built":

@@ -34,7 +34,7 @@ from threadline.model.entries import decode_record
 from threadline.store.base import Columns, LazyMessage, LoadReport, Slot
 
 MAGIC = b"TLIX"
-VERSION = 2
+VERSION = 3
 TAIL = 4096  # bytes of the log's covered end that the tail checksum reads
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -59,6 +59,7 @@ class IndexBody(msgspec.Struct, array_like=True):
     stamps: list[str]  # per message
     corrupt: list[tuple[int, str]]
     clean: bool  # no message repeats an id or names a parent not seen before it (Columns)
+    record_ids: list[str | None]  # per decoded record: its id when it is a tree entry
 
 
 _decoder = msgspec.msgpack.Decoder(IndexBody)
@@ -104,6 +105,7 @@ def read(path: Path) -> IndexBody | None:
         or len(body.parents) != 4 * m
         or len(body.stamps) != m
         or body.kinds.count(0) != m
+        or len(body.record_ids) != n - m
         or body.end < 0
     ):
         return None
@@ -111,6 +113,7 @@ def read(path: Path) -> IndexBody | None:
 
 
 def build(
+    base: IndexBody | None,
     slots: list[Slot],
     spans: list[tuple[int, int]],
     report: LoadReport,
@@ -118,49 +121,70 @@ def build(
     line_no: int,
     crcs: tuple[int, int],
 ) -> IndexBody:
-    """The index of a load: ``slots`` in file order and the spans of its decoded records."""
-    kinds = bytearray(len(slots))
-    starts = array("q")
-    lengths = array("I")
-    ids: list[str] = []
-    parent_ids: list[str | None] = []
-    stamps: list[str] = []
+    """The index of a load: ``base`` (the index of the log's first part, None for none)
+    extended by ``slots``, the slots that follow it in file order, and the spans of the
+    decoded records among them. Costs what the new slots cost, plus one C-speed pass over the
+    old ids when a new message names a parent other than the message before it."""
+    if base is None:
+        kinds = bytearray()
+        starts = array("q")
+        lengths = array("I")
+        parents = array("i")
+        ids: list[str] = []
+        stamps: list[str] = []
+        named: dict[int, str] = {}
+        record_ids: list[str | None] = []
+        clean = True
+    else:
+        kinds = bytearray(base.kinds)
+        starts = array("q", base.starts)
+        lengths = array("I", base.lengths)
+        parents = array("i", base.parents)
+        ids, stamps = list(base.ids), list(base.stamps)
+        named = dict(base.named)
+        record_ids = list(base.record_ids)
+        clean = base.clean
+    seen: set[str] | None = None  # every tree id so far (for ``clean``), built when needed
+    row: dict[str, int] | None = None  # a row of every message id so far, built when needed
     decoded = iter(spans)
-    seen: set[str] = set()
-    clean = True
-    for i, slot in enumerate(slots):
+    for slot in slots:
         if slot.__class__ is LazyMessage:
+            eid, p = slot.id, slot.parent_id
             if clean:
-                p = slot.parent_id
-                clean = slot.id not in seen and (p is None or p in seen)
-                seen.add(slot.id)
-            ids.append(slot.id)
-            parent_ids.append(slot.parent_id)
+                if seen is None:
+                    seen = set(ids)
+                    seen.update(r for r in record_ids if r is not None)
+                clean = eid not in seen and (p is None or p in seen)
+                seen.add(eid)
+            if p is None:
+                parents.append(_NONE)
+            elif ids and ids[-1] == p:  # the common case: under the message before it
+                parents.append(len(ids) - 1)
+            else:
+                if row is None:
+                    row = dict(zip(ids, range(len(ids)), strict=True))
+                r = row.get(p)
+                if r is None:
+                    parents.append(_NAMED)
+                    named[len(ids)] = p
+                else:
+                    parents.append(r)
+            if row is not None:
+                row[eid] = len(ids)
+            ids.append(eid)
             stamps.append(slot.timestamp)
+            kinds.append(0)
             starts.append(slot._start)
             lengths.append(slot._end - slot._start)
         else:
-            kinds[i] = 1
-            if slot.tree and slot.id is not None:
-                seen.add(slot.id)
+            kinds.append(1)
+            rid = slot.id if slot.tree else None
+            record_ids.append(rid)
+            if seen is not None and rid is not None:
+                seen.add(rid)
             start, length = next(decoded)
             starts.append(start)
             lengths.append(length)
-    row: dict[str, int] = {}
-    for i, eid in enumerate(ids):
-        row.setdefault(eid, i)
-    parents = array("i")
-    named: dict[int, str] = {}
-    for i, p in enumerate(parent_ids):
-        if p is None:
-            parents.append(_NONE)
-        else:
-            r = row.get(p)
-            if r is None:
-                parents.append(_NAMED)
-                named[i] = p
-            else:
-                parents.append(r)
     return IndexBody(
         version=VERSION,
         end=end,
@@ -176,6 +200,7 @@ def build(
         stamps=stamps,
         corrupt=list(report.corrupt_lines),
         clean=clean,
+        record_ids=record_ids,
     )
 
 
