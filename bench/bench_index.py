@@ -8,6 +8,12 @@ measurement runs in a fresh process, alternated, and reports ``time.process_time
 index ignored (the whole file parsed), ``index`` through an index that matches, ``extended``
 after another writer appended ``--grow`` messages past the index (the index is extended from
 the new lines), then ``index`` again through the extended index.
+
+    PYTHONPATH=src python bench/bench_index.py STORE_DIR SESSION_ID --gc
+
+instead measures the cyclic GC's share of appends after a big materialized context: open,
+materialize the context, then 2,000 appends (``durability="flush"``), CPU per append, once as
+is and once with ``gc.freeze()`` called after the materialization (fresh process each).
 """
 
 from __future__ import annotations
@@ -51,6 +57,51 @@ def child(store_dir: str, sid: str, mode: str) -> None:
     print(json.dumps(out))
 
 
+def gc_child(store_dir: str, sid: str, mode: str) -> None:
+    import gc
+
+    import threadline as tl
+
+    store = tl.open_store(store_dir, durability="flush")
+    s = store.open(sid)
+    cpu = time.process_time()
+    n = len(list(s.context().messages))
+    materialize = time.process_time() - cpu
+    if mode == "freeze":
+        gc.freeze()
+    cpu = time.process_time()
+    for i in range(2000):
+        s.append_message("user", "x" * (200 + i % 50))
+    per = (time.process_time() - cpu) / 2000
+    s.close()
+    out = {
+        "mode": mode,
+        "messages": n,
+        "materialize_cpu_s": round(materialize, 3),
+        "append_cpu_us": round(per * 1e6, 1),
+        "frozen": gc.get_freeze_count(),
+    }
+    print(json.dumps(out))
+
+
+def gc_main(src: Path, sid: str) -> None:
+    for mode in ("as-is", "freeze"):
+        work = Path(tempfile.mkdtemp(prefix="tl-bench-index-", dir=src.parent))
+        try:
+            for name in (f"{sid}.jsonl", f"{sid}.jsonl.idx"):
+                if (src / name).exists():
+                    shutil.copyfile(src / name, work / name)
+            res = subprocess.run(
+                [sys.executable, __file__, "--gc-child", str(work), sid, mode],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            print(f"load average {os.getloadavg()[0]:.1f}:", res.stdout.strip().splitlines()[-1])
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def run(work: Path, sid: str, mode: str) -> dict[str, float | str]:
     res = subprocess.run(
         [sys.executable, __file__, "--child", str(work), sid, mode],
@@ -67,8 +118,12 @@ def main() -> None:
     ap.add_argument("session")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--grow", type=int, default=100)
+    ap.add_argument("--gc", action="store_true")
     args = ap.parse_args()
     src = Path(args.store)
+    if args.gc:
+        gc_main(src, args.session)
+        return
     work = Path(tempfile.mkdtemp(prefix="tl-bench-index-", dir=src.parent))
     try:
         log = work / f"{args.session}.jsonl"
@@ -120,5 +175,7 @@ def _last_id(log: Path) -> str | None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--gc-child":
+        gc_child(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         main()
