@@ -4,9 +4,10 @@
 
 Writes one JSONL session per size straight to disk (a main path with a short side branch every
 100 entries, user/assistant/tool messages of 200-2,000 characters, as pi's generator mixes
-them), then for each size, in a fresh process each: ``Store.open`` (with the peak RSS after
-it), ``context()`` of the leaf, materializing its messages, and 1,000 appends with
-``durability="flush"``. Prints a table of totals and per-entry costs.
+them), then for each size, in a fresh process each: a first ``Store.open`` (no index yet: it
+parses the file and writes ``<id>.jsonl.idx``), then ``Store.open`` through the index (with the
+peak RSS after it), ``context()`` of the leaf, materializing its messages, and 1,000 appends
+with ``durability="flush"``. Prints a table of totals and per-entry costs.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data"
@@ -69,15 +72,19 @@ def generate(path: Path, n: int) -> None:
         )
 
 
-def child(store_dir: str, sid: str) -> None:
+def child(store_dir: str, sid: str, first: bool = False) -> None:
     import threadline as tl
 
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
     store = tl.open_store(store_dir, durability="flush")
     t = time.perf_counter()
     s = store.open(sid)
     out["open_s"] = time.perf_counter() - t
     out["rss_after_open_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["index"] = getattr(s.state.log, "index_state", "")
+    if first:
+        print(json.dumps(out))
+        return
     t = time.perf_counter()
     ctx = s.context()
     out["context_s"] = time.perf_counter() - t
@@ -99,10 +106,11 @@ def main() -> None:
     args = ap.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f}")
     print(
-        "| entries | open (s) | open µs/entry | RSS after open (MB) | context (ms) | "
-        "context µs/entry | materialize (ms) | append (µs each) |"
+        "| entries | first open, builds the index (s) | index (MB) | open (s) | open µs/entry "
+        "| RSS after open (MB) | context (ms) | context µs/entry | materialize (ms) "
+        "| append (µs each) |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in args.sizes:
         store = DATA / f"growth-{n}"
         store.mkdir(parents=True, exist_ok=True)
@@ -112,26 +120,34 @@ def main() -> None:
         work = DATA / f"growth-work-{n}"
         work.mkdir(exist_ok=True)
         dst = work / path.name
-        dst.write_bytes(path.read_bytes())  # appends go to a copy
-        res = subprocess.run(
-            [sys.executable, __file__, "--child", str(work), path.stem],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        r = json.loads(res.stdout.strip().splitlines()[-1])
+        shutil.copyfile(path, dst)  # appends go to a copy
+        index = work / f"{path.name}.idx"
+        index.unlink(missing_ok=True)
+        runs = []
+        for flag in ("--first", "--child"):
+            res = subprocess.run(
+                [sys.executable, __file__, flag, str(work), path.stem],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
+        first, r = runs
+        assert first["index"] == "built" and r["index"] == "used", (first, r)
         print(
-            f"| {n:,} | {r['open_s']:.2f} | {r['open_s'] * 1e6 / n:.2f} | "
+            f"| {n:,} | {first['open_s']:.2f} | {index.stat().st_size / 1e6:.1f} "
+            f"| {r['open_s']:.2f} | {r['open_s'] * 1e6 / n:.2f} | "
             f"{r['rss_after_open_mb']:.0f} | {r['context_s'] * 1000:.1f} | "
             f"{r['context_s'] * 1e6 / n:.3f} | {r['materialize_s'] * 1000:.0f} | "
             f"{r['append_us']:.1f} |",
             flush=True,
         )
         dst.unlink()
+        index.unlink()
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3])
+    if len(sys.argv) > 1 and sys.argv[1] in ("--child", "--first"):
+        child(sys.argv[2], sys.argv[3], first=sys.argv[1] == "--first")
     else:
         main()

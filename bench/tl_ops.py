@@ -30,15 +30,19 @@ def main() -> None:
     op, store_dir, sid = sys.argv[1:4]
     work = Path(tempfile.mkdtemp(prefix="tl-bench-"))
     shutil.copy(Path(store_dir) / f"{sid}.jsonl", work)
+    index = Path(store_dir) / f"{sid}.jsonl.idx"
+    if index.exists():  # the index beside the log (built by an earlier open; issue 19)
+        shutil.copy(index, work)
     res: dict[str, object] = {"op": op}
     try:
         store = tl.open_store(work, durability="flush")
         t = time.perf_counter()
         s = store.open(sid)
         res["loadMs"] = ms(t)
-        res["entries"] = len(s.entry_ids())
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         res["maxRssAfterOpenMB"] = round(rss / 1024, 1)
+        res["index"] = getattr(s.state.log, "index_state", "")
+        res["entries"] = len(s.entry_ids())
         if op == "context":
             t = time.perf_counter()
             ctx = s.context()

@@ -35,7 +35,7 @@ from threadline.model.entries import (
 )
 from threadline.model.limits import check_record, encode_checked
 from threadline.model.tree import TreeIndex
-from threadline.store.base import LazyMessage, Loaded, LoadReport, Log, Slot
+from threadline.store.base import Columns, LazyMessage, Loaded, LoadReport, Log, Slot
 
 if TYPE_CHECKING:
     from threadline.operations import Marker
@@ -94,8 +94,21 @@ class SessionState:
         self.closed = False
         self.view: ViewState | None = None  # the view at the leaf, kept up to date by appends
         self.path_cache: tuple[str | None, list[str]] | None = None
-        self.ingest(loaded.slots)
-        self.settle()
+        cols = loaded.columns
+        if cols is not None and cols.clean:
+            self.ingest_columns(cols)
+            rest = loaded.slots[cols.count :]
+            self.ingest(rest)
+            self.settle(())
+            # lazy messages are never purged entries: only the decoded records need a look
+            # (the ones that were indexed: a duplicate id is not)
+            slots = self.slots
+            for rec in [*cols.records, *rest]:
+                if isinstance(rec, PurgedEntry) and slots.get(rec.id) is rec:
+                    self.purged.add(rec.id)
+        else:
+            self.ingest(loaded.slots)
+            self.settle()
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -130,6 +143,30 @@ class SessionState:
             leaf = self.leaf
         self.leaf = leaf
         tree.drop_children()
+
+    def ingest_columns(self, cols: Columns) -> None:
+        """What :meth:`ingest` does with the first ``cols.count`` slots, a run of messages at
+        a time (a clean load has no duplicate or forward reference among its messages)."""
+        parents = self.tree.parent
+        stamps = self.tree.ts
+        store_slots = self.slots
+        kinds = self.types
+        ids, pids, ts, lazies = cols.ids, cols.parents, cols.stamps, cols.lazies
+        prev = m = 0
+        for p, rec in zip([*cols.positions, cols.count], [*cols.records, None], strict=True):
+            k = p - prev
+            if k:
+                run = ids[m : m + k]
+                parents.update(zip(run, pids[m : m + k], strict=True))
+                stamps.update(zip(run, ts[m : m + k], strict=True))
+                store_slots.update(zip(run, lazies[m : m + k], strict=True))
+                kinds.update(dict.fromkeys(run, "message"))
+                self.leaf = run[-1]
+                m += k
+            if rec is not None:
+                self.ingest_record(rec)
+            prev = p + 1
+        self.tree.drop_children()
 
     def ingest_record(self, rec: Any) -> None:
         """Index one decoded record (anything but a lazy message)."""

@@ -101,11 +101,35 @@ Slot = AnyRecord | LazyMessage
 PURGED_MARK = b'{"purged":true}'  # the payload of a purged entry's line
 
 
+class Columns:
+    """The first ``count`` slots of a load, by column (what a JSONL index gives): the messages'
+    ids, parents, timestamps and lazy slots, and the decoded records with their positions among
+    the slots. ``clean``: no message repeats an id or names a parent not seen before it, so the
+    session layer may index the messages a run at a time instead of one by one."""
+
+    __slots__ = ("clean", "count", "ids", "lazies", "parents", "positions", "records", "stamps")
+
+    def __init__(
+        self,
+        ids: list[str],
+        parents: list[str | None],
+        stamps: list[str],
+        lazies: list[LazyMessage],
+        positions: list[int],
+        records: list[AnyRecord],
+        clean: bool,
+    ) -> None:
+        self.ids, self.parents, self.stamps, self.lazies = ids, parents, stamps, lazies
+        self.positions, self.records, self.clean = positions, records, clean
+        self.count = len(ids) + len(records)
+
+
 class Loaded(msgspec.Struct, kw_only=True):
     header: SessionHeader
     slots: list[Any]  # list[Slot]
     sizes: dict[str, int]  # encoded size of every record with an id
     report: LoadReport
+    columns: Columns | None = None  # the same first slots by column, when an index gave them
 
 
 def parse_lines(
@@ -117,6 +141,7 @@ def parse_lines(
     sizes: dict[str, int],
     source: Any = None,
     base: int = 0,
+    spans: list[tuple[int, int]] | None = None,
 ) -> tuple[list[Slot], int]:
     """Parse complete lines of ``buf[start:end]``; returns the slots and the offset after the
     last newline. Messages stay lazy; corrupt lines are reported and skipped. Lazy messages
@@ -144,7 +169,8 @@ def parse_lines(
     if source is None:
         source = buf
     if envs is None or len(envs) != len(bounds):
-        return _parse_each(mv, start, bounds, report, first_line_no, sizes, source, base), last
+        each = _parse_each(mv, start, bounds, report, first_line_no, sizes, source, base, spans)
+        return each, last
     slots: list[Slot] = []
     append = slots.append
     line_start = start
@@ -174,6 +200,8 @@ def parse_lines(
                 append(rec)
                 if rec.id is not None:
                     sizes[rec.id] = nl - line_start
+                if spans is not None:
+                    spans.append((base + line_start, nl - line_start))
         line_start = nl + 1
         line_no += 1
     return slots, last
@@ -188,6 +216,7 @@ def _parse_each(
     sizes: dict[str, int],
     source: Any,
     base: int,
+    spans: list[tuple[int, int]] | None = None,
 ) -> list[Slot]:
     slots: list[Slot] = []
     buf: Any = mv.obj
@@ -222,6 +251,8 @@ def _parse_each(
                         slots.append(rec)
                         if rec.id is not None:
                             sizes[rec.id] = nl - pos
+                        if spans is not None:
+                            spans.append((base + pos, nl - pos))
         pos = nl + 1
     return slots
 

@@ -30,10 +30,12 @@ import msgspec
 
 from threadline.errors import SessionLockedError, StoreError, UserError
 from threadline.model.entries import RecordError, SessionHeader, decode_header, encode
+from threadline.store import jsonl_index
 from threadline.store.base import (
     BaseStore,
     CatalogLocation,
     Changes,
+    Columns,
     Durability,
     Loaded,
     LoadReport,
@@ -49,6 +51,9 @@ _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CHUNK = 8 * 1024 * 1024
 _HEAD = 64 * 1024
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# logs shorter than this are parsed at every load (it is as fast as reading an index); longer
+# ones keep ``<id>.jsonl.idx`` beside them (see threadline.store.jsonl_index)
+INDEX_MIN_BYTES = 256 * 1024
 
 # Seam for tests that slow writes down and cap their size so records tear under SIGKILL.
 _write = os.write
@@ -148,6 +153,9 @@ class JsonlLog:
         self._lock_fd: int | None = None
         self._report: LoadReport | None = None
         self._sizes: dict[str, int] = {}
+        # how the last load used the index: "used", "extended" (the log grew since), "rebuilt"
+        # (it did not match the log), "built" (there was none), "none" (a small log)
+        self.index_state = ""
         self._ino: int | None = None  # the file the offsets above refer to
         self._wlock = threading.Lock()  # one write (and its bookkeeping) at a time
         self._group = threading.Condition()  # group commit: appends waiting for a sync
@@ -199,17 +207,42 @@ class JsonlLog:
         self._ino = st.st_ino
         if nl < 0:
             raise StoreError(f"{self.path} has no complete header line; restore it from a backup")
+        header_line = head[:nl]
         try:
-            header = decode_header(head[:nl])
+            header = decode_header(header_line)
         except RecordError as exc:
             raise StoreError(f"{self.path} line 1: {exc}") from None
         report = LoadReport()
         sizes: dict[str, int] = {}
         slots: list[Slot] = []
-        # Read and index chunk by chunk: memory holds one chunk of text at a time, and lazy
-        # messages read their bytes again from the source when decoded.
+        spans: list[tuple[int, int]] = []  # where the decoded records are (for the index)
+        columns: Columns | None = None
         end = nl + 1
         line_no = 2
+        ipath = jsonl_index.index_path(self.path)
+        indexed = jsonl_index.read(ipath)
+        self.index_state = "built"
+        if indexed is not None and end <= indexed.end <= size:
+            if (indexed.head_crc, indexed.tail_crc) == jsonl_index.checksums(
+                fd, head[:nl], indexed.end, end
+            ):
+                try:
+                    slots, spans, columns = jsonl_index.slots_of(indexed, source, sizes)
+                except Exception:  # derived data that does not decode: parse the log instead
+                    slots, spans, columns = [], [], None
+                    sizes.clear()
+                    self.index_state = "rebuilt"
+                else:
+                    end, line_no = indexed.end, indexed.line_no
+                    report.corrupt_lines.extend(indexed.corrupt)
+                    self.index_state = "used" if end == size else "extended"
+            else:
+                self.index_state = "rebuilt"
+        elif indexed is not None or ipath.exists():
+            self.index_state = "rebuilt"
+        covered = end
+        # Read and index chunk by chunk: memory holds one chunk of text at a time, and lazy
+        # messages read their bytes again from the source when decoded.
         chunk, chunk_at = head, 0
         del head
         while end < size:
@@ -227,19 +260,39 @@ class JsonlLog:
             hi = chunk.rfind(b"\n") + 1
             if hi <= lo:
                 break  # a torn tail: no newline after end
-            part, stop = parse_lines(chunk, lo, hi, report, line_no, sizes, source, chunk_at)
-            line_no += chunk.count(b"\n", lo, stop) if report.corrupt_lines else len(part)
+            part, stop = parse_lines(chunk, lo, hi, report, line_no, sizes, source, chunk_at, spans)
+            line_no += chunk.count(b"\n", lo, stop)
             slots.extend(part)
             if stop == lo:
                 break
             end = chunk_at + stop
+        if self.index_state != "used" and (end > covered or self.index_state != "extended"):
+            if end >= INDEX_MIN_BYTES:
+                crcs = jsonl_index.checksums(fd, header_line, end, nl + 1)
+                if self.index_state == "extended" and indexed is not None and columns is not None:
+                    body = jsonl_index.build(
+                        indexed,
+                        slots[columns.count :],
+                        spans[len(columns.records) :],
+                        report,
+                        end,
+                        line_no,
+                        crcs,
+                    )
+                else:
+                    body = jsonl_index.build(None, slots, spans, report, end, line_no, crcs)
+                jsonl_index.write(ipath, body, _tmp_tag())
+            else:
+                if self.index_state != "built":
+                    jsonl_index.remove(ipath)
+                self.index_state = "none"
         report.torn_bytes = size - end
         self._source = source
         self._end = self._synced_offset = end
         self._report = report
         self._sizes = sizes
         self._lines = 2 + len(slots) + len(report.corrupt_lines)
-        return Loaded(header=header, slots=slots, sizes=sizes, report=report)
+        return Loaded(header=header, slots=slots, sizes=sizes, report=report, columns=columns)
 
     def raw_lines(self) -> Iterator[bytes]:
         fd = self._open_ro()
@@ -518,6 +571,7 @@ class JsonlLog:
                 f"({exc.strerror or exc}); the old file is unchanged. Free disk "
                 "space, then retry"
             ) from None
+        jsonl_index.remove(jsonl_index.index_path(self.path))  # it indexes the old file
         self._source = None  # it reads the replaced file: what follows is read from the new one
         if self._fd is not None:
             os.close(self._fd)

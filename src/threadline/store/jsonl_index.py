@@ -1,0 +1,285 @@
+"""The index beside a JSONL log: ``<session_id>.jsonl.idx`` (derived data, issue 19).
+
+It holds what a load of the log finds, without the text: for every record slot in file order
+its kind (a lazy message, or a record the load decodes), its byte offset and length; for every
+message its id, its parent (as the row of another message, or the id itself when the parent is
+not a message) and its timestamp; the corrupt lines reported and the line count. With it a load
+reads the header, the index and the few records it decodes (meta records, summaries, labels),
+not the whole file, and finds no newline.
+
+Never trusted over the log: the index names how many bytes of the log it covers and checksums
+of the header line and of the last 4 KiB it covered. A log that does not match (replaced,
+truncated, rewritten by a purge) is parsed in full and the index written again; a log that grew
+by appends is parsed from where the index stops and the index extended. An unreadable, torn or
+foreign index file (its own checksum, format version, array lengths) is the same as none. It is
+written to a temp file and renamed, never synced: after a crash it is at worst stale or missing,
+which the checks above catch. It holds no message text, so a purge has nothing to clean in it
+(a rewrite removes it anyway, and the next load builds it again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import zlib
+from array import array
+from itertools import repeat
+from operator import add
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from threadline.model.entries import decode_record
+from threadline.store.base import Columns, LazyMessage, LoadReport, Slot
+
+MAGIC = b"TLIX"
+VERSION = 3
+TAIL = 4096  # bytes of the log's covered end that the tail checksum reads
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONE = -1  # parent row: no parent
+_NAMED = -2  # parent row: the parent id is kept by name (not a message, or not in the file)
+
+
+class IndexBody(msgspec.Struct, array_like=True):
+    """The index file after its 8-byte prefix (magic, crc32 of this body)."""
+
+    version: int
+    end: int  # bytes of the log covered: the offset after the last complete line
+    line_no: int  # the line number the next line of the log gets
+    head_crc: int  # crc32 of the header line
+    tail_crc: int  # crc32 of the TAIL bytes before ``end``
+    kinds: bytes  # per slot: 0 a lazy message, 1 a record decoded at load
+    starts: bytes  # array("q") per slot: byte offset in the log
+    lengths: bytes  # array("I") per slot: line length without the newline
+    ids: list[str]  # per message
+    parents: bytes  # array("i") per message: row of the parent message, _NONE or _NAMED
+    named: dict[int, str]  # message row -> parent id, for the _NAMED rows
+    stamps: list[str]  # per message
+    corrupt: list[tuple[int, str]]
+    clean: bool  # no message repeats an id or names a parent not seen before it (Columns)
+    record_ids: list[str | None]  # per decoded record: its id when it is a tree entry
+
+
+_decoder = msgspec.msgpack.Decoder(IndexBody)
+_encoder = msgspec.msgpack.Encoder()
+
+
+def index_path(log_path: Path) -> Path:
+    return log_path.with_name(log_path.name + ".idx")
+
+
+def checksums(fd: int, header_line: bytes, end: int, body_start: int) -> tuple[int, int]:
+    """(header crc, tail crc) of a log whose covered part ends at ``end``."""
+    lo = max(body_start, end - TAIL)
+    tail = os.pread(fd, end - lo, lo) if end > lo else b""
+    return zlib.crc32(header_line), zlib.crc32(tail)
+
+
+def read(path: Path) -> IndexBody | None:
+    """The index at ``path``, or None when it is missing or unreadable in any way."""
+    try:  # never through a symbolic link (as the log itself)
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    if len(data) < 8 or data[:4] != MAGIC:
+        return None
+    if int.from_bytes(data[4:8], "little") != zlib.crc32(memoryview(data)[8:]):
+        return None
+    try:
+        body = _decoder.decode(memoryview(data)[8:])
+    except (msgspec.DecodeError, ValueError, TypeError):
+        return None
+    n = len(body.kinds)
+    m = len(body.ids)
+    if (
+        body.version != VERSION
+        or len(body.starts) != 8 * n
+        or len(body.lengths) != 4 * n
+        or len(body.parents) != 4 * m
+        or len(body.stamps) != m
+        or body.kinds.count(0) != m
+        or len(body.record_ids) != n - m
+        or body.end < 0
+    ):
+        return None
+    return body
+
+
+def build(
+    base: IndexBody | None,
+    slots: list[Slot],
+    spans: list[tuple[int, int]],
+    report: LoadReport,
+    end: int,
+    line_no: int,
+    crcs: tuple[int, int],
+) -> IndexBody:
+    """The index of a load: ``base`` (the index of the log's first part, None for none)
+    extended by ``slots``, the slots that follow it in file order, and the spans of the
+    decoded records among them. Costs what the new slots cost, plus one C-speed pass over the
+    old ids when a new message names a parent other than the message before it."""
+    if base is None:
+        kinds = bytearray()
+        starts = array("q")
+        lengths = array("I")
+        parents = array("i")
+        ids: list[str] = []
+        stamps: list[str] = []
+        named: dict[int, str] = {}
+        record_ids: list[str | None] = []
+        clean = True
+    else:
+        kinds = bytearray(base.kinds)
+        starts = array("q", base.starts)
+        lengths = array("I", base.lengths)
+        parents = array("i", base.parents)
+        ids, stamps = list(base.ids), list(base.stamps)
+        named = dict(base.named)
+        record_ids = list(base.record_ids)
+        clean = base.clean
+    seen: set[str] | None = None  # every tree id so far (for ``clean``), built when needed
+    row: dict[str, int] | None = None  # a row of every message id so far, built when needed
+    decoded = iter(spans)
+    for slot in slots:
+        if slot.__class__ is LazyMessage:
+            eid, p = slot.id, slot.parent_id
+            if clean:
+                if seen is None:
+                    seen = set(ids)
+                    seen.update(r for r in record_ids if r is not None)
+                clean = eid not in seen and (p is None or p in seen)
+                seen.add(eid)
+            if p is None:
+                parents.append(_NONE)
+            elif ids and ids[-1] == p:  # the common case: under the message before it
+                parents.append(len(ids) - 1)
+            else:
+                if row is None:
+                    row = dict(zip(ids, range(len(ids)), strict=True))
+                r = row.get(p)
+                if r is None:
+                    parents.append(_NAMED)
+                    named[len(ids)] = p
+                else:
+                    parents.append(r)
+            if row is not None:
+                row[eid] = len(ids)
+            ids.append(eid)
+            stamps.append(slot.timestamp)
+            kinds.append(0)
+            starts.append(slot._start)
+            lengths.append(slot._end - slot._start)
+        else:
+            kinds.append(1)
+            rid = slot.id if slot.tree else None
+            record_ids.append(rid)
+            if seen is not None and rid is not None:
+                seen.add(rid)
+            start, length = next(decoded)
+            starts.append(start)
+            lengths.append(length)
+    return IndexBody(
+        version=VERSION,
+        end=end,
+        line_no=line_no,
+        head_crc=crcs[0],
+        tail_crc=crcs[1],
+        kinds=bytes(kinds),
+        starts=starts.tobytes(),
+        lengths=lengths.tobytes(),
+        ids=ids,
+        parents=parents.tobytes(),
+        named=named,
+        stamps=stamps,
+        corrupt=list(report.corrupt_lines),
+        clean=clean,
+        record_ids=record_ids,
+    )
+
+
+def slots_of(
+    body: IndexBody, source: Any, sizes: dict[str, int]
+) -> tuple[list[Slot], list[tuple[int, int]], Columns]:
+    """The slots the load of the indexed part would give (lazy messages read from ``source``,
+    records decoded now), the spans of the decoded records, and the same slots by column.
+    Raises on anything that does not decode (the caller then parses the log instead)."""
+    starts = array("q")
+    starts.frombytes(body.starts)
+    lengths = array("I")
+    lengths.frombytes(body.lengths)
+    rows = array("i")
+    rows.frombytes(body.parents)
+    ids = body.ids
+    named = body.named
+    parents: list[str | None] = [
+        ids[r] if r >= 0 else (None if r == _NONE else named[i]) for i, r in enumerate(rows)
+    ]
+    kinds = body.kinds
+    positions: list[int] = []  # where the decoded records stand among the slots
+    p = kinds.find(1)
+    while p >= 0:
+        positions.append(p)
+        p = kinds.find(1, p + 1)
+    n = len(kinds)
+    all_starts = starts.tolist()
+    all_lengths = lengths.tolist()
+    if positions:
+        msg_starts: list[int] = []
+        msg_lengths: list[int] = []
+        prev = 0
+        for p in [*positions, n]:
+            msg_starts += all_starts[prev:p]
+            msg_lengths += all_lengths[prev:p]
+            prev = p + 1
+    else:
+        msg_starts, msg_lengths = all_starts, all_lengths
+    ends = list(map(add, msg_starts, msg_lengths))
+    lazies: list[LazyMessage] = list(
+        map(LazyMessage, ids, parents, body.stamps, repeat(source), msg_starts, ends)
+    )
+    spans = [(all_starts[p], all_lengths[p]) for p in positions]
+    records = [decode_record(source[a : a + n_]) for a, n_ in spans]
+    slots: list[Slot] = []
+    prev = m = 0
+    for p, rec, (_, size) in zip(positions, records, spans, strict=True):
+        k = p - prev
+        if k:
+            slots += lazies[m : m + k]
+            sizes.update(zip(ids[m : m + k], msg_lengths[m : m + k], strict=True))
+            m += k
+        slots.append(rec)
+        if rec.id is not None:
+            sizes[rec.id] = size
+        prev = p + 1
+    slots += lazies[m:]
+    sizes.update(zip(ids[m:], msg_lengths[m:], strict=True))
+    cols = Columns(ids, parents, body.stamps, lazies, positions, records, body.clean)
+    return slots, spans, cols
+
+
+def write(path: Path, body: IndexBody, tag: str) -> None:
+    """Write the index atomically (temp file, rename); a failure leaves no index (the log is
+    parsed next time), never an error."""
+    data = _encoder.encode(body)
+    tmp = path.with_name(f".{path.name}.{tag}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_NOFOLLOW | _O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(MAGIC + zlib.crc32(data).to_bytes(4, "little"))
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
