@@ -34,3 +34,36 @@ def test_tree_goes_through_a_bounded_cache_and_the_context_keeps_what_it_decoded
     assert all(isinstance(slots[e], LazyMessage) for e in ids)
     assert [m.text for m in again.context().messages] == texts
     assert not any(isinstance(slots[e], LazyMessage) for e in ids)  # kept for the next turn
+
+
+def test_tree_decodes_no_message_until_its_entry_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tl.open_store(tmp_path, durability="flush")
+    s = store.create()
+    ids = [s.append_message("user", f"m{i}") for i in range(20)]
+    s.set_label(ids[3], "here")
+    s.close()
+    decoded: list[str] = []
+    real = LazyMessage.decode
+
+    def counting(self: LazyMessage) -> tl.model.entries.AnyRecord:
+        decoded.append(self.id)
+        return real(self)
+
+    monkeypatch.setattr(LazyMessage, "decode", counting)
+    again = store.open(s.id)
+    (root,) = again.tree()
+    assert decoded == []  # linked from ids and parents only
+    chain = [root]
+    while chain[-1].children:
+        chain.append(chain[-1].children[0])
+    assert [n.label for n in chain[:5]] == [None, None, None, "here", None]
+    assert decoded == []
+    assert chain[5].entry.message.text == "m5"
+    assert decoded == [ids[5]]
+    assert chain[5].entry is chain[5].entry  # decoded once
+    assert decoded == [ids[5]]
+    again.close()
+    assert chain[6].entry.message.text == "m6"  # still readable after the session closed
+    assert again.tree() == store.open(s.id).tree()  # equality compares entries, labels, children

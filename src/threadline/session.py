@@ -64,12 +64,35 @@ from threadline.store.base import (
 )
 
 
-class TreeNode(msgspec.Struct, kw_only=True):
-    """A node of :meth:`Session.tree`: the entry, its children (ordered), its label."""
+class TreeNode(msgspec.Struct, kw_only=True, gc=False):
+    """A node of :meth:`Session.tree`: the entry, its children (ordered), its label.
 
-    entry: Any
+    ``entry`` is decoded when it is first read (a message's content is only decoded for the
+    nodes a caller looks at), so building the tree of a large session links ids and decodes
+    nothing; decoding goes through the session's bounded cache, under its lock. Nodes are not
+    tracked by the cyclic garbage collector (they hold no cycles), so a 1M-node tree costs no
+    collection passes."""
+
+    _entry: Any = None  # the entry, or its id until read
+    _load: Session | None = None  # the session to read it from
     children: list[TreeNode] = msgspec.field(default_factory=list)
     label: str | None = None
+
+    @property
+    def entry(self) -> Any:
+        session = self._load
+        if session is not None:
+            self._entry = session._walked_entry(self._entry)
+            self._load = None
+        return self._entry
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TreeNode):
+            return NotImplemented
+        return (self.entry, self.label, self.children) == (other.entry, other.label, other.children)
+
+    def __repr__(self) -> str:
+        return f"TreeNode(entry={self.entry!r}, children={self.children!r}, label={self.label!r})"
 
 
 class FlatNode(msgspec.Struct, kw_only=True):
@@ -473,6 +496,11 @@ class Session:
         return self._state.record(entry_id)
 
     @serialized
+    def _walked_entry(self, entry_id: str) -> AnyRecord:
+        # a tree node's entry, read after tree() returned: through the bounded cache
+        return self._state.record(entry_id, False)
+
+    @serialized
     def entry_bytes(self, entry_id: str) -> bytes:
         """The entry as stored: its JSON line without the newline, read without decoding it
         (a cheap test of the raw text before paying for a decode)."""
@@ -547,13 +575,28 @@ class Session:
                     )
                     for eid, depth in t.preorder()
                 ]
+            # nodes first, then each one's children in their order: no walk, no decoding
+            slots = state.slots
             nodes: dict[str, TreeNode] = {}
+            for eid in t.parent:
+                slot = slots[eid]
+                # a message is decoded when the caller reads .entry
+                nodes[eid] = (
+                    TreeNode(_entry=eid, _load=self)
+                    if isinstance(slot, LazyMessage)
+                    else TreeNode(_entry=slot)
+                )
+            for eid, label in labels.items():
+                labelled = nodes.get(eid)
+                if labelled is not None:
+                    labelled.label = label
             roots: list[TreeNode] = []
-            for eid, _depth in t.preorder():
-                node = TreeNode(entry=state.record(eid, False), label=labels.get(eid))
-                nodes[eid] = node
-                parent = t.parent[eid]
-                (roots if parent is None else nodes[parent].children).append(node)
+            for parent, kids in t.children_map().items():
+                linked = [nodes[k] for k in kids]
+                if parent is None:
+                    roots = linked
+                else:
+                    nodes[parent].children = linked
             return roots
 
     @serialized

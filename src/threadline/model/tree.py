@@ -149,6 +149,10 @@ class TreeIndex:
     def roots(self) -> list[str]:
         return self.children(None)
 
+    def children_map(self) -> dict[str | None, list[str]]:
+        """Every entry's ordered children (``None``: the roots), shared: do not modify."""
+        return self._children if self._children is not None else self._build_children()
+
     def preorder(self) -> Iterator[tuple[str, int]]:
         """(entry id, depth) in depth-first order, children in their order."""
         children = self._children if self._children is not None else self._build_children()
