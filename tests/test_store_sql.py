@@ -257,3 +257,26 @@ def test_a_postgres_store_works_as_the_application_role() -> None:
             assert conn.execute("SELECT current_user").fetchone() == ("threadline_app",)
     finally:
         st.close()
+
+
+def test_scrub_reports_an_older_transaction_that_wrote_and_sits_idle() -> None:
+    # An open transaction that wrote has an xid but no snapshot (backend_xmin is null between
+    # statements); the server's horizon still counts it, so VACUUM FULL would keep the rows it
+    # could see. The scrub must say so instead of claiming the text is gone.
+    import psycopg
+
+    from threadline.store.postgres import WAL_RESIDUE, scrub
+
+    schema = pg_schema()
+    with psycopg.connect(PG_URL) as idle:  # not autocommit: the transaction stays open
+        idle.execute("CREATE TEMP TABLE scratch (x int)")
+        idle.execute("INSERT INTO scratch VALUES (1)")
+        got = idle.execute(
+            "SELECT backend_xid IS NOT NULL FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+        ).fetchone()
+        assert got == (True,)  # it holds an xid
+        residue = scrub(PG_URL, schema, wait=0.3)
+        assert residue[0].startswith("a transaction older than the purge was still open")
+        assert residue[-1] == WAL_RESIDUE
+        idle.rollback()
+    assert scrub(PG_URL, schema, wait=0.3) == [WAL_RESIDUE]

@@ -172,10 +172,13 @@ def scrub(
             older = True
             while older and time.monotonic() < deadline:
                 got = conn.execute(
+                    # the server's horizon counts a transaction's own id as well as its
+                    # snapshot's: one that wrote and sits idle has an xid and no xmin
                     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL AND "
-                    "age(backend_xmin) >= age(%s::text::xid)",
-                    (mark,),
+                    "AND pid <> pg_backend_pid() AND ((backend_xmin IS NOT NULL AND "
+                    "age(backend_xmin) >= age(%s::text::xid)) OR (backend_xid IS NOT NULL AND "
+                    "age(backend_xid) >= age(%s::text::xid)))",
+                    (mark, mark),
                 ).fetchone()
                 older = got[0] > 0
                 if older:
