@@ -205,3 +205,71 @@ def test_a_writer_that_cannot_connect_is_told_so_not_that_max_writers_is_reached
         assert [e.message.text for e in st.open(s.id).entries()] == []
     finally:
         st.close()
+
+
+def test_an_append_updates_its_session_row_in_place_hot() -> None:
+    """No index covers a column the append's session-row update sets, so PostgreSQL updates
+    the row on its page without new index entries (a HOT update), read from the server's
+    statistics."""
+    schema = pg_schema()
+    st = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=1)
+    try:
+        s = st.create()
+        s.append_message("user", "zero")  # the writer lock; this update is counted too
+        conn = s.state.log._conn  # type: ignore[attr-defined]  # the writer's connection
+        for i in range(5):
+            time.sleep(0.002)  # a later timestamp: each append moves `modified`
+            s.append_message("user", f"message {i}")
+        conn.execute("SELECT pg_stat_force_next_flush()")  # flushed before the reply
+        with psycopg.connect(PG_URL, autocommit=True) as owner:
+            row = owner.execute(
+                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE "
+                "schemaname = %s AND relname = 'tl_sessions'",
+                (schema,),
+            ).fetchone()
+            indexed = {
+                r[0]
+                for r in owner.execute(
+                    "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = "
+                    "i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = "
+                    "to_regclass(%s)",
+                    (f"{schema}.tl_sessions",),
+                )
+            }
+        assert row == (6, 6)
+        assert indexed == {"tenant_id", "session_id"}
+        s.close()
+    finally:
+        st.close()
+
+
+def test_the_listing_is_exact_after_appends_most_recently_modified_first() -> None:
+    """Without an index on ``modified`` the listing still sorts by it, and its columns follow
+    every append at once, while the writers still hold their sessions."""
+    st = tl.open_store(PG_URL, tenant="t", schema=pg_schema(), max_size=1)
+    try:
+        a, b, c = st.create(), st.create(), st.create()
+        a.append_message("user", "a's first")
+        time.sleep(0.002)
+        b.append_message("user", "b's first")
+        b.append_message("assistant", "b's answer")
+        time.sleep(0.002)
+        c.append_session_info("named c")
+        time.sleep(0.002)
+        a.append_message("assistant", "a's answer")  # a is now the most recent
+        listed = [(r.id, r.message_count, r.first_message, r.name) for r in st.list()]
+        assert listed == [
+            (a.id, 2, "a's first", None),
+            (c.id, 0, None, "named c"),
+            (b.id, 2, "b's first", None),
+        ]
+        modified = [r.modified for r in st.list()]
+        assert modified == [
+            a.entries()[-1].timestamp,
+            c.entries()[-1].timestamp,
+            b.entries()[-1].timestamp,
+        ]
+        for s in (a, b, c):
+            s.close()
+    finally:
+        st.close()
