@@ -188,7 +188,17 @@ def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) ->
     kinds = [c["b"]["messages"][0] for c in checkpoints if "messages" in c["b"]]
     assert kinds[0] == "l" and set(kinds[1:]) == {"m"}  # whole once, then only what was added
     added = [c["b"]["messages"] for c in checkpoints if c["b"].get("messages", [""])[0] == "m"]
-    assert {len(spec) for spec in added} == {2}  # the base is the parent's: not written
+    # the base is the parent's: not written; every 64th link also says where the list was 63
+    # links back (here the first value, stored whole) and every message added since, its own
+    marked = [i for i, spec in enumerate(added) if len(spec) == 4]
+    assert (len(added), marked) == (79, [63])
+    assert {len(spec) for i, spec in enumerate(added) if i not in marked} == {2}
+    first = next(
+        r["id"]
+        for r in records
+        if r["type"] == "custom" and "messages" in r["custom"]["data"].get("b", {})
+    )
+    assert added[63][2:] == [None, [first, [spec[1][0] for spec in added[:64]]]]
     assert {len(spec[1]) for spec in added} == {1}  # each step adds one message
     saver.close()
 
@@ -512,11 +522,11 @@ def test_a_fresh_saver_loads_the_latest_checkpoint_without_reading_every_checkpo
     store_, _ = store
     config = {"configurable": {"thread_id": "long"}}
     with ThreadlineSaver(store_) as saver:
-        run(build(saver), config, 1, 40)
+        run(build(saver), config, 1, 100)
     with ThreadlineSaver(store_) as full:
         every = list(full.list(config))
         want = full.get_tuple(config)
-    assert len(every) == 146 > 2 * index.CHAIN  # the latest's fields start from a full record
+    assert len(every) == 366 > 4 * index.CHAIN  # the latest's fields start from a full record
 
     applied = []
     ingested = []
@@ -533,11 +543,12 @@ def test_a_fresh_saver_loads_the_latest_checkpoint_without_reading_every_checkpo
     # nothing indexed; the fields rebuilt from the nearest full record (< CHAIN changes)
     assert ingested == []
     assert 1 <= len(applied) <= index.CHAIN
-    # (the message list is rebuilt from its links: one small "b" per checkpoint that added
-    # messages is read, and no checkpoint's fields beyond the nearest full record)
+    # the message list comes from < SEGMENT links and one segment per SEGMENT links before
+    # them: the entries read (checkpoints and writes) are a fraction of the checkpoints
+    assert fresh.path_reads < len(every) // 4
     # the thread goes on (the whole index is built for the next put) like InMemorySaver's
-    ref = run(build(InMemorySaver()), config, 1, 41)
-    more = run(build(fresh), config, 41, 41)
+    ref = run(build(InMemorySaver()), config, 1, 101)
+    more = run(build(fresh), config, 101, 101)
     assert shape(more["messages"]) == shape(ref["messages"])
     assert ingested != []
     fresh.close()

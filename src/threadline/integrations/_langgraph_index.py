@@ -27,11 +27,13 @@ MAX_DEPTH = 40  # threadline refuses records nested deeper than 64
 # -- value encoding ------------------------------------------------------------------------------
 # A stored value ("spec") is a short list: ["j", json] a JSON value; ["x", tree] JSON whose
 # {"$m": entry_id} leaves are LangChain messages kept as message entries; ["l", [ids]] a list of
-# such messages (the usual pending write); ["m", [ids]] a message
-# list = the parent checkpoint's value of the same channel + these message entries (["m", [ids],
-# base]: the value stored in entry ``base`` + these); ["s", type, base64] LangGraph's serializer;
-# ["e"] no value (a channel cleared at this version); ["u"] (``updated_channels`` only) the
-# checkpoint's stored channels that have a value, sorted.
+# such messages (the usual pending write); ["m", [ids]] a message list = the parent checkpoint's
+# value of the same channel + these message entries (["m", [ids], base]: the value stored in
+# entry ``base`` + these; base null: the parent's). Every ``SEGMENT``th link of such a chain
+# also says where the chain was ``SEGMENT`` links back: ["m", [ids], base, [entry, [every id
+# added since]]], so a read follows one link in ``SEGMENT``; ["s", type, base64] LangGraph's
+# serializer; ["e"] no value (a channel cleared at this version); ["u"] (``updated_channels``
+# only) the checkpoint's stored channels that have a value, sorted.
 #
 # A checkpoint entry's data (every key but "d" optional):
 #   "d"  its fields as a change to its parent checkpoint's (``diff_doc``): "v", "cv"
@@ -52,6 +54,7 @@ MAX_DEPTH = 40  # threadline refuses records nested deeper than 64
 
 DOC_KEYS = ("cv", "vs", "o", "mj")  # the doc's dict fields, stored as changes
 CHAIN = 64  # a checkpoint's doc is rebuilt from at most this many changes
+SEGMENT = 64  # a message list is read through at most this many links per segment
 EMPTY_DOC: dict[str, Any] = {"cv": {}, "vs": {}, "o": {}}
 
 
@@ -355,9 +358,13 @@ class ThreadIndex:
             self.docs[c.entry] = doc
         return doc
 
+    def entry_data(self, entry_id: str) -> dict[str, Any]:
+        """The data of an indexed checkpoint, writes or blobs entry."""
+        return self.data[entry_id]
+
     def spec_base(self, holder: str, channel: str, spec: list[Any]) -> str | None:
         """The entry whose value of ``channel`` a ["m", ...] spec in ``holder`` adds to."""
-        if len(spec) > 2:
+        if len(spec) > 2 and spec[2] is not None:
             return str(spec[2])
         cp = self.by_entry.get(holder)
         return self.stored_above(cp.base, channel) if cp is not None else None
@@ -700,6 +707,9 @@ class PathIndex(ThreadIndex):
         self.docs[cp.entry] = doc
         return doc
 
+    def entry_data(self, entry_id: str) -> dict[str, Any]:
+        return self.checkpoint(entry_id)
+
     def holder(self, cp: CheckpointInfo, channel: str, version: Any) -> str | None:
         cur: str | None = cp.entry
         for _ in range(self.WALK):
@@ -712,7 +722,7 @@ class PathIndex(ThreadIndex):
         raise Incomplete(f"{channel} {version!r}")
 
     def spec_base(self, holder: str, channel: str, spec: list[Any]) -> str | None:
-        if len(spec) > 2:
+        if len(spec) > 2 and spec[2] is not None:
             base = str(spec[2])
             self.checkpoint(base)
             return base

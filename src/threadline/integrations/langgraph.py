@@ -70,6 +70,7 @@ from threadline.integrations._langgraph_index import (
     EMPTY_DOC,
     MAX_DEPTH,
     MSG_KEY,
+    SEGMENT,
     WRITES,
     Batch,
     CheckpointInfo,
@@ -316,13 +317,17 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if hit is not None:
                 base = hit
                 break
-            spec = t.data[cur]["b"][channel]
+            spec = t.entry_data(cur)["b"][channel]
             if spec[0] != "m":
                 decoded = self._decode(t, spec)
                 if type(decoded) is not list:
                     raise UserError(f"Channel {channel!r} of entry '{cur}' is not a list")
                 base = tuple(decoded)
                 break
+            if len(spec) > 3:  # the value SEGMENT links back + every message added since
+                chain.append(spec[3][1])
+                cur = str(spec[3][0])
+                continue
             chain.append(spec[1])
             cur = t.spec_base(cur, channel, spec)
             if cur is None:
@@ -651,7 +656,31 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if ref is None:
                 return None
             ids.append(ref)
-        return ["m", ids] if t.stored_above(parent, channel) == holder else ["m", ids, holder]
+        spec: _Spec = (
+            ["m", ids] if t.stored_above(parent, channel) == holder else ["m", ids, holder]
+        )
+        segment = self._segment(t, holder, channel)
+        if segment is not None:  # every SEGMENT links: where the chain was, and what it added
+            spec += [None] if len(spec) == 2 else []
+            spec.append([segment[0], segment[1] + ids])
+        return spec
+
+    @staticmethod
+    def _segment(t: ThreadIndex, holder: str, channel: str) -> tuple[str, _Spec] | None:
+        """When the message list in ``holder`` ends ``SEGMENT - 1`` links without a segment:
+        the entry where they start and the messages they add (a new link then says both)."""
+        added: _Spec = []
+        cur = holder
+        while len(added) < SEGMENT - 1:
+            spec = t.data[cur]["b"][channel]
+            if spec[0] != "m" or len(spec) > 3:
+                return None
+            added.append(spec[1])
+            found = t.spec_base(cur, channel, spec)
+            if found is None:
+                return None
+            cur = found
+        return cur, [ref for ids in reversed(added) for ref in ids]
 
     def put_writes(
         self,
