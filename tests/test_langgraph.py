@@ -188,7 +188,17 @@ def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) ->
     kinds = [c["b"]["messages"][0] for c in checkpoints if "messages" in c["b"]]
     assert kinds[0] == "l" and set(kinds[1:]) == {"m"}  # whole once, then only what was added
     added = [c["b"]["messages"] for c in checkpoints if c["b"].get("messages", [""])[0] == "m"]
-    assert {len(spec) for spec in added} == {2}  # the base is the parent's: not written
+    # the base is the parent's: not written; every 64th link also says where the list was 63
+    # links back (here the first value, stored whole) and every message added since, its own
+    marked = [i for i, spec in enumerate(added) if len(spec) == 4]
+    assert (len(added), marked) == (79, [63])
+    assert {len(spec) for i, spec in enumerate(added) if i not in marked} == {2}
+    first = next(
+        r["id"]
+        for r in records
+        if r["type"] == "custom" and "messages" in r["custom"]["data"].get("b", {})
+    )
+    assert added[63][2:] == [None, [first, [spec[1][0] for spec in added[:64]]]]
     assert {len(spec[1]) for spec in added} == {1}  # each step adds one message
     saver.close()
 
@@ -444,4 +454,147 @@ def test_subgraph_checkpoints_read_back_exact_after_reopening(
     assert _snapshot(fresh, "sub") == before
     final = _with_subgraph(fresh).invoke({"messages": [user(6)]}, config)
     assert [m.content for m in final["messages"]][-2:] == ["question 6", "inner 11"]
+    fresh.close()
+
+
+# -- a fresh saver loads the latest checkpoint from the session's branch ----------------------
+
+
+def _tuple_fields(t: Any) -> tuple[Any, ...] | None:
+    if t is None:
+        return None
+    return (t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
+
+
+class FreshReads(ThreadlineSaver):
+    """Answers every ``get_tuple`` as a fresh saver would (its threads closed first, so the
+    latest checkpoint comes from the branch when the branch can settle it) and checks the
+    answer against the one the whole index gives."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.from_branch = 0
+
+    def _latest_on_path(self, t: Any) -> Any:
+        found = super()._latest_on_path(t)
+        self.from_branch += found is not None
+        return found
+
+    def get_tuple(self, config: Any) -> Any:
+        self.close()
+        got = super().get_tuple(config)
+        with self._lock:
+            t = self._thread(config["configurable"]["thread_id"], create=False)
+            assert t is None or t.complete
+            want = super().get_tuple(config)  # from the whole index
+        assert _tuple_fields(got) == _tuple_fields(want)
+        return got
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_conformance_suite_passes_with_every_read_from_a_fresh_saver(
+    kind: str, tmp_path: Path
+) -> None:
+    savers: list[FreshReads] = []
+
+    @checkpointer_test(name=f"FreshReads[{kind}]")
+    async def factory() -> Any:
+        st = make_store(kind, tmp_path / str(len(savers)))
+        saver = FreshReads(st)
+        savers.append(saver)
+        yield saver
+        saver.close()
+        st.close()
+
+    report = asyncio.run(validate(factory))
+    failed = {name: r.failures for name, r in report.results.items() if not r.passed}
+    assert failed == {}
+    assert len(savers) == 8
+    # the get_tuple suite's latest-checkpoint reads came from the branch
+    assert sum(s.from_branch for s in savers) > 0
+
+
+def test_a_fresh_saver_loads_the_latest_checkpoint_without_reading_every_checkpoint(
+    store: tuple[tl.Store, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from threadline.integrations import _langgraph_index as index
+
+    store_, _ = store
+    config = {"configurable": {"thread_id": "long"}}
+    with ThreadlineSaver(store_) as saver:
+        run(build(saver), config, 1, 100)
+    with ThreadlineSaver(store_) as full:
+        every = list(full.list(config))
+        want = full.get_tuple(config)
+    assert len(every) == 366 > 4 * index.CHAIN  # the latest's fields start from a full record
+
+    applied = []
+    ingested = []
+    real_apply, real_ingest = index.apply_doc, index.ThreadIndex.ingest
+    monkeypatch.setattr(
+        index, "apply_doc", lambda old, ch: applied.append(1) or real_apply(old, ch)
+    )
+    monkeypatch.setattr(
+        index.ThreadIndex, "ingest", lambda self, rec: ingested.append(1) or real_ingest(self, rec)
+    )
+    fresh = ThreadlineSaver(store_)
+    got = fresh.get_tuple(config)
+    assert _tuple_fields(got) == _tuple_fields(want)
+    # nothing indexed; the fields rebuilt from the nearest full record (< CHAIN changes)
+    assert ingested == []
+    assert 1 <= len(applied) <= index.CHAIN
+    # the message list comes from < SEGMENT links and one segment per SEGMENT links before
+    # them: the entries read (checkpoints and writes) are a fraction of the checkpoints
+    assert fresh.path_reads < len(every) // 4
+    # the thread goes on (the whole index is built for the next put) like InMemorySaver's
+    ref = run(build(InMemorySaver()), config, 1, 101)
+    more = run(build(fresh), config, 101, 101)
+    assert shape(more["messages"]) == shape(ref["messages"])
+    assert ingested != []
+    fresh.close()
+
+
+def test_a_latest_checkpoint_put_out_of_order_or_after_its_writes_is_read_exactly(
+    store: tuple[tl.Store, list[str]],
+) -> None:
+    store_, _ = store
+    saver = ThreadlineSaver(store_)
+    base = {"v": 1, "ts": "2026-01-01T00:00:00+00:00", "versions_seen": {}}
+
+    def put(cid: str, parent: str | None, value: int) -> None:
+        conf: dict[str, Any] = {"thread_id": "odd", "checkpoint_ns": ""}
+        if parent:
+            conf["checkpoint_id"] = parent
+        cp = {**base, "id": cid, "channel_values": {"n": value}, "channel_versions": {"n": value}}
+        saver.put({"configurable": conf}, cp, {"step": value}, {"n": value})  # type: ignore[arg-type]
+
+    put("b", None, 1)
+    put("c", "b", 2)
+    put("a", "c", 3)  # put last, but "c" is the latest (greatest id)
+    latest = {"configurable": {"thread_id": "odd"}}
+    saver.close()
+    fresh = FreshReads(store_)
+    got = fresh.get_tuple(latest)
+    assert (got.checkpoint["id"], got.checkpoint["channel_values"]) == ("c", {"n": 2})
+    assert fresh.from_branch == 0  # the branch ends at "a", which says it was not the newest
+    # writes for "d" arrive before "d" is put: they wait on a side branch
+    saver = ThreadlineSaver(store_)
+    saver.put_writes(
+        {"configurable": {"thread_id": "odd", "checkpoint_ns": "", "checkpoint_id": "d"}},
+        [("n", 9)],
+        "task-1",
+    )
+    put("d", "c", 4)
+    saver.close()
+    got = fresh.get_tuple(latest)
+    assert got.checkpoint["id"] == "d"
+    assert got.pending_writes == [("task-1", "n", 9)]
+    assert fresh.from_branch == 0
+    # a later checkpoint with nothing unusual is read from the branch again
+    saver = ThreadlineSaver(store_)
+    put("e", "d", 5)
+    saver.close()
+    got = fresh.get_tuple(latest)
+    assert (got.checkpoint["id"], got.parent_config["configurable"]["checkpoint_id"]) == ("e", "d")
+    assert fresh.from_branch == 1
     fresh.close()

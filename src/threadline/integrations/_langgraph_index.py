@@ -27,11 +27,13 @@ MAX_DEPTH = 40  # threadline refuses records nested deeper than 64
 # -- value encoding ------------------------------------------------------------------------------
 # A stored value ("spec") is a short list: ["j", json] a JSON value; ["x", tree] JSON whose
 # {"$m": entry_id} leaves are LangChain messages kept as message entries; ["l", [ids]] a list of
-# such messages (the usual pending write); ["m", [ids]] a message
-# list = the parent checkpoint's value of the same channel + these message entries (["m", [ids],
-# base]: the value stored in entry ``base`` + these); ["s", type, base64] LangGraph's serializer;
-# ["e"] no value (a channel cleared at this version); ["u"] (``updated_channels`` only) the
-# checkpoint's stored channels that have a value, sorted.
+# such messages (the usual pending write); ["m", [ids]] a message list = the parent checkpoint's
+# value of the same channel + these message entries (["m", [ids], base]: the value stored in
+# entry ``base`` + these; base null: the parent's). Every ``SEGMENT``th link of such a chain
+# also says where the chain was ``SEGMENT`` links back: ["m", [ids], base, [entry, [every id
+# added since]]], so a read follows one link in ``SEGMENT``; ["s", type, base64] LangGraph's
+# serializer; ["e"] no value (a channel cleared at this version); ["u"] (``updated_channels``
+# only) the checkpoint's stored channels that have a value, sorted.
 #
 # A checkpoint entry's data (every key but "d" optional):
 #   "d"  its fields as a change to its parent checkpoint's (``diff_doc``): "v", "cv"
@@ -42,12 +44,17 @@ MAX_DEPTH = 40  # threadline refuses records nested deeper than 64
 #        else "bv" their versions where "d" does not hold them;
 #   "p"  the parent checkpoint id (null: none), unless it is the checkpoint that the nearest
 #        indexed ancestor in the tree belongs to; "ns" the namespace; "id" the checkpoint id
-#        when it is not the entry id; "ts" the checkpoint's ts when it is not the entry's.
+#        when it is not the entry id; "ts" the checkpoint's ts when it is not the entry's;
+#   "x"  1: a root-namespace checkpoint whose id was not the thread's greatest when put;
+#   "w"  1: a root-namespace checkpoint that had pending writes before it was put (they wait
+#        on a side branch). Without these two, the root checkpoint nearest the session's leaf
+#        is the thread's latest and its writes follow it on the branch (``PathIndex``).
 # A writes entry: "task", "w" ([idx, channel, spec] rows), "path"; "cp" and "ns" name its
 # checkpoint unless it is the one owning its nearest indexed ancestor in the tree.
 
 DOC_KEYS = ("cv", "vs", "o", "mj")  # the doc's dict fields, stored as changes
 CHAIN = 64  # a checkpoint's doc is rebuilt from at most this many changes
+SEGMENT = 64  # a message list is read through at most this many links per segment
 EMPTY_DOC: dict[str, Any] = {"cv": {}, "vs": {}, "o": {}}
 
 
@@ -201,7 +208,7 @@ class CheckpointInfo:
 class ThreadIndex:
     """One LangGraph thread: its session and an in-memory index of its checkpoints."""
 
-    def __init__(self, thread_id: str, session: Session) -> None:
+    def __init__(self, thread_id: str, session: Session, *, index: bool = True) -> None:
         self.thread_id = thread_id
         self.session = session
         self.cps: dict[str, dict[str, CheckpointInfo]] = {}  # ns -> checkpoint id -> info
@@ -220,6 +227,15 @@ class ThreadIndex:
         # the last messages written: id(obj) -> (obj, entry id, message id when written)
         self.recent: dict[int, tuple[Any, str, Any]] = {}
         self.main_leaf: str | None = session.leaf_id
+        self.complete = False  # every entry indexed (else: only the session is open)
+        if index:
+            self.index_all()
+
+    def index_all(self) -> None:
+        """Index every checkpoint, write and blob entry of the session (once)."""
+        if self.complete:
+            return
+        session = self.session
         with bulk_load():
             for meta in session.metadata(content_types=False):
                 self.parents[meta.id] = meta.parent_id
@@ -227,6 +243,7 @@ class ThreadIndex:
                     rec = session.entry(meta.id)
                     if isinstance(rec, CustomEntry):
                         self.ingest(rec)
+        self.complete = True
 
     def ingest(self, rec: CustomEntry) -> None:
         kind = rec.custom.custom_type
@@ -341,9 +358,13 @@ class ThreadIndex:
             self.docs[c.entry] = doc
         return doc
 
+    def entry_data(self, entry_id: str) -> dict[str, Any]:
+        """The data of an indexed checkpoint, writes or blobs entry."""
+        return self.data[entry_id]
+
     def spec_base(self, holder: str, channel: str, spec: list[Any]) -> str | None:
         """The entry whose value of ``channel`` a ["m", ...] spec in ``holder`` adds to."""
-        if len(spec) > 2:
+        if len(spec) > 2 and spec[2] is not None:
             return str(spec[2])
         cp = self.by_entry.get(holder)
         return self.stored_above(cp.base, channel) if cp is not None else None
@@ -515,3 +536,211 @@ def message_ids(t: ThreadIndex, cp: CheckpointInfo) -> set[str]:
     for w in cp.writes.values():
         collect_refs(w[2], out)
     return out
+
+
+# -- the latest checkpoint from the session's branch ----------------------------------------------
+
+
+class Incomplete(Exception):
+    """The branch alone cannot answer exactly: index the whole thread instead."""
+
+
+class PathIndex(ThreadIndex):
+    """Enough of a thread to answer its root namespace's latest checkpoint, read from the
+    session's current branch: the checkpoint nearest the leaf, the writes after it, the
+    changes its fields are rebuilt from (at most ``CHAIN``) and the values it refers to.
+
+    Nothing is indexed up front; every entry is read when a walk needs it. Whatever the
+    branch cannot settle exactly (another namespace, a checkpoint put out of id order or with
+    writes that came before it, purged or foreign entries on a walk, a value older than the
+    walks reach) raises :class:`Incomplete`, and the caller indexes the whole thread."""
+
+    WALK = 4 * CHAIN  # the longest walk from one checkpoint to the one holding a value
+
+    def __init__(self, thread_id: str, session: Session) -> None:
+        super().__init__(thread_id, session, index=False)
+        self.stamps: dict[str, str] = {}  # entry id -> its timestamp
+        self.reads = 0  # checkpoint, writes and blobs entries read (tests count them)
+        self.kinds: dict[str, str] = {}  # entry id -> custom type, or the entry type
+        self.owners: dict[str, str | None] = {}  # entry id -> owner_id(entry id)
+
+    # entries
+
+    def load(self, entry_id: str) -> str:
+        """The kind of an entry (its custom type for ours); reads its data once."""
+        kind = self.kinds.get(entry_id)
+        if kind is not None:
+            return kind
+        try:
+            rec = self.session.entry(entry_id)
+        except Exception as exc:
+            raise Incomplete(entry_id) from exc
+        self.parents[entry_id] = rec.parent_id
+        if isinstance(rec, MessageEntry):
+            kind = "message"
+        elif isinstance(rec, CustomEntry) and isinstance(rec.custom.data, dict):
+            kind = rec.custom.custom_type
+            if kind in (CHECKPOINT, WRITES, BLOBS):
+                self.reads += 1
+                self.data[entry_id] = rec.custom.data
+                self.stamps[entry_id] = rec.timestamp
+        else:
+            kind = "other"
+        self.kinds[entry_id] = kind
+        return kind
+
+    def checkpoint(self, entry_id: str) -> dict[str, Any]:
+        """The data of a root-namespace checkpoint entry whose id is its checkpoint id."""
+        if self.load(entry_id) != CHECKPOINT:
+            raise Incomplete(entry_id)
+        data = self.data[entry_id]
+        if "ns" in data or "id" in data:
+            raise Incomplete(entry_id)
+        return data
+
+    def owner_id(self, start: str | None) -> str | None:
+        """The checkpoint id ``ThreadIndex.owner_of(start)`` finds, from the entries alone."""
+        if start in self.owners:
+            return self.owners[start]
+        cur = start
+        found: str | None = None
+        for _ in range(64):
+            if cur is None:
+                return None
+            kind = self.load(cur)
+            if kind == CHECKPOINT:
+                self.checkpoint(cur)
+                found = cur
+                break
+            if kind in (WRITES, BLOBS):
+                data = self.data[cur]
+                if "ns" in data:
+                    raise Incomplete(cur)
+                if "cp" in data:
+                    found = str(data["cp"])
+                    break
+                found = self.owner_id(self.parents[cur])
+                if found is not None:
+                    break
+            elif kind != "message":
+                raise Incomplete(cur)
+            cur = self.parents[cur]
+        if start is not None:
+            self.owners[start] = found
+        return found
+
+    def base_of(self, entry_id: str) -> str | None:
+        """The entry of checkpoint ``entry_id``'s parent (None: it has none)."""
+        data = self.checkpoint(entry_id)
+        parent = data["p"] if "p" in data else self.owner_id(self.parents[entry_id])
+        if parent is None:
+            return None
+        self.checkpoint(parent)
+        return str(parent)
+
+    def info(self, entry_id: str) -> CheckpointInfo:
+        data = self.checkpoint(entry_id)
+        parent = data["p"] if "p" in data else self.owner_id(self.parents[entry_id])
+        return CheckpointInfo(
+            entry=entry_id,
+            ns="",
+            id=entry_id,
+            parent=parent,
+            tail=entry_id,
+            ts=data.get("ts", self.stamps[entry_id]),
+        )
+
+    # the latest checkpoint
+
+    def latest_on_path(self) -> CheckpointInfo:
+        """The root namespace's latest checkpoint (with its writes): the one nearest the leaf,
+        when it was the newest when put and no other root checkpoint came after it."""
+        leaf = self.session.leaf_id
+        after: list[str] = []
+        cur = leaf
+        while cur is not None:
+            kind = self.load(cur)
+            if kind == CHECKPOINT:
+                break
+            if kind == WRITES:
+                after.append(cur)
+            elif kind != "message":
+                raise Incomplete(cur)
+            cur = self.parents[cur]
+        if cur is None:
+            raise Incomplete("no checkpoint on the branch")
+        if "x" in self.checkpoint(cur) or "w" in self.data[cur]:
+            raise Incomplete(cur)
+        cp = self.info(cur)
+        for wid in reversed(after):
+            data = self.data[wid]
+            if "ns" in data or data.get("cp", cp.id) != cp.id:
+                raise Incomplete(wid)
+            for idx, channel, spec in data["w"]:
+                wkey = (data["task"], idx)
+                if idx >= 0 and wkey in cp.writes:
+                    continue
+                cp.writes[wkey] = (data["task"], channel, spec, data.get("path", ""), wid)
+        return cp
+
+    # what ThreadIndex answers from its index, answered by walks
+
+    def doc(self, cp: CheckpointInfo) -> dict[str, Any]:
+        hit = self.docs.get(cp.entry)
+        if hit is not None:
+            return hit
+        chain = []
+        cur: str | None = cp.entry
+        while cur is not None:
+            chain.append(cur)
+            if len(chain) > CHAIN + 1:
+                raise Incomplete(cp.entry)
+            if "f" in self.checkpoint(cur):
+                break
+            cur = self.base_of(cur)
+        doc = EMPTY_DOC
+        for entry in reversed(chain):
+            data = self.data[entry]
+            doc = apply_doc(doc, data["d"])
+            if "n" in data:
+                doc["cv"] = {**doc["cv"], **dict.fromkeys(data["b"], data["n"])}
+        self.docs[cp.entry] = doc
+        return doc
+
+    def entry_data(self, entry_id: str) -> dict[str, Any]:
+        return self.checkpoint(entry_id)
+
+    def holder(self, cp: CheckpointInfo, channel: str, version: Any) -> str | None:
+        cur: str | None = cp.entry
+        for _ in range(self.WALK):
+            if cur is None:
+                break
+            data = self.checkpoint(cur)
+            if channel in data.get("b", {}) and same(stored_version(data, channel), version):
+                return cur
+            cur = self.base_of(cur)
+        raise Incomplete(f"{channel} {version!r}")
+
+    def spec_base(self, holder: str, channel: str, spec: list[Any]) -> str | None:
+        if len(spec) > 2 and spec[2] is not None:
+            base = str(spec[2])
+            self.checkpoint(base)
+            return base
+        cur = self.base_of(holder)
+        for _ in range(self.WALK):
+            if cur is None:
+                return None
+            if channel in self.checkpoint(cur).get("b", ()):
+                return cur
+            cur = self.base_of(cur)
+        raise Incomplete(holder)
+
+
+def stored_version(data: dict[str, Any], channel: str) -> Any:
+    """The version of ``channel`` a checkpoint entry's "b" holds (as ``ingest`` reads it)."""
+    versions = data.get("bv", {})
+    if channel in versions:
+        return versions[channel]
+    if "n" in data:
+        return data["n"]
+    return data["d"].get("cv", [{}])[0].get(channel)

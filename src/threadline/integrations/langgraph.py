@@ -70,9 +70,12 @@ from threadline.integrations._langgraph_index import (
     EMPTY_DOC,
     MAX_DEPTH,
     MSG_KEY,
+    SEGMENT,
     WRITES,
     Batch,
     CheckpointInfo,
+    Incomplete,
+    PathIndex,
     ThreadIndex,
     collect_refs,
     delta_chain,
@@ -122,6 +125,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         )
         self.max_open_threads = max_open_threads
         self._threads: OrderedDict[str, ThreadIndex] = OrderedDict()
+        self.path_reads = 0  # entries the last branch-only read of a latest checkpoint read
         self._lock = threading.RLock()
         self._put_done = threading.Condition(self._lock)
 
@@ -149,15 +153,19 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
     def session(self, thread_id: str) -> Session | None:
         """The threadline session of a LangGraph thread (None when it has no checkpoint)."""
         with self._lock:
-            t = self._thread(thread_id, create=False)
+            t = self._thread(thread_id, create=False, lazy=True)
             return t.session if t else None
 
     # -- threads -------------------------------------------------------------------------------
 
-    def _thread(self, thread_id: str, *, create: bool) -> ThreadIndex | None:
+    def _thread(self, thread_id: str, *, create: bool, lazy: bool = False) -> ThreadIndex | None:
+        """The thread's index (None: no such thread and not ``create``); ``lazy``: the session
+        may be open without its checkpoints indexed yet (``index_all`` before using them)."""
         t = self._threads.get(thread_id)
         if t is not None:
             self._threads.move_to_end(thread_id)
+            if not lazy:
+                t.index_all()
             return t
         if not isinstance(thread_id, str) or not thread_id:
             raise UserError(f"LangGraph thread id {thread_id!r} must be a non-empty string")
@@ -176,7 +184,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             )
         else:
             return None
-        return self._keep(ThreadIndex(thread_id, session))
+        return self._keep(ThreadIndex(thread_id, session, index=not lazy))
 
     def _keep(self, t: ThreadIndex) -> ThreadIndex:
         """Index ``t``; close the least recently used threads beyond ``max_open_threads`` (a
@@ -309,13 +317,17 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if hit is not None:
                 base = hit
                 break
-            spec = t.data[cur]["b"][channel]
+            spec = t.entry_data(cur)["b"][channel]
             if spec[0] != "m":
                 decoded = self._decode(t, spec)
                 if type(decoded) is not list:
                     raise UserError(f"Channel {channel!r} of entry '{cur}' is not a list")
                 base = tuple(decoded)
                 break
+            if len(spec) > 3:  # the value SEGMENT links back + every message added since
+                chain.append(spec[3][1])
+                cur = str(spec[3][0])
+                continue
             chain.append(spec[1])
             cur = t.spec_base(cur, channel, spec)
             if cur is None:
@@ -410,13 +422,32 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         conf = config["configurable"]
         # reading builds many small objects and no cycles: the cyclic GC waits (as in loads)
         with self._lock, bulk_load():
-            t = self._thread(conf["thread_id"], create=False)
+            t = self._thread(conf["thread_id"], create=False, lazy=True)
             if t is None:
                 return None
             ns = conf.get("checkpoint_ns", "")
             cid = get_checkpoint_id(config)
+            if not t.complete and not ns and not cid:
+                found = self._latest_on_path(t)
+                if found is not None:
+                    return found
+            t.index_all()
             cp = t.cps.get(ns, {}).get(cid) if cid else t.latest(ns)
             return self._tuple(t, cp) if cp is not None else None
+
+    def _latest_on_path(self, t: ThreadIndex) -> CheckpointTuple | None:
+        """The root namespace's latest checkpoint read from the session's branch alone (a
+        thread not indexed yet: a fresh saver resuming it), or None when the branch cannot
+        settle it exactly (see :class:`PathIndex`)."""
+        view = PathIndex(t.thread_id, t.session)
+        self.path_reads = 0
+        try:
+            found = self._tuple(view, view.latest_on_path())
+        except (Incomplete, UserError):  # the whole index answers (or names the problem)
+            return None
+        finally:
+            self.path_reads = view.reads
+        return found
 
     def list(
         self,
@@ -505,6 +536,13 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             data: dict[str, Any] = {}
             if ns:
                 data["ns"] = ns
+            else:  # what a fresh saver needs to trust the checkpoint nearest the leaf
+                newest = t.newest.get("")
+                if newest is not None and cid <= newest:
+                    data["x"] = 1  # not the newest: the latest is elsewhere
+                early = cps.get(cid) or t.orphans.get((ns, cid))
+                if early is not None and early.writes:
+                    data["w"] = 1  # writes that came before it, on a side branch
             entry_id = cid if not ns and not t.session.has_entry(cid) else new_id()
             if entry_id != cid:
                 data["id"] = cid
@@ -618,7 +656,31 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if ref is None:
                 return None
             ids.append(ref)
-        return ["m", ids] if t.stored_above(parent, channel) == holder else ["m", ids, holder]
+        spec: _Spec = (
+            ["m", ids] if t.stored_above(parent, channel) == holder else ["m", ids, holder]
+        )
+        segment = self._segment(t, holder, channel)
+        if segment is not None:  # every SEGMENT links: where the chain was, and what it added
+            spec += [None] if len(spec) == 2 else []
+            spec.append([segment[0], segment[1] + ids])
+        return spec
+
+    @staticmethod
+    def _segment(t: ThreadIndex, holder: str, channel: str) -> tuple[str, _Spec] | None:
+        """When the message list in ``holder`` ends ``SEGMENT - 1`` links without a segment:
+        the entry where they start and the messages they add (a new link then says both)."""
+        added: _Spec = []
+        cur = holder
+        while len(added) < SEGMENT - 1:
+            spec = t.data[cur]["b"][channel]
+            if spec[0] != "m" or len(spec) > 3:
+                return None
+            added.append(spec[1])
+            found = t.spec_base(cur, channel, spec)
+            if found is None:
+                return None
+            cur = found
+        return cur, [ref for ids in reversed(added) for ref in ids]
 
     def put_writes(
         self,
