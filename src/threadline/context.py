@@ -41,10 +41,16 @@ _CHUNK = 2048
 
 
 class _Lazy(Sequence[Message]):
-    __slots__ = ("_ids", "_n", "_resolve")
+    __slots__ = ("_ids", "_n", "_prefetch", "_resolve")
 
-    def __init__(self, ids: list[str], n: int, resolve: Callable[[str], Message]) -> None:
-        self._ids, self._n, self._resolve = ids, n, resolve
+    def __init__(
+        self,
+        ids: list[str],
+        n: int,
+        resolve: Callable[[str], Message],
+        prefetch: Callable[[Sequence[str]], None] | None = None,
+    ) -> None:
+        self._ids, self._n, self._resolve, self._prefetch = ids, n, resolve, prefetch
 
     def __len__(self) -> int:
         return self._n
@@ -65,11 +71,14 @@ class _Lazy(Sequence[Message]):
     def __iter__(self) -> Iterator[Message]:
         # Decode a chunk at a time with the cyclic GC paused (it was half of materializing a
         # big context), and never across a yield: the caller's code runs with GC on.
-        resolve = self._resolve
+        resolve, prefetch = self._resolve, self._prefetch
         ids = self._ids
         for lo in range(0, self._n, _CHUNK):
+            part = ids[lo : min(lo + _CHUNK, self._n)]
             with bulk_load():
-                chunk = [resolve(x) for x in ids[lo : min(lo + _CHUNK, self._n)]]
+                if prefetch is not None:
+                    prefetch(part)  # the chunk's messages decoded together (fewer reads)
+                chunk = [resolve(x) for x in part]
             yield from chunk
 
     def __repr__(self) -> str:
@@ -121,7 +130,9 @@ class Context:
         leaf_id: str | None,
     ) -> None:
         n = len(ids)
-        self.messages: Sequence[Message] = _Lazy(ids, n, session.message_for_view_id)
+        self.messages: Sequence[Message] = _Lazy(
+            ids, n, session.message_for_view_id, session.decode_messages
+        )
         self.view: _View = _View(ids, n, session.view_item)
         self.model = model
         self.thinking_level = thinking_level

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadline.context import Context, ViewItem, ViewState, build_view
@@ -35,7 +35,15 @@ from threadline.model.entries import (
 )
 from threadline.model.limits import check_record, encode_checked
 from threadline.model.tree import TreeIndex
-from threadline.store.base import Columns, LazyMessage, Loaded, LoadReport, Log, Slot
+from threadline.store.base import (
+    Columns,
+    LazyMessage,
+    Loaded,
+    LoadReport,
+    Log,
+    Slot,
+    decode_run,
+)
 
 if TYPE_CHECKING:
     from threadline.operations import Marker
@@ -387,6 +395,20 @@ class SessionState:
             cache[entry_id] = rec
             return rec
         return slot
+
+    def decode_messages(self, entry_ids: Sequence[str]) -> None:
+        """Decode the lazy messages among ``entry_ids`` together (a context materializing a
+        chunk): one read per span of the file instead of one per message. They replace their
+        slots, as :meth:`record` does; a line that does not decode is left to it."""
+        slots = self.slots
+        lazy = [s for s in map(slots.get, entry_ids) if isinstance(s, LazyMessage)]
+        if len(lazy) < 2:
+            return
+        cache = self.decoded
+        for slot, rec in zip(lazy, decode_run(lazy), strict=True):
+            if rec is not None and slots.get(slot.id) is slot:
+                slots[slot.id] = rec
+                cache.pop(slot.id, None)
 
     def payload(self, entry_id: str) -> Any:
         return self.record(entry_id).payload

@@ -17,7 +17,7 @@ from threadline.errors import UserError
 Details: TypeAlias = dict[str, Any]
 
 
-class _Payload(msgspec.Struct, omit_defaults=True, kw_only=True):
+class _Payload(msgspec.Struct, omit_defaults=True, kw_only=True, gc=False):
     pass
 
 
@@ -47,7 +47,7 @@ class Thinking(_Payload):
     redacted: bool = False
 
 
-class _Block(msgspec.Struct, tag_field="type", omit_defaults=True, kw_only=True):
+class _Block(msgspec.Struct, tag_field="type", omit_defaults=True, kw_only=True, gc=False):
     provider_details: Details | None = None
 
 
@@ -103,7 +103,7 @@ ROLES: frozenset[str] = frozenset(
 )
 
 
-class Usage(msgspec.Struct, omit_defaults=True, kw_only=True):
+class Usage(msgspec.Struct, omit_defaults=True, kw_only=True, gc=False):
     input: int = 0
     output: int = 0
     cache_read: int = 0
@@ -111,7 +111,7 @@ class Usage(msgspec.Struct, omit_defaults=True, kw_only=True):
     total: int = 0
 
 
-class Message(msgspec.Struct, omit_defaults=True, kw_only=True):
+class Message(msgspec.Struct, omit_defaults=True, kw_only=True, gc=False):
     """One message as the model sees it."""
 
     role: str

@@ -66,7 +66,7 @@ class SessionHeader(
 # -- payloads -------------------------------------------------------------------------------
 
 
-class _P(msgspec.Struct, omit_defaults=True, kw_only=True):
+class _P(msgspec.Struct, omit_defaults=True, kw_only=True, gc=False):
     pass
 
 
@@ -150,7 +150,7 @@ class Purge(_P):
 # -- records --------------------------------------------------------------------------------
 
 
-class _Record(msgspec.Struct, tag_field="type"):
+class _Record(msgspec.Struct, tag_field="type", gc=False):
     id: str
     parent_id: str | None
     timestamp: str

@@ -16,11 +16,11 @@ import gc
 import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import msgspec
 
-from threadline.errors import Hint, NotFoundError, UserError
+from threadline.errors import Hint, NotFoundError, StoreError, UserError
 from threadline.model.content import Message
 from threadline.model.entries import (
     DECODE_ERRORS,
@@ -66,22 +66,21 @@ class LoadReport(msgspec.Struct, kw_only=True):
         )
 
 
-class LazyMessage:
-    """A message entry whose payload is decoded on first use (the bulk of a big session)."""
+class LazyMessage(msgspec.Struct, gc=False):
+    """A message entry whose payload is decoded on first use (the bulk of a big session).
 
-    __slots__ = ("_buf", "_end", "_start", "id", "parent_id", "timestamp")
-    tree = True
-    type = "message"
+    A struct the cyclic GC does not track (it holds strings, ints and the file it reads from,
+    never a cycle): a session of 1M entries holds ~1M of these, and a tracked object each would
+    be walked by every full collection of the host process."""
 
-    def __init__(
-        self, id: str, parent_id: str | None, timestamp: str, buf: Any, start: int, end: int
-    ) -> None:
-        self.id = id
-        self.parent_id = parent_id
-        self.timestamp = timestamp
-        self._buf = buf
-        self._start = start
-        self._end = end
+    id: str
+    parent_id: str | None
+    timestamp: str
+    _buf: Any
+    _start: int
+    _end: int
+    tree: ClassVar[bool] = True
+    type: ClassVar[str] = "message"
 
     @property
     def size(self) -> int:
@@ -98,6 +97,43 @@ class LazyMessage:
 
 
 Slot = AnyRecord | LazyMessage
+
+_SPAN_GAP = 64 * 1024  # bytes of other lines read rather than a second pread
+_SPAN_MAX = 8 * 1024 * 1024
+
+
+def decode_run(slots: Sequence[LazyMessage]) -> list[AnyRecord | None]:
+    """Decode many lazy messages at once: those of one file are read in a few ``pread`` calls
+    over the spans they cover (lines close together share a read) instead of one call each.
+    ``None`` where a line does not decode; the caller decodes it alone (and reports it)."""
+    out: list[AnyRecord | None] = [None] * len(slots)
+    order = sorted(range(len(slots)), key=lambda i: (id(slots[i]._buf), slots[i]._start))
+    k = 0
+    while k < len(order):
+        first = slots[order[k]]
+        buf, lo, hi = first._buf, first._start, first._end
+        j = k + 1
+        while j < len(order):  # grow the span while the next line is near and the span small
+            nxt = slots[order[j]]
+            if nxt._buf is not buf or nxt._start - hi > _SPAN_GAP or nxt._end - lo > _SPAN_MAX:
+                break
+            hi = max(hi, nxt._end)
+            j += 1
+        try:
+            data = memoryview(buf)[lo:hi] if isinstance(buf, bytes) else memoryview(buf[lo:hi])
+        except (OSError, StoreError):  # left to the one-by-one decode, which reports it
+            k = j
+            continue
+        for i in order[k:j]:
+            sl = slots[i]
+            try:
+                out[i] = decode_record(data[sl._start - lo : sl._end - lo])
+            except RecordError:
+                out[i] = None
+        k = j
+    return out
+
+
 PURGED_MARK = b'{"purged":true}'  # the payload of a purged entry's line
 
 
