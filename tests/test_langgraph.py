@@ -598,3 +598,99 @@ def test_a_latest_checkpoint_put_out_of_order_or_after_its_writes_is_read_exactl
     assert (got.checkpoint["id"], got.parent_config["configurable"]["checkpoint_id"]) == ("e", "d")
     assert fresh.from_branch == 1
     fresh.close()
+
+
+def _writes_shape(saver: Any, config: dict[str, Any]) -> list[list[Any]]:
+    """Every checkpoint's pending writes, newest first, without the ids LangGraph makes."""
+    out = []
+    for tup in saver.list(config):
+        out.append(
+            [[ch, shape(v) if isinstance(v, list) else v] for _task, ch, v in tup.pending_writes]
+        )
+    return out
+
+
+def test_writes_of_new_messages_ride_in_the_message_entries_and_read_back_exact(
+    jsonl_store: Any,
+) -> None:
+    config = {"configurable": {"thread_id": "carried"}}
+    saver = ThreadlineSaver(jsonl_store)
+    graph = build(saver)
+    for turn in range(1, 7):  # each checkpoint saved before the next step (no background put)
+        graph.invoke({"messages": [user(turn)]}, config, durability="sync")
+    records = [
+        json.loads(line)
+        for line in (Path(jsonl_store.url) / "carried.jsonl").read_bytes().splitlines()[1:]
+    ]
+    by_id = {r["id"]: r for r in records}
+    writes = [
+        r
+        for r in records
+        if r["type"] == "custom" and r["custom"]["custom_type"] == "langgraph.writes"
+    ]
+    messages = [r for r in records if r["type"] == "message"]
+    carriers = [m for m in messages if "langgraph" in m["message"].get("provider_details", {})]
+    # 6 turns, 2 of them with a tool call: 16 messages; the 10 a node wrote carry its writes,
+    # and only the input's writes (of a message the input checkpoint holds) need an entry
+    assert (len(messages), len(carriers), len(writes)) == (16, 10, 6)
+    assert {m["message"]["role"] for m in carriers} == {"assistant", "tool"}
+    for m in carriers:
+        data = m["message"]["provider_details"]["langgraph"]
+        assert data["w"][0] == [0, "messages", ["l", [""]]]  # "": this entry
+        parent = by_id[m["parent_id"]]
+        assert parent["custom"]["custom_type"] == "langgraph.checkpoint"
+        assert data["cp"] == parent["id"]
+    # pending writes: the writer's, a fresh saver's (from the entries) and InMemorySaver's
+    mine = _snapshot(saver, "carried")
+    saver.close()
+    fresh = ThreadlineSaver(jsonl_store)
+    assert _snapshot(fresh, "carried") == mine
+    ref = InMemorySaver()
+    run(build(ref), config, 1, 6)
+    assert _writes_shape(fresh, config) == _writes_shape(ref, config)
+    # input 6x2 rows, agent 6x1 + 2 more rows for its 2 tool calls + 2 answers after a
+    # tool, tools 2x2
+    assert sum(len(w) for w in _writes_shape(fresh, config)) == 26
+    fresh.close()
+
+
+def test_a_thread_written_before_round_3_reads_back_exact_and_goes_on(tmp_path: Path) -> None:
+    """tests/data/langgraph_r2: a thread (4 turns, then a turn from an earlier checkpoint)
+    written by the saver before message entries carried writes, and what it listed then."""
+    import shutil
+
+    src = HERE / "data" / "langgraph_r2"
+    shutil.copytree(src / "store", tmp_path / "store")
+    expected = json.loads((src / "expected.json").read_text())
+    config = {"configurable": {"thread_id": "r2"}}
+    store = tl.open_store(str(tmp_path / "store"))
+    with ThreadlineSaver(store) as saver:
+        got = []
+        for tup in saver.list(config):
+            values = tup.checkpoint["channel_values"]
+            got.append(
+                {
+                    "id": tup.config["configurable"]["checkpoint_id"],
+                    "parent": tup.parent_config["configurable"]["checkpoint_id"]
+                    if tup.parent_config
+                    else None,
+                    "messages": [m.model_dump(mode="json") for m in values.get("messages", [])],
+                    "channels": sorted(values),
+                    "versions": tup.checkpoint["channel_versions"],
+                    "metadata": tup.metadata,
+                    "writes": [
+                        [t, ch, [m.model_dump(mode="json") for m in v] if type(v) is list else v]
+                        for t, ch, v in tup.pending_writes
+                    ],
+                }
+            )
+        assert got == expected
+        assert (len(got), sum(len(e["writes"]) for e in got)) == (19, 23)
+        # the thread goes on from its latest checkpoint in the new format
+        latest = saver.get_tuple(config)
+        assert latest is not None
+        before = latest.checkpoint["channel_values"]["messages"]
+        state = run(build(saver), config, 100, 100)
+        assert shape(state["messages"][: len(before)]) == shape(before)
+        assert len(state["messages"]) == len(before) + 2
+    store.close()

@@ -21,6 +21,7 @@ CHECKPOINT = "langgraph.checkpoint"
 WRITES = "langgraph.writes"
 BLOBS = "langgraph.blobs"  # channel values re-homed by prune / delete_for_runs
 MSG_KEY = "$m"  # a message entry reference inside a stored value
+WRITES_KEY = "langgraph"  # a message entry's provider_details key holding the writes it carries
 MAX_DEPTH = 40  # threadline refuses records nested deeper than 64
 
 
@@ -51,6 +52,9 @@ MAX_DEPTH = 40  # threadline refuses records nested deeper than 64
 #        is the thread's latest and its writes follow it on the branch (``PathIndex``).
 # A writes entry: "task", "w" ([idx, channel, spec] rows), "path"; "cp" and "ns" name its
 # checkpoint unless it is the one owning its nearest indexed ancestor in the tree.
+# A put_writes that writes new messages needs no writes entry: the last message entry it writes
+# carries the same data (with "cp" always) in ``provider_details["langgraph"]``, and "" in a
+# reference stands for that entry itself.
 
 DOC_KEYS = ("cv", "vs", "o", "mj")  # the doc's dict fields, stored as changes
 CHAIN = 64  # a checkpoint's doc is rebuilt from at most this many changes
@@ -226,6 +230,7 @@ class ThreadIndex:
         self.values: dict[tuple[str, str], tuple[Any, ...]] = {}  # decoded message lists
         # the last messages written: id(obj) -> (obj, entry id, message id when written)
         self.recent: dict[int, tuple[Any, str, Any]] = {}
+        self.carriers: set[str] = set()  # message entries that carry writes
         self.main_leaf: str | None = session.leaf_id
         self.complete = False  # every entry indexed (else: only the session is open)
         if index:
@@ -239,10 +244,12 @@ class ThreadIndex:
         with bulk_load():
             for meta in session.metadata(content_types=False):
                 self.parents[meta.id] = meta.parent_id
-                if meta.type == "custom":
+                if meta.type in ("custom", "message"):
                     rec = session.entry(meta.id)
                     if isinstance(rec, CustomEntry):
                         self.ingest(rec)
+                    elif isinstance(rec, MessageEntry):
+                        self.ingest_message(rec)
         self.complete = True
 
     def ingest(self, rec: CustomEntry) -> None:
@@ -307,11 +314,20 @@ class ThreadIndex:
             if "p" in data:
                 cp.parent = data["p"]
             return
-        for idx, channel, spec in data["w"]:
-            wkey = (data["task"], idx)
-            if idx >= 0 and wkey in cp.writes:
-                continue
-            cp.writes[wkey] = (data["task"], channel, spec, data.get("path", ""), rec.id)
+        add_writes(cp, data, rec.id)
+
+    def ingest_message(self, rec: MessageEntry) -> None:
+        """Index the writes a message entry carries (see the format above), if any."""
+        self.parents[rec.id] = rec.parent_id
+        data = carried_writes(rec)
+        if data is None:
+            return
+        self.data[rec.id] = data
+        self.carriers.add(rec.id)
+        cp = self.target(data.get("ns", ""), data["cp"])
+        self.owner[rec.id] = (cp.ns, cp.id)
+        cp.tail = rec.id
+        add_writes(cp, data, rec.id)
 
     def owner_of(self, start: str | None) -> CheckpointInfo | None:
         """The checkpoint that the nearest indexed entry at or above ``start`` belongs to."""
@@ -480,6 +496,58 @@ class ThreadIndex:
         return found[-1][1]
 
 
+def add_writes(cp: CheckpointInfo, data: dict[str, Any], entry_id: str) -> None:
+    """Index the rows of a writes entry's ``data`` (or a message's carried writes)."""
+    for idx, channel, spec in data["w"]:
+        wkey = (data["task"], idx)
+        if idx >= 0 and wkey in cp.writes:
+            continue
+        cp.writes[wkey] = (data["task"], channel, spec, data.get("path", ""), entry_id)
+
+
+def carried_writes(rec: MessageEntry) -> dict[str, Any] | None:
+    """The writes data message entry ``rec`` carries, its "" references made its own id; None
+    when it carries none."""
+    details = rec.message.provider_details
+    data = details.get(WRITES_KEY) if isinstance(details, dict) else None
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("task"), str)
+        and isinstance(data.get("cp"), str)
+        and isinstance(data.get("w"), list)
+    ):
+        return None
+    return {**data, "w": [[i, ch, swap_refs(spec, "", rec.id)] for i, ch, spec in data["w"]]}
+
+
+def swap_refs(spec: list[Any], old: str, new: str) -> list[Any]:
+    """``spec`` with its references to message entry ``old`` made ``new`` (a carrying entry
+    writes "" for itself)."""
+
+    def fix(ref: Any) -> Any:
+        if ref == old:
+            return new
+        if isinstance(ref, list) and ref and ref[0] == old:
+            return [new, *ref[1:]]
+        return ref
+
+    if spec[0] == "l":
+        return ["l", [fix(r) for r in spec[1]]]
+    if spec[0] == "x":
+        return ["x", _fix_tree(spec[1], fix)]
+    return spec
+
+
+def _fix_tree(tree: Any, fix: Any) -> Any:
+    if isinstance(tree, dict):
+        if MSG_KEY in tree:
+            return {MSG_KEY: fix(tree[MSG_KEY])}
+        return {k: _fix_tree(v, fix) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_fix_tree(v, fix) for v in tree]
+    return tree
+
+
 def thread_session_id(thread_id: str) -> str:
     if SESSION_ID_RE.match(thread_id) and not thread_id.startswith("lg-"):
         return thread_id
@@ -578,6 +646,11 @@ class PathIndex(ThreadIndex):
         self.parents[entry_id] = rec.parent_id
         if isinstance(rec, MessageEntry):
             kind = "message"
+            data = carried_writes(rec)
+            if data is not None:  # a message carrying writes: read as a writes entry
+                kind = WRITES
+                self.reads += 1
+                self.data[entry_id] = data
         elif isinstance(rec, CustomEntry) and isinstance(rec.custom.data, dict):
             kind = rec.custom.custom_type
             if kind in (CHECKPOINT, WRITES, BLOBS):
