@@ -23,6 +23,7 @@ import threadline as tl
 from _langgraph_chat import build, run, shape, user
 from conftest import PG_URL, make_store, pg_schema
 from threadline.integrations.langgraph import ThreadlineSaver
+from threadline.model.entries import MessageEntry
 
 STORES = ["jsonl", "sqlite", "postgres"]
 HERE = Path(__file__).resolve().parent
@@ -613,36 +614,76 @@ def _writes_shape(saver: Any, config: dict[str, Any]) -> list[list[Any]]:
 def test_writes_of_new_messages_ride_in_the_message_entries_and_read_back_exact(
     jsonl_store: Any,
 ) -> None:
-    config = {"configurable": {"thread_id": "carried"}}
+    from langgraph.checkpoint.base import empty_checkpoint
+
     saver = ThreadlineSaver(jsonl_store)
-    graph = build(saver)
-    for turn in range(1, 7):  # each checkpoint saved before the next step (no background put)
-        graph.invoke({"messages": [user(turn)]}, config, durability="sync")
+    hi = HumanMessage("hi", id="h1")
+    answer = AIMessage("hello", id="a1")
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": [hi]}
+    checkpoint["channel_versions"] = {"messages": 1}
+    config = saver.put(
+        {"configurable": {"thread_id": "direct", "checkpoint_ns": ""}},
+        checkpoint,
+        {"step": 0},
+        {"messages": 1},
+    )
+    cid = checkpoint["id"]
+    saver.put_writes(config, [("messages", [answer]), ("branch:to:tools", None)], "t1", "p1")
+    saver.put_writes(config, [("messages", [hi])], "t2", "p2")  # no new message: an entry
     records = [
         json.loads(line)
-        for line in (Path(jsonl_store.url) / "carried.jsonl").read_bytes().splitlines()[1:]
+        for line in (Path(jsonl_store.url) / "direct.jsonl").read_bytes().splitlines()[1:]
     ]
-    by_id = {r["id"]: r for r in records}
-    writes = [
-        r
-        for r in records
-        if r["type"] == "custom" and r["custom"]["custom_type"] == "langgraph.writes"
-    ]
-    messages = [r for r in records if r["type"] == "message"]
-    carriers = [m for m in messages if "langgraph" in m["message"].get("provider_details", {})]
-    # 6 turns, 2 of them with a tool call: 16 messages; the 10 a node wrote carry its writes,
-    # and only the input's writes (of a message the input checkpoint holds) need an entry
-    assert (len(messages), len(carriers), len(writes)) == (16, 10, 6)
-    assert {m["message"]["role"] for m in carriers} == {"assistant", "tool"}
-    for m in carriers:
-        data = m["message"]["provider_details"]["langgraph"]
-        assert data["w"][0] == [0, "messages", ["l", [""]]]  # "": this entry
-        parent = by_id[m["parent_id"]]
-        assert parent["custom"]["custom_type"] == "langgraph.checkpoint"
-        assert data["cp"] == parent["id"]
-    # pending writes: the writer's, a fresh saver's (from the entries) and InMemorySaver's
+    kinds = [r["custom"]["custom_type"] if r["type"] == "custom" else r["type"] for r in records]
+    assert kinds == ["message", "langgraph.checkpoint", "message", "langgraph.writes"]
+    hi_entry, cp_entry, carrier, writes = records
+    assert cp_entry["id"] == cid and carrier["parent_id"] == cid
+    assert carrier["message"]["provider_details"]["langgraph"] == {
+        "task": "t1",
+        "w": [[0, "messages", ["l", [""]]], [1, "branch:to:tools", ["j", None]]],  # "": itself
+        "path": "p1",
+        "cp": cid,
+    }
+    assert writes["parent_id"] == carrier["id"]
+    assert writes["custom"]["data"] == {
+        "task": "t2",
+        "w": [[0, "messages", ["l", [hi_entry["id"]]]]],
+        "path": "p2",
+    }
+    want = [("t1", "messages", [answer]), ("t1", "branch:to:tools", None), ("t2", "messages", [hi])]
+    tup = saver.get_tuple(config)
+    assert tup is not None and tup.pending_writes == want
+    saver.close()
+    # a fresh saver: from the branch alone, and from the whole index
+    for read in (
+        lambda s: s.get_tuple({"configurable": {"thread_id": "direct"}}),
+        lambda s: next(iter(s.list(config))),
+    ):
+        with ThreadlineSaver(jsonl_store) as fresh:
+            got = read(fresh)
+            assert got is not None and got.pending_writes == want
+    with ThreadlineSaver(jsonl_store) as fresh:
+        assert fresh.get_tuple({"configurable": {"thread_id": "direct"}}) is not None
+        assert fresh.path_reads == 3  # the checkpoint, the carrier and the writes entry
+    # the session reads as the conversation: the carrier is an ordinary message
+    with ThreadlineSaver(jsonl_store) as fresh:
+        session = fresh.session("direct")
+        assert session is not None
+        path = [r.message.text for r in session.path() if isinstance(r, MessageEntry)]
+        assert path == ["hi", "hello"]
+
+
+def test_a_graph_whose_writes_ride_in_messages_keeps_pending_writes_exact(
+    jsonl_store: Any,
+) -> None:
+    config = {"configurable": {"thread_id": "carried"}}
+    saver = ThreadlineSaver(jsonl_store)
+    run(build(saver), config, 1, 6)
     mine = _snapshot(saver, "carried")
     saver.close()
+    records = (Path(jsonl_store.url) / "carried.jsonl").read_bytes().splitlines()
+    assert any(b'"langgraph":{"task"' in line for line in records)
     fresh = ThreadlineSaver(jsonl_store)
     assert _snapshot(fresh, "carried") == mine
     ref = InMemorySaver()
