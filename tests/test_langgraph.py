@@ -631,18 +631,35 @@ def test_writes_of_new_messages_ride_in_the_message_entries_and_read_back_exact(
     cid = checkpoint["id"]
     saver.put_writes(config, [("messages", [answer]), ("branch:to:tools", None)], "t1", "p1")
     saver.put_writes(config, [("messages", [hi])], "t2", "p2")  # no new message: an entry
+    more = [AIMessage("one", id="a2"), AIMessage("two", id="a3")]
+    saver.put_writes(config, [("messages", more)], "t3", "p3")
     records = [
         json.loads(line)
         for line in (Path(jsonl_store.url) / "direct.jsonl").read_bytes().splitlines()[1:]
     ]
     kinds = [r["custom"]["custom_type"] if r["type"] == "custom" else r["type"] for r in records]
-    assert kinds == ["message", "langgraph.checkpoint", "message", "langgraph.writes"]
-    hi_entry, cp_entry, carrier, writes = records
+    assert kinds == [
+        "message",
+        "langgraph.checkpoint",
+        "message",
+        "langgraph.writes",
+        "message",
+        "message",
+    ]
+    hi_entry, cp_entry, carrier, writes, one, two = records
     assert cp_entry["id"] == cid and carrier["parent_id"] == cid
+    # no "cp": its tree parent is the checkpoint's entry
     assert carrier["message"]["provider_details"]["langgraph"] == {
         "task": "t1",
         "w": [[0, "messages", ["l", [""]]], [1, "branch:to:tools", ["j", None]]],  # "": itself
         "path": "p1",
+    }
+    # the last of two messages carries them, with "cp": its parent is the first one
+    assert "langgraph" not in one["message"]["provider_details"]
+    assert two["message"]["provider_details"]["langgraph"] == {
+        "task": "t3",
+        "w": [[0, "messages", ["l", [one["id"], ""]]]],
+        "path": "p3",
         "cp": cid,
     }
     assert writes["parent_id"] == carrier["id"]
@@ -651,7 +668,12 @@ def test_writes_of_new_messages_ride_in_the_message_entries_and_read_back_exact(
         "w": [[0, "messages", ["l", [hi_entry["id"]]]]],
         "path": "p2",
     }
-    want = [("t1", "messages", [answer]), ("t1", "branch:to:tools", None), ("t2", "messages", [hi])]
+    want = [
+        ("t1", "messages", [answer]),
+        ("t1", "branch:to:tools", None),
+        ("t2", "messages", [hi]),
+        ("t3", "messages", more),
+    ]
     tup = saver.get_tuple(config)
     assert tup is not None and tup.pending_writes == want
     saver.close()
@@ -665,13 +687,13 @@ def test_writes_of_new_messages_ride_in_the_message_entries_and_read_back_exact(
             assert got is not None and got.pending_writes == want
     with ThreadlineSaver(jsonl_store) as fresh:
         assert fresh.get_tuple({"configurable": {"thread_id": "direct"}}) is not None
-        assert fresh.path_reads == 3  # the checkpoint, the carrier and the writes entry
+        assert fresh.path_reads == 4  # the checkpoint, the writes entry and two carriers
     # the session reads as the conversation: the carrier is an ordinary message
     with ThreadlineSaver(jsonl_store) as fresh:
         session = fresh.session("direct")
         assert session is not None
         path = [r.message.text for r in session.path() if isinstance(r, MessageEntry)]
-        assert path == ["hi", "hello"]
+        assert path == ["hi", "hello", "one", "two"]
 
 
 def test_a_graph_whose_writes_ride_in_messages_keeps_pending_writes_exact(

@@ -53,8 +53,9 @@ MAX_DEPTH = 40  # threadline refuses records nested deeper than 64
 # A writes entry: "task", "w" ([idx, channel, spec] rows), "path"; "cp" and "ns" name its
 # checkpoint unless it is the one owning its nearest indexed ancestor in the tree.
 # A put_writes that writes new messages needs no writes entry: the last message entry it writes
-# carries the same data (with "cp" always) in ``provider_details["langgraph"]``, and "" in a
-# reference stands for that entry itself.
+# carries the same data in ``provider_details["langgraph"]``, "" in a reference standing for
+# that entry itself; its "cp" and "ns" are left out only when its tree parent is an entry of
+# that checkpoint (its checkpoint entry, or a writes entry or carrier that belongs to it).
 
 DOC_KEYS = ("cv", "vs", "o", "mj")  # the doc's dict fields, stored as changes
 CHAIN = 64  # a checkpoint's doc is rebuilt from at most this many changes
@@ -322,9 +323,16 @@ class ThreadIndex:
         data = carried_writes(rec)
         if data is None:
             return
+        if "cp" in data:
+            cp = self.target(data.get("ns", ""), data["cp"])
+        else:  # the checkpoint its tree parent belongs to (none: purged with it)
+            key = self.owner.get(rec.parent_id) if rec.parent_id else None
+            found = key and (self.cps.get(key[0], {}).get(key[1]) or self.orphans.get(key))
+            if not found:
+                return
+            cp = found
         self.data[rec.id] = data
         self.carriers.add(rec.id)
-        cp = self.target(data.get("ns", ""), data["cp"])
         self.owner[rec.id] = (cp.ns, cp.id)
         cp.tail = rec.id
         add_writes(cp, data, rec.id)
@@ -513,7 +521,7 @@ def carried_writes(rec: MessageEntry) -> dict[str, Any] | None:
     if not (
         isinstance(data, dict)
         and isinstance(data.get("task"), str)
-        and isinstance(data.get("cp"), str)
+        and isinstance(data.get("cp", ""), str)
         and isinstance(data.get("w"), list)
     ):
         return None

@@ -734,10 +734,6 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if not rows:
                 return
             data: dict[str, Any] = {"task": task_id, "w": rows}
-            if t.owner_of(start) is not cp:  # else the tree says which checkpoint
-                data["cp"] = cid
-                if ns:
-                    data["ns"] = ns
             if task_path:
                 data["path"] = task_path
             last = batch.records[-1] if batch.records else None
@@ -745,9 +741,10 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 last.message.provider_details or {}
             ):
                 # the last message written carries the writes: no writes entry
-                data["cp"] = cid
-                if ns:
-                    data["ns"] = ns
+                if len(batch.records) > 1 or start is None or t.owner.get(start) != (ns, cid):
+                    data["cp"] = cid  # else its tree parent says (see the index's format)
+                    if ns:
+                        data["ns"] = ns
                 data["w"] = [[i, ch, swap_refs(spec, last.id, "")] for i, ch, spec in rows]
                 details = dict(last.message.provider_details or {})
                 details[WRITES_KEY] = data
@@ -755,6 +752,10 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                     last, message=msgspec.structs.replace(last.message, provider_details=details)
                 )
             else:
+                if t.owner_of(start) is not cp:  # else the tree says which checkpoint
+                    data["cp"] = cid
+                    if ns:
+                        data["ns"] = ns
                 batch.add(
                     CustomEntry(
                         id=new_id(),
