@@ -181,14 +181,30 @@ def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) ->
     ]
     messages = [r for r in records if r["type"] == "message"]
     assert len(messages) == len(graph.get_state(config).values["messages"]) == 80
-    checkpoints = [
-        r["custom"]["data"]
+    parent = {r["id"]: r["parent_id"] for r in records}
+    kind = {r["id"]: r["type"] for r in records}
+
+    def at(entry: str, place: int) -> str:  # a message referred to by its place above entry
+        for _ in range(place):
+            entry = parent[entry]
+        return entry
+
+    entries = [
+        r
         for r in records
         if r["type"] == "custom" and r["custom"]["custom_type"] == "langgraph.checkpoint"
     ]
+    checkpoints = [r["custom"]["data"] for r in entries]
     kinds = [c["b"]["messages"][0] for c in checkpoints if "messages" in c["b"]]
     assert kinds[0] == "l" and set(kinds[1:]) == {"m"}  # whole once, then only what was added
     added = [c["b"]["messages"] for c in checkpoints if c["b"].get("messages", [""])[0] == "m"]
+    holders = [r["id"] for r in entries if r["custom"]["data"]["b"].get("messages", [""])[0] == "m"]
+    # each step's message is just above its checkpoint: referred to by its place, not its id
+    # (a tool message LangGraph gave its id after it was stored: [place, that id])
+    places = [spec[1][0] if type(spec[1][0]) is int else spec[1][0][0] for spec in added]
+    assert {type(p) for p in places} == {int} and max(places) <= 3
+    ids = [at(h, p) for h, p in zip(holders, places, strict=True)]
+    assert {kind[i] for i in ids} == {"message"} and len(set(ids)) == len(ids)
     # the base is the parent's: not written; every 64th link also says where the list was 63
     # links back (here the first value, stored whole) and every message added since, its own
     marked = [i for i, spec in enumerate(added) if len(spec) == 4]
@@ -199,7 +215,11 @@ def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) ->
         for r in records
         if r["type"] == "custom" and "messages" in r["custom"]["data"].get("b", {})
     )
-    assert added[63][2:] == [None, [first, [spec[1][0] for spec in added[:64]]]]
+    refs = [  # as the index reads them: entry ids, [entry id, message id] kept
+        i if type(spec[1][0]) is int else [i, *spec[1][0][1:]]
+        for i, spec in zip(ids, added, strict=True)
+    ]
+    assert added[63][2:] == [None, [first, refs[:64]]]
     assert {len(spec[1]) for spec in added} == {1}  # each step adds one message
     saver.close()
 

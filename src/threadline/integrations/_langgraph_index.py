@@ -23,6 +23,7 @@ BLOBS = "langgraph.blobs"  # channel values re-homed by prune / delete_for_runs
 MSG_KEY = "$m"  # a message entry reference inside a stored value
 WRITES_KEY = "langgraph"  # a message entry's provider_details key holding the writes it carries
 MAX_DEPTH = 40  # threadline refuses records nested deeper than 64
+NEAR = 8  # a checkpoint refers to a message among the entries this near above it by its place
 
 
 # -- value encoding ------------------------------------------------------------------------------
@@ -167,6 +168,16 @@ class Batch:
         self.parent = rec.id
         return str(rec.id)
 
+    def ancestors(self, parents: dict[str, str | None], limit: int) -> list[str]:
+        """The next record's ``limit`` nearest ancestors, its parent first."""
+        local = {rec.id: rec.parent_id for rec in self.records}
+        out: list[str] = []
+        cur = self.parent
+        while cur is not None and len(out) < limit:
+            out.append(cur)
+            cur = local[cur] if cur in local else parents.get(cur)
+        return out
+
     def message(self, msg: Any) -> Any:
         """A reference to the entry holding LangChain message ``msg`` (written now if new):
         the entry id, or ``[entry id, message id]`` when ``add_messages`` gave the message its
@@ -259,6 +270,8 @@ class ThreadIndex:
         self.parents[rec.id] = rec.parent_id
         if kind not in (CHECKPOINT, WRITES, BLOBS) or not isinstance(data, dict):
             return
+        if kind == CHECKPOINT:
+            data = resolve_near(data, rec.id, self.up)
         self.data[rec.id] = data
         if kind == CHECKPOINT:
             ns = data.get("ns", "")
@@ -336,6 +349,15 @@ class ThreadIndex:
         self.owner[rec.id] = (cp.ns, cp.id)
         cp.tail = rec.id
         add_writes(cp, data, rec.id)
+
+    def up(self, entry_id: str) -> str | None:
+        """The tree parent of an indexed entry."""
+        if entry_id not in self.parents:
+            raise UserError(
+                f"Entry '{entry_id}' of session '{self.session.id}' is missing; "
+                "a checkpoint above it refers to messages by their place in the tree"
+            )
+        return self.parents[entry_id]
 
     def owner_of(self, start: str | None) -> CheckpointInfo | None:
         """The checkpoint that the nearest indexed entry at or above ``start`` belongs to."""
@@ -513,6 +535,61 @@ def add_writes(cp: CheckpointInfo, data: dict[str, Any], entry_id: str) -> None:
         cp.writes[wkey] = (data["task"], channel, spec, data.get("path", ""), entry_id)
 
 
+def near_refs(spec: list[Any], above: list[str]) -> list[Any]:
+    """``spec`` (a checkpoint's ["m", …] or ["l", …]) with the messages that are among the
+    entries ``above`` its entry (``above[0]``: its tree parent) referred to by their place there
+    (1: the parent), which is shorter than an id; the others as they are."""
+    if spec[0] not in ("m", "l"):
+        return spec
+    place = {eid: n for n, eid in enumerate(above, 1)}
+
+    def near(ref: Any) -> Any:
+        if isinstance(ref, str):
+            return place.get(ref, ref)
+        if isinstance(ref, list) and ref and isinstance(ref[0], str):  # [entry id, message id]
+            return [place.get(ref[0], ref[0]), *ref[1:]]
+        return ref
+
+    return [spec[0], [near(r) for r in spec[1]], *spec[2:]]
+
+
+def _placed(ref: Any) -> bool:
+    return type(ref) is int or (isinstance(ref, list) and bool(ref) and type(ref[0]) is int)
+
+
+def resolve_near(data: dict[str, Any], entry_id: str, up: Any) -> dict[str, Any]:
+    """A checkpoint entry's data with its references by place (see :func:`near_refs`) made
+    entry ids again, ``up(id)`` giving an entry's tree parent; ``data`` is not modified."""
+    stored = data.get("b")
+    if not isinstance(stored, dict) or not any(
+        spec[0] in ("m", "l") and any(_placed(r) for r in spec[1]) for spec in stored.values()
+    ):
+        return data
+    chain: list[str] = []
+
+    def at(n: int) -> str:
+        while len(chain) < n:
+            parent = up(chain[-1] if chain else entry_id)
+            if parent is None:
+                raise UserError(f"Checkpoint entry '{entry_id}' refers to a message above the root")
+            chain.append(parent)
+        return chain[n - 1]
+
+    def ref(r: Any) -> Any:
+        if type(r) is int:
+            return at(r)
+        if isinstance(r, list) and r and type(r[0]) is int:
+            return [at(r[0]), *r[1:]]
+        return r
+
+    out = {}
+    for ch, spec in stored.items():
+        if spec[0] in ("m", "l"):
+            spec = [spec[0], [ref(r) for r in spec[1]], *spec[2:]]
+        out[ch] = spec
+    return {**data, "b": out}
+
+
 def carried_writes(rec: MessageEntry) -> dict[str, Any] | None:
     """The writes data message entry ``rec`` carries, its "" references made its own id; None
     when it carries none."""
@@ -663,12 +740,20 @@ class PathIndex(ThreadIndex):
             kind = rec.custom.custom_type
             if kind in (CHECKPOINT, WRITES, BLOBS):
                 self.reads += 1
-                self.data[entry_id] = rec.custom.data
+                data = rec.custom.data
+                if kind == CHECKPOINT:
+                    data = resolve_near(data, entry_id, self.up)
+                self.data[entry_id] = data
                 self.stamps[entry_id] = rec.timestamp
         else:
             kind = "other"
         self.kinds[entry_id] = kind
         return kind
+
+    def up(self, entry_id: str) -> str | None:
+        if entry_id not in self.parents:
+            self.load(entry_id)
+        return self.parents[entry_id]
 
     def checkpoint(self, entry_id: str) -> dict[str, Any]:
         """The data of a root-namespace checkpoint entry whose id is its checkpoint id."""

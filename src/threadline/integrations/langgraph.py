@@ -72,6 +72,7 @@ from threadline.integrations._langgraph_index import (
     EMPTY_DOC,
     MAX_DEPTH,
     MSG_KEY,
+    NEAR,
     SEGMENT,
     WRITES,
     WRITES_KEY,
@@ -85,6 +86,7 @@ from threadline.integrations._langgraph_index import (
     delta_refs,
     diff_doc,
     message_ids,
+    near_refs,
     plain,
     same,
     swap_refs,
@@ -568,7 +570,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if parent_id and prev is EMPTY_DOC:
                 data["f"] = 1
             change = data["d"] = diff_doc(prev, doc)
-            data["b"] = blobs
+            near = batch.ancestors(t.parents, NEAR)
+            data["b"] = {ch: near_refs(spec, near) for ch, spec in blobs.items()}
             step = [new_versions[ch] for ch in blobs]
             if step and all(
                 same(v, step[0]) and ch in doc["cv"] and same(doc["cv"][ch], v)
