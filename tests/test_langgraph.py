@@ -190,9 +190,7 @@ def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) ->
         return entry
 
     entries = [
-        r
-        for r in records
-        if r["type"] == "custom" and r["custom"]["custom_type"] == "langgraph.checkpoint"
+        r for r in records if r["type"] == "custom" and r["custom"]["custom_type"] == "lg.cp"
     ]
     checkpoints = [r["custom"]["data"] for r in entries]
     kinds = [c["b"]["messages"][0] for c in checkpoints if "messages" in c["b"]]
@@ -660,9 +658,9 @@ def test_writes_of_new_messages_ride_in_the_message_entries_and_read_back_exact(
     kinds = [r["custom"]["custom_type"] if r["type"] == "custom" else r["type"] for r in records]
     assert kinds == [
         "message",
-        "langgraph.checkpoint",
+        "lg.cp",
         "message",
-        "langgraph.writes",
+        "lg.w",
         "message",
         "message",
     ]

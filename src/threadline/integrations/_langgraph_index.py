@@ -17,8 +17,10 @@ from threadline.model.entries import CustomEntry, MessageEntry, new_id, now
 from threadline.session import Session
 from threadline.store.base import SESSION_ID_RE, bulk_load
 
-CHECKPOINT = "langgraph.checkpoint"
-WRITES = "langgraph.writes"
+CHECKPOINT = "lg.cp"
+WRITES = "lg.w"
+# the names the saver wrote before (read as ever)
+KINDS = {"langgraph.checkpoint": CHECKPOINT, "langgraph.writes": WRITES}
 BLOBS = "langgraph.blobs"  # channel values re-homed by prune / delete_for_runs
 MSG_KEY = "$m"  # a message entry reference inside a stored value
 WRITES_KEY = "langgraph"  # a message entry's provider_details key holding the writes it carries
@@ -266,6 +268,7 @@ class ThreadIndex:
 
     def ingest(self, rec: CustomEntry) -> None:
         kind = rec.custom.custom_type
+        kind = KINDS.get(kind, kind)
         data = rec.custom.data
         self.parents[rec.id] = rec.parent_id
         if kind not in (CHECKPOINT, WRITES, BLOBS) or not isinstance(data, dict):
@@ -738,6 +741,7 @@ class PathIndex(ThreadIndex):
                 self.data[entry_id] = data
         elif isinstance(rec, CustomEntry) and isinstance(rec.custom.data, dict):
             kind = rec.custom.custom_type
+            kind = KINDS.get(kind, kind)
             if kind in (CHECKPOINT, WRITES, BLOBS):
                 self.reads += 1
                 data = rec.custom.data

@@ -9,14 +9,15 @@ One LangGraph thread is one threadline session (its id is the thread id when tha
 session id, else ``lg-`` and a hash; the header's ``metadata.langgraph.thread_id`` names it).
 Checkpoints, their pending writes and the channel values live in that session's tree:
 
-- a checkpoint is a ``custom`` entry (``custom_type="langgraph.checkpoint"``) whose tree parent is
-  the last entry of its parent checkpoint (time travel appends under an earlier checkpoint, so it
-  branches; ``copy_thread`` copies the whole tree into a new session). It holds only what the
+- a checkpoint is a ``custom`` entry (``custom_type="lg.cp"``; ``"langgraph.checkpoint"`` before)
+  whose tree parent is the last entry of its parent checkpoint (time travel appends under an
+  earlier checkpoint, so it branches; ``copy_thread`` copies the whole tree into a new
+  session). It holds only what the
   checkpoint changed: its fields as changes to its parent's, and no parent id when the tree says
   it (the format is in ``_langgraph_index``);
 - ``put_writes`` appends its writes after their checkpoint: when it writes new messages, the
   last message entry carries them (``provider_details["langgraph"]``), else a
-  ``langgraph.writes`` entry holds them;
+  ``lg.w`` entry (``langgraph.writes`` before) holds them;
 - a channel value is stored once, when its version is new; a list of LangChain messages that
   grew from its previous version (``add_messages``) is stored as the messages added, each an
   ordinary threadline ``message`` entry written once (a message a node wrote as a pending write is
