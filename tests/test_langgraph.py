@@ -666,6 +666,7 @@ def test_writes_of_new_messages_ride_in_the_message_entries_and_read_back_exact(
     ]
     hi_entry, cp_entry, carrier, writes, one, two = records
     assert cp_entry["id"] == cid and carrier["parent_id"] == cid
+    assert cp_entry["parent_id"] == hi_entry["id"]
     # no "cp": its tree parent is the checkpoint's entry
     assert carrier["message"]["provider_details"]["langgraph"] == {
         "task": "t1",
@@ -683,7 +684,7 @@ def test_writes_of_new_messages_ride_in_the_message_entries_and_read_back_exact(
     assert writes["parent_id"] == carrier["id"]
     assert writes["custom"]["data"] == {
         "task": "t2",
-        "w": [[0, "messages", ["l", [hi_entry["id"]]]]],
+        "w": [[0, "messages", ["l", [3]]]],  # the message 3 entries above: hi
         "path": "p2",
     }
     want = [

@@ -273,7 +273,7 @@ class ThreadIndex:
         self.parents[rec.id] = rec.parent_id
         if kind not in (CHECKPOINT, WRITES, BLOBS) or not isinstance(data, dict):
             return
-        if kind == CHECKPOINT:
+        if kind in (CHECKPOINT, WRITES):
             data = resolve_near(data, rec.id, self.up)
         self.data[rec.id] = data
         if kind == CHECKPOINT:
@@ -561,11 +561,20 @@ def _placed(ref: Any) -> bool:
 
 
 def resolve_near(data: dict[str, Any], entry_id: str, up: Any) -> dict[str, Any]:
-    """A checkpoint entry's data with its references by place (see :func:`near_refs`) made
-    entry ids again, ``up(id)`` giving an entry's tree parent; ``data`` is not modified."""
+    """A checkpoint's or writes entry's data with its references by place (its "b" values,
+    its "w" rows: see :func:`near_refs`) made entry ids again, ``up(id)`` giving an entry's
+    tree parent; ``data`` is not modified."""
     stored = data.get("b")
-    if not isinstance(stored, dict) or not any(
-        spec[0] in ("m", "l") and any(_placed(r) for r in spec[1]) for spec in stored.values()
+    rows = data.get("w")
+    specs = list(stored.values()) if isinstance(stored, dict) else []
+    if isinstance(rows, list):
+        specs += [row[2] for row in rows if isinstance(row, list) and len(row) == 3]
+    if not any(
+        isinstance(spec, list)
+        and spec[:1] in (["m"], ["l"])
+        and isinstance(spec[1], list)
+        and any(_placed(r) for r in spec[1])
+        for spec in specs
     ):
         return data
     chain: list[str] = []
@@ -585,12 +594,17 @@ def resolve_near(data: dict[str, Any], entry_id: str, up: Any) -> dict[str, Any]
             return [at(r[0]), *r[1:]]
         return r
 
-    out = {}
-    for ch, spec in stored.items():
+    def spec_ids(spec: list[Any]) -> list[Any]:
         if spec[0] in ("m", "l"):
-            spec = [spec[0], [ref(r) for r in spec[1]], *spec[2:]]
-        out[ch] = spec
-    return {**data, "b": out}
+            return [spec[0], [ref(r) for r in spec[1]], *spec[2:]]
+        return spec
+
+    out = dict(data)
+    if isinstance(stored, dict):
+        out["b"] = {ch: spec_ids(spec) for ch, spec in stored.items()}
+    if isinstance(rows, list):
+        out["w"] = [[i, ch, spec_ids(spec)] for i, ch, spec in rows]
+    return out
 
 
 def carried_writes(rec: MessageEntry) -> dict[str, Any] | None:
@@ -745,7 +759,7 @@ class PathIndex(ThreadIndex):
             if kind in (CHECKPOINT, WRITES, BLOBS):
                 self.reads += 1
                 data = rec.custom.data
-                if kind == CHECKPOINT:
+                if kind in (CHECKPOINT, WRITES):
                     data = resolve_near(data, entry_id, self.up)
                 self.data[entry_id] = data
                 self.stamps[entry_id] = rec.timestamp

@@ -760,6 +760,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                     data["cp"] = cid
                     if ns:
                         data["ns"] = ns
+                near = batch.ancestors(t.parents, NEAR)
+                data["w"] = [[i, ch, near_refs(spec, near)] for i, ch, spec in rows]
                 batch.add(
                     CustomEntry(
                         id=new_id(),
