@@ -25,6 +25,8 @@ import threadline as tl  # noqa: E402
 from _langgraph_chat import build, user  # noqa: E402
 from threadline.integrations.langgraph import ThreadlineSaver  # noqa: E402
 
+SEP = (",", ":")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -50,23 +52,31 @@ def main() -> None:
         jsonl = sum(len(m.model_dump_json()) + 1 for m in messages)
         total = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
         size: Counter[str] = Counter()
-        count_: Counter[str] = Counter()
+        count: Counter[str] = Counter()
+        payload: Counter[str] = Counter()  # custom entries' data, the writes a message carries
         for path in root.rglob("*.jsonl"):
             for line in path.read_bytes().splitlines(keepends=True):
                 rec = json.loads(line)
                 kind = rec.get("type", "?")
                 if kind == "custom":
-                    kind = "custom " + str(rec.get("custom", {}).get("custom_type"))
+                    kind = "custom " + str(rec["custom"].get("custom_type"))
+                    payload[kind] += len(json.dumps(rec["custom"].get("data"), separators=SEP))
+                elif kind == "message":
+                    carried = (rec["message"].get("provider_details") or {}).get("langgraph")
+                    if carried is not None:
+                        kind = "message carrying writes"
+                        payload[kind] += len(json.dumps(carried, separators=SEP))
                 size[kind] += len(line)
-                count_[kind] += 1
+                count[kind] += 1
     print(
         f"messages={len(messages)} turns={turn - 1} jsonl={jsonl:,} bytes={total:,} "
         f"ratio={total / jsonl:.2f}x"
     )
     for kind, b in size.most_common():
+        n = count[kind]
+        extra = f" (data {payload[kind] / n:.0f}/entry)" if payload[kind] else ""
         print(
-            f"  {kind:32} {count_[kind]:6} entries {b:>10,} bytes "
-            f"{b / count_[kind]:7.0f}/entry {b / jsonl:5.2f}x"
+            f"  {kind:26} {n:5} entries {b:>10,} bytes {b / n:5.0f}/entry {b / jsonl:5.2f}x{extra}"
         )
 
 
