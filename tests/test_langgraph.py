@@ -23,6 +23,7 @@ import threadline as tl
 from _langgraph_chat import build, run, shape, user
 from conftest import PG_URL, make_store, pg_schema
 from threadline.integrations.langgraph import ThreadlineSaver
+from threadline.model.entries import MessageEntry
 
 STORES = ["jsonl", "sqlite", "postgres"]
 HERE = Path(__file__).resolve().parent
@@ -180,14 +181,28 @@ def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) ->
     ]
     messages = [r for r in records if r["type"] == "message"]
     assert len(messages) == len(graph.get_state(config).values["messages"]) == 80
-    checkpoints = [
-        r["custom"]["data"]
-        for r in records
-        if r["type"] == "custom" and r["custom"]["custom_type"] == "langgraph.checkpoint"
+    parent = {r["id"]: r["parent_id"] for r in records}
+    kind = {r["id"]: r["type"] for r in records}
+
+    def at(entry: str, place: int) -> str:  # a message referred to by its place above entry
+        for _ in range(place):
+            entry = parent[entry]
+        return entry
+
+    entries = [
+        r for r in records if r["type"] == "custom" and r["custom"]["custom_type"] == "lg.cp"
     ]
+    checkpoints = [r["custom"]["data"] for r in entries]
     kinds = [c["b"]["messages"][0] for c in checkpoints if "messages" in c["b"]]
     assert kinds[0] == "l" and set(kinds[1:]) == {"m"}  # whole once, then only what was added
     added = [c["b"]["messages"] for c in checkpoints if c["b"].get("messages", [""])[0] == "m"]
+    holders = [r["id"] for r in entries if r["custom"]["data"]["b"].get("messages", [""])[0] == "m"]
+    # each step's message is just above its checkpoint: referred to by its place, not its id
+    # (a tool message LangGraph gave its id after it was stored: [place, that id])
+    places = [spec[1][0] if type(spec[1][0]) is int else spec[1][0][0] for spec in added]
+    assert {type(p) for p in places} == {int} and max(places) <= 3
+    ids = [at(h, p) for h, p in zip(holders, places, strict=True)]
+    assert {kind[i] for i in ids} == {"message"} and len(set(ids)) == len(ids)
     # the base is the parent's: not written; every 64th link also says where the list was 63
     # links back (here the first value, stored whole) and every message added since, its own
     marked = [i for i, spec in enumerate(added) if len(spec) == 4]
@@ -198,7 +213,11 @@ def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) ->
         for r in records
         if r["type"] == "custom" and "messages" in r["custom"]["data"].get("b", {})
     )
-    assert added[63][2:] == [None, [first, [spec[1][0] for spec in added[:64]]]]
+    refs = [  # as the index reads them: entry ids, [entry id, message id] kept
+        i if type(spec[1][0]) is int else [i, *spec[1][0][1:]]
+        for i, spec in zip(ids, added, strict=True)
+    ]
+    assert added[63][2:] == [None, [first, refs[:64]]]
     assert {len(spec[1]) for spec in added} == {1}  # each step adds one message
     saver.close()
 
@@ -598,3 +617,162 @@ def test_a_latest_checkpoint_put_out_of_order_or_after_its_writes_is_read_exactl
     assert (got.checkpoint["id"], got.parent_config["configurable"]["checkpoint_id"]) == ("e", "d")
     assert fresh.from_branch == 1
     fresh.close()
+
+
+def _writes_shape(saver: Any, config: dict[str, Any]) -> list[list[Any]]:
+    """Every checkpoint's pending writes, newest first, without the ids LangGraph makes."""
+    out = []
+    for tup in saver.list(config):
+        out.append(
+            [[ch, shape(v) if isinstance(v, list) else v] for _task, ch, v in tup.pending_writes]
+        )
+    return out
+
+
+def test_writes_of_new_messages_ride_in_the_message_entries_and_read_back_exact(
+    jsonl_store: Any,
+) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver = ThreadlineSaver(jsonl_store)
+    hi = HumanMessage("hi", id="h1")
+    answer = AIMessage("hello", id="a1")
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": [hi]}
+    checkpoint["channel_versions"] = {"messages": 1}
+    config = saver.put(
+        {"configurable": {"thread_id": "direct", "checkpoint_ns": ""}},
+        checkpoint,
+        {"step": 0},
+        {"messages": 1},
+    )
+    cid = checkpoint["id"]
+    saver.put_writes(config, [("messages", [answer]), ("branch:to:tools", None)], "t1", "p1")
+    saver.put_writes(config, [("messages", [hi])], "t2", "p2")  # no new message: an entry
+    more = [AIMessage("one", id="a2"), AIMessage("two", id="a3")]
+    saver.put_writes(config, [("messages", more)], "t3", "p3")
+    records = [
+        json.loads(line)
+        for line in (Path(jsonl_store.url) / "direct.jsonl").read_bytes().splitlines()[1:]
+    ]
+    kinds = [r["custom"]["custom_type"] if r["type"] == "custom" else r["type"] for r in records]
+    assert kinds == [
+        "message",
+        "lg.cp",
+        "message",
+        "lg.w",
+        "message",
+        "message",
+    ]
+    hi_entry, cp_entry, carrier, writes, one, two = records
+    assert cp_entry["id"] == cid and carrier["parent_id"] == cid
+    assert cp_entry["parent_id"] == hi_entry["id"]
+    # no "cp": its tree parent is the checkpoint's entry
+    assert carrier["message"]["provider_details"]["langgraph"] == {
+        "task": "t1",
+        "w": [[0, "messages", ["l", [""]]], [1, "branch:to:tools", ["j", None]]],  # "": itself
+        "path": "p1",
+    }
+    # the last of two messages carries them, with "cp": its parent is the first one
+    assert "langgraph" not in one["message"]["provider_details"]
+    assert two["message"]["provider_details"]["langgraph"] == {
+        "task": "t3",
+        "w": [[0, "messages", ["l", [one["id"], ""]]]],
+        "path": "p3",
+        "cp": cid,
+    }
+    assert writes["parent_id"] == carrier["id"]
+    assert writes["custom"]["data"] == {
+        "task": "t2",
+        "w": [[0, "messages", ["l", [3]]]],  # the message 3 entries above: hi
+        "path": "p2",
+    }
+    want = [
+        ("t1", "messages", [answer]),
+        ("t1", "branch:to:tools", None),
+        ("t2", "messages", [hi]),
+        ("t3", "messages", more),
+    ]
+    tup = saver.get_tuple(config)
+    assert tup is not None and tup.pending_writes == want
+    saver.close()
+    # a fresh saver: from the branch alone, and from the whole index
+    for read in (
+        lambda s: s.get_tuple({"configurable": {"thread_id": "direct"}}),
+        lambda s: next(iter(s.list(config))),
+    ):
+        with ThreadlineSaver(jsonl_store) as fresh:
+            got = read(fresh)
+            assert got is not None and got.pending_writes == want
+    with ThreadlineSaver(jsonl_store) as fresh:
+        assert fresh.get_tuple({"configurable": {"thread_id": "direct"}}) is not None
+        assert fresh.path_reads == 4  # the checkpoint, the writes entry and two carriers
+    # the session reads as the conversation: the carrier is an ordinary message
+    with ThreadlineSaver(jsonl_store) as fresh:
+        session = fresh.session("direct")
+        assert session is not None
+        path = [r.message.text for r in session.path() if isinstance(r, MessageEntry)]
+        assert path == ["hi", "hello", "one", "two"]
+
+
+def test_a_graph_whose_writes_ride_in_messages_keeps_pending_writes_exact(
+    jsonl_store: Any,
+) -> None:
+    config = {"configurable": {"thread_id": "carried"}}
+    saver = ThreadlineSaver(jsonl_store)
+    run(build(saver), config, 1, 6)
+    mine = _snapshot(saver, "carried")
+    saver.close()
+    records = (Path(jsonl_store.url) / "carried.jsonl").read_bytes().splitlines()
+    assert any(b'"langgraph":{"task"' in line for line in records)
+    fresh = ThreadlineSaver(jsonl_store)
+    assert _snapshot(fresh, "carried") == mine
+    ref = InMemorySaver()
+    run(build(ref), config, 1, 6)
+    assert _writes_shape(fresh, config) == _writes_shape(ref, config)
+    # input 6x2 rows, agent 6x1 + 2 more rows for its 2 tool calls + 2 answers after a
+    # tool, tools 2x2
+    assert sum(len(w) for w in _writes_shape(fresh, config)) == 26
+    fresh.close()
+
+
+def test_a_thread_written_before_round_3_reads_back_exact_and_goes_on(tmp_path: Path) -> None:
+    """tests/data/langgraph_r2: a thread (4 turns, then a turn from an earlier checkpoint)
+    written by the saver before message entries carried writes, and what it listed then."""
+    import shutil
+
+    src = HERE / "data" / "langgraph_r2"
+    shutil.copytree(src / "store", tmp_path / "store")
+    expected = json.loads((src / "expected.json").read_text())
+    config = {"configurable": {"thread_id": "r2"}}
+    store = tl.open_store(str(tmp_path / "store"))
+    with ThreadlineSaver(store) as saver:
+        got = []
+        for tup in saver.list(config):
+            values = tup.checkpoint["channel_values"]
+            got.append(
+                {
+                    "id": tup.config["configurable"]["checkpoint_id"],
+                    "parent": tup.parent_config["configurable"]["checkpoint_id"]
+                    if tup.parent_config
+                    else None,
+                    "messages": [m.model_dump(mode="json") for m in values.get("messages", [])],
+                    "channels": sorted(values),
+                    "versions": tup.checkpoint["channel_versions"],
+                    "metadata": tup.metadata,
+                    "writes": [
+                        [t, ch, [m.model_dump(mode="json") for m in v] if type(v) is list else v]
+                        for t, ch, v in tup.pending_writes
+                    ],
+                }
+            )
+        assert got == expected
+        assert (len(got), sum(len(e["writes"]) for e in got)) == (19, 23)
+        # the thread goes on from its latest checkpoint in the new format
+        latest = saver.get_tuple(config)
+        assert latest is not None
+        before = latest.checkpoint["channel_values"]["messages"]
+        state = run(build(saver), config, 100, 100)
+        assert shape(state["messages"][: len(before)]) == shape(before)
+        assert len(state["messages"]) == len(before) + 2
+    store.close()

@@ -17,11 +17,15 @@ from threadline.model.entries import CustomEntry, MessageEntry, new_id, now
 from threadline.session import Session
 from threadline.store.base import SESSION_ID_RE, bulk_load
 
-CHECKPOINT = "langgraph.checkpoint"
-WRITES = "langgraph.writes"
+CHECKPOINT = "lg.cp"
+WRITES = "lg.w"
+# the names the saver wrote before (read as ever)
+KINDS = {"langgraph.checkpoint": CHECKPOINT, "langgraph.writes": WRITES}
 BLOBS = "langgraph.blobs"  # channel values re-homed by prune / delete_for_runs
 MSG_KEY = "$m"  # a message entry reference inside a stored value
+WRITES_KEY = "langgraph"  # a message entry's provider_details key holding the writes it carries
 MAX_DEPTH = 40  # threadline refuses records nested deeper than 64
+NEAR = 8  # a checkpoint refers to a message among the entries this near above it by its place
 
 
 # -- value encoding ------------------------------------------------------------------------------
@@ -51,6 +55,10 @@ MAX_DEPTH = 40  # threadline refuses records nested deeper than 64
 #        is the thread's latest and its writes follow it on the branch (``PathIndex``).
 # A writes entry: "task", "w" ([idx, channel, spec] rows), "path"; "cp" and "ns" name its
 # checkpoint unless it is the one owning its nearest indexed ancestor in the tree.
+# A put_writes that writes new messages needs no writes entry: the last message entry it writes
+# carries the same data in ``provider_details["langgraph"]``, "" in a reference standing for
+# that entry itself; its "cp" and "ns" are left out only when its tree parent is an entry of
+# that checkpoint (its checkpoint entry, or a writes entry or carrier that belongs to it).
 
 DOC_KEYS = ("cv", "vs", "o", "mj")  # the doc's dict fields, stored as changes
 CHAIN = 64  # a checkpoint's doc is rebuilt from at most this many changes
@@ -162,6 +170,16 @@ class Batch:
         self.parent = rec.id
         return str(rec.id)
 
+    def ancestors(self, parents: dict[str, str | None], limit: int) -> list[str]:
+        """The next record's ``limit`` nearest ancestors, its parent first."""
+        local = {rec.id: rec.parent_id for rec in self.records}
+        out: list[str] = []
+        cur = self.parent
+        while cur is not None and len(out) < limit:
+            out.append(cur)
+            cur = local[cur] if cur in local else parents.get(cur)
+        return out
+
     def message(self, msg: Any) -> Any:
         """A reference to the entry holding LangChain message ``msg`` (written now if new):
         the entry id, or ``[entry id, message id]`` when ``add_messages`` gave the message its
@@ -226,6 +244,7 @@ class ThreadIndex:
         self.values: dict[tuple[str, str], tuple[Any, ...]] = {}  # decoded message lists
         # the last messages written: id(obj) -> (obj, entry id, message id when written)
         self.recent: dict[int, tuple[Any, str, Any]] = {}
+        self.carriers: set[str] = set()  # message entries that carry writes
         self.main_leaf: str | None = session.leaf_id
         self.complete = False  # every entry indexed (else: only the session is open)
         if index:
@@ -239,18 +258,23 @@ class ThreadIndex:
         with bulk_load():
             for meta in session.metadata(content_types=False):
                 self.parents[meta.id] = meta.parent_id
-                if meta.type == "custom":
+                if meta.type in ("custom", "message"):
                     rec = session.entry(meta.id)
                     if isinstance(rec, CustomEntry):
                         self.ingest(rec)
+                    elif isinstance(rec, MessageEntry):
+                        self.ingest_message(rec)
         self.complete = True
 
     def ingest(self, rec: CustomEntry) -> None:
         kind = rec.custom.custom_type
+        kind = KINDS.get(kind, kind)
         data = rec.custom.data
         self.parents[rec.id] = rec.parent_id
         if kind not in (CHECKPOINT, WRITES, BLOBS) or not isinstance(data, dict):
             return
+        if kind in (CHECKPOINT, WRITES):
+            data = resolve_near(data, rec.id, self.up)
         self.data[rec.id] = data
         if kind == CHECKPOINT:
             ns = data.get("ns", "")
@@ -307,11 +331,36 @@ class ThreadIndex:
             if "p" in data:
                 cp.parent = data["p"]
             return
-        for idx, channel, spec in data["w"]:
-            wkey = (data["task"], idx)
-            if idx >= 0 and wkey in cp.writes:
-                continue
-            cp.writes[wkey] = (data["task"], channel, spec, data.get("path", ""), rec.id)
+        add_writes(cp, data, rec.id)
+
+    def ingest_message(self, rec: MessageEntry) -> None:
+        """Index the writes a message entry carries (see the format above), if any."""
+        self.parents[rec.id] = rec.parent_id
+        data = carried_writes(rec)
+        if data is None:
+            return
+        if "cp" in data:
+            cp = self.target(data.get("ns", ""), data["cp"])
+        else:  # the checkpoint its tree parent belongs to (none: purged with it)
+            key = self.owner.get(rec.parent_id) if rec.parent_id else None
+            found = key and (self.cps.get(key[0], {}).get(key[1]) or self.orphans.get(key))
+            if not found:
+                return
+            cp = found
+        self.data[rec.id] = data
+        self.carriers.add(rec.id)
+        self.owner[rec.id] = (cp.ns, cp.id)
+        cp.tail = rec.id
+        add_writes(cp, data, rec.id)
+
+    def up(self, entry_id: str) -> str | None:
+        """The tree parent of an indexed entry."""
+        if entry_id not in self.parents:
+            raise UserError(
+                f"Entry '{entry_id}' of session '{self.session.id}' is missing; "
+                "a checkpoint above it refers to messages by their place in the tree"
+            )
+        return self.parents[entry_id]
 
     def owner_of(self, start: str | None) -> CheckpointInfo | None:
         """The checkpoint that the nearest indexed entry at or above ``start`` belongs to."""
@@ -480,6 +529,127 @@ class ThreadIndex:
         return found[-1][1]
 
 
+def add_writes(cp: CheckpointInfo, data: dict[str, Any], entry_id: str) -> None:
+    """Index the rows of a writes entry's ``data`` (or a message's carried writes)."""
+    for idx, channel, spec in data["w"]:
+        wkey = (data["task"], idx)
+        if idx >= 0 and wkey in cp.writes:
+            continue
+        cp.writes[wkey] = (data["task"], channel, spec, data.get("path", ""), entry_id)
+
+
+def near_refs(spec: list[Any], above: list[str]) -> list[Any]:
+    """``spec`` (a checkpoint's ["m", …] or ["l", …]) with the messages that are among the
+    entries ``above`` its entry (``above[0]``: its tree parent) referred to by their place there
+    (1: the parent), which is shorter than an id; the others as they are."""
+    if spec[0] not in ("m", "l"):
+        return spec
+    place = {eid: n for n, eid in enumerate(above, 1)}
+
+    def near(ref: Any) -> Any:
+        if isinstance(ref, str):
+            return place.get(ref, ref)
+        if isinstance(ref, list) and ref and isinstance(ref[0], str):  # [entry id, message id]
+            return [place.get(ref[0], ref[0]), *ref[1:]]
+        return ref
+
+    return [spec[0], [near(r) for r in spec[1]], *spec[2:]]
+
+
+def _placed(ref: Any) -> bool:
+    return type(ref) is int or (isinstance(ref, list) and bool(ref) and type(ref[0]) is int)
+
+
+def resolve_near(data: dict[str, Any], entry_id: str, up: Any) -> dict[str, Any]:
+    """A checkpoint's or writes entry's data with its references by place (its "b" values,
+    its "w" rows: see :func:`near_refs`) made entry ids again, ``up(id)`` giving an entry's
+    tree parent; ``data`` is not modified."""
+    stored = data.get("b")
+    rows = data.get("w")
+    specs = list(stored.values()) if isinstance(stored, dict) else []
+    if isinstance(rows, list):
+        specs += [row[2] for row in rows if isinstance(row, list) and len(row) == 3]
+    if not any(
+        isinstance(spec, list)
+        and spec[:1] in (["m"], ["l"])
+        and isinstance(spec[1], list)
+        and any(_placed(r) for r in spec[1])
+        for spec in specs
+    ):
+        return data
+    chain: list[str] = []
+
+    def at(n: int) -> str:
+        while len(chain) < n:
+            parent = up(chain[-1] if chain else entry_id)
+            if parent is None:
+                raise UserError(f"Checkpoint entry '{entry_id}' refers to a message above the root")
+            chain.append(parent)
+        return chain[n - 1]
+
+    def ref(r: Any) -> Any:
+        if type(r) is int:
+            return at(r)
+        if isinstance(r, list) and r and type(r[0]) is int:
+            return [at(r[0]), *r[1:]]
+        return r
+
+    def spec_ids(spec: list[Any]) -> list[Any]:
+        if spec[0] in ("m", "l"):
+            return [spec[0], [ref(r) for r in spec[1]], *spec[2:]]
+        return spec
+
+    out = dict(data)
+    if isinstance(stored, dict):
+        out["b"] = {ch: spec_ids(spec) for ch, spec in stored.items()}
+    if isinstance(rows, list):
+        out["w"] = [[i, ch, spec_ids(spec)] for i, ch, spec in rows]
+    return out
+
+
+def carried_writes(rec: MessageEntry) -> dict[str, Any] | None:
+    """The writes data message entry ``rec`` carries, its "" references made its own id; None
+    when it carries none."""
+    details = rec.message.provider_details
+    data = details.get(WRITES_KEY) if isinstance(details, dict) else None
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("task"), str)
+        and isinstance(data.get("cp", ""), str)
+        and isinstance(data.get("w"), list)
+    ):
+        return None
+    return {**data, "w": [[i, ch, swap_refs(spec, "", rec.id)] for i, ch, spec in data["w"]]}
+
+
+def swap_refs(spec: list[Any], old: str, new: str) -> list[Any]:
+    """``spec`` with its references to message entry ``old`` made ``new`` (a carrying entry
+    writes "" for itself)."""
+
+    def fix(ref: Any) -> Any:
+        if ref == old:
+            return new
+        if isinstance(ref, list) and ref and ref[0] == old:
+            return [new, *ref[1:]]
+        return ref
+
+    if spec[0] == "l":
+        return ["l", [fix(r) for r in spec[1]]]
+    if spec[0] == "x":
+        return ["x", _fix_tree(spec[1], fix)]
+    return spec
+
+
+def _fix_tree(tree: Any, fix: Any) -> Any:
+    if isinstance(tree, dict):
+        if MSG_KEY in tree:
+            return {MSG_KEY: fix(tree[MSG_KEY])}
+        return {k: _fix_tree(v, fix) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_fix_tree(v, fix) for v in tree]
+    return tree
+
+
 def thread_session_id(thread_id: str) -> str:
     if SESSION_ID_RE.match(thread_id) and not thread_id.startswith("lg-"):
         return thread_id
@@ -578,16 +748,30 @@ class PathIndex(ThreadIndex):
         self.parents[entry_id] = rec.parent_id
         if isinstance(rec, MessageEntry):
             kind = "message"
+            data = carried_writes(rec)
+            if data is not None:  # a message carrying writes: read as a writes entry
+                kind = WRITES
+                self.reads += 1
+                self.data[entry_id] = data
         elif isinstance(rec, CustomEntry) and isinstance(rec.custom.data, dict):
             kind = rec.custom.custom_type
+            kind = KINDS.get(kind, kind)
             if kind in (CHECKPOINT, WRITES, BLOBS):
                 self.reads += 1
-                self.data[entry_id] = rec.custom.data
+                data = rec.custom.data
+                if kind in (CHECKPOINT, WRITES):
+                    data = resolve_near(data, entry_id, self.up)
+                self.data[entry_id] = data
                 self.stamps[entry_id] = rec.timestamp
         else:
             kind = "other"
         self.kinds[entry_id] = kind
         return kind
+
+    def up(self, entry_id: str) -> str | None:
+        if entry_id not in self.parents:
+            self.load(entry_id)
+        return self.parents[entry_id]
 
     def checkpoint(self, entry_id: str) -> dict[str, Any]:
         """The data of a root-namespace checkpoint entry whose id is its checkpoint id."""

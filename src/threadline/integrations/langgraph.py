@@ -9,12 +9,15 @@ One LangGraph thread is one threadline session (its id is the thread id when tha
 session id, else ``lg-`` and a hash; the header's ``metadata.langgraph.thread_id`` names it).
 Checkpoints, their pending writes and the channel values live in that session's tree:
 
-- a checkpoint is a ``custom`` entry (``custom_type="langgraph.checkpoint"``) whose tree parent is
-  the last entry of its parent checkpoint (time travel appends under an earlier checkpoint, so it
-  branches; ``copy_thread`` copies the whole tree into a new session). It holds only what the
+- a checkpoint is a ``custom`` entry (``custom_type="lg.cp"``; ``"langgraph.checkpoint"`` before)
+  whose tree parent is the last entry of its parent checkpoint (time travel appends under an
+  earlier checkpoint, so it branches; ``copy_thread`` copies the whole tree into a new
+  session). It holds only what the
   checkpoint changed: its fields as changes to its parent's, and no parent id when the tree says
   it (the format is in ``_langgraph_index``);
-- ``put_writes`` appends a ``langgraph.writes`` entry after its checkpoint;
+- ``put_writes`` appends its writes after their checkpoint: when it writes new messages, the
+  last message entry carries them (``provider_details["langgraph"]``), else a
+  ``lg.w`` entry (``langgraph.writes`` before) holds them;
 - a channel value is stored once, when its version is new; a list of LangChain messages that
   grew from its previous version (``add_messages``) is stored as the messages added, each an
   ordinary threadline ``message`` entry written once (a message a node wrote as a pending write is
@@ -70,8 +73,10 @@ from threadline.integrations._langgraph_index import (
     EMPTY_DOC,
     MAX_DEPTH,
     MSG_KEY,
+    NEAR,
     SEGMENT,
     WRITES,
+    WRITES_KEY,
     Batch,
     CheckpointInfo,
     Incomplete,
@@ -82,8 +87,10 @@ from threadline.integrations._langgraph_index import (
     delta_refs,
     diff_doc,
     message_ids,
+    near_refs,
     plain,
     same,
+    swap_refs,
     thread_session_id,
 )
 from threadline.model.entries import Custom as CustomPayload
@@ -223,6 +230,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 t.parents[rec.id] = rec.parent_id
                 if isinstance(rec, CustomEntry):
                     t.ingest(rec)
+                elif isinstance(rec, MessageEntry) and rec.message.provider_details:
+                    t.ingest_message(rec)
             if main:
                 t.main_leaf = batch.records[-1].id
             t.remember(batch.written)
@@ -562,7 +571,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if parent_id and prev is EMPTY_DOC:
                 data["f"] = 1
             change = data["d"] = diff_doc(prev, doc)
-            data["b"] = blobs
+            near = batch.ancestors(t.parents, NEAR)
+            data["b"] = {ch: near_refs(spec, near) for ch, spec in blobs.items()}
             step = [new_versions[ch] for ch in blobs]
             if step and all(
                 same(v, step[0]) and ch in doc["cv"] and same(doc["cv"][ch], v)
@@ -719,7 +729,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             else:
                 on_main = False
             batch = Batch(start, t.recent)
-            rows = []
+            rows: list[list[Any]] = []
             for idx, (channel, value) in enumerate(writes):
                 key_idx = WRITES_IDX_MAP.get(channel, idx)
                 if key_idx >= 0 and (task_id, key_idx) in cp.writes:
@@ -728,20 +738,38 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if not rows:
                 return
             data: dict[str, Any] = {"task": task_id, "w": rows}
-            if t.owner_of(start) is not cp:  # else the tree says which checkpoint
-                data["cp"] = cid
-                if ns:
-                    data["ns"] = ns
             if task_path:
                 data["path"] = task_path
-            batch.add(
-                CustomEntry(
-                    id=new_id(),
-                    parent_id=batch.parent,
-                    timestamp=now(),
-                    custom=CustomPayload(custom_type=WRITES, data=data),
+            last = batch.records[-1] if batch.records else None
+            if isinstance(last, MessageEntry) and WRITES_KEY not in (
+                last.message.provider_details or {}
+            ):
+                # the last message written carries the writes: no writes entry
+                if len(batch.records) > 1 or start is None or t.owner.get(start) != (ns, cid):
+                    data["cp"] = cid  # else its tree parent says (see the index's format)
+                    if ns:
+                        data["ns"] = ns
+                data["w"] = [[i, ch, swap_refs(spec, last.id, "")] for i, ch, spec in rows]
+                details = dict(last.message.provider_details or {})
+                details[WRITES_KEY] = data
+                batch.records[-1] = msgspec.structs.replace(
+                    last, message=msgspec.structs.replace(last.message, provider_details=details)
                 )
-            )
+            else:
+                if t.owner_of(start) is not cp:  # else the tree says which checkpoint
+                    data["cp"] = cid
+                    if ns:
+                        data["ns"] = ns
+                near = batch.ancestors(t.parents, NEAR)
+                data["w"] = [[i, ch, near_refs(spec, near)] for i, ch, spec in rows]
+                batch.add(
+                    CustomEntry(
+                        id=new_id(),
+                        parent_id=batch.parent,
+                        timestamp=now(),
+                        custom=CustomPayload(custom_type=WRITES, data=data),
+                    )
+                )
             self._append(t, batch, main=on_main)
 
     # -- deleting and copying ------------------------------------------------------------------
@@ -837,8 +865,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         if not gone:
             return
         gone_entries = {cp.entry for cp in gone}
-        for cp in gone:
-            gone_entries.update(w[4] for w in cp.writes.values())
+        for cp in gone:  # (a message carrying writes goes below, unless a survivor needs it)
+            gone_entries.update(w[4] for w in cp.writes.values() if w[4] not in t.carriers)
             gone_entries.update(cp.blobs.values())
         survivors = [cp for cps in t.cps.values() for cp in cps.values() if not doomed(cp)]
         refs: set[str] = set()
@@ -852,7 +880,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 if rid not in refs:
                     doomed_ids.add(rid)
         t.session.purge(sorted(doomed_ids), dry_run=False)
-        t.forget(gone_entries)
+        t.forget(gone_entries | {w[4] for cp in gone for w in cp.writes.values()})
         t.main_leaf = t.session.leaf_id
 
     def _rehome(self, t: ThreadIndex, cp: CheckpointInfo, gone: set[str], refs: set[str]) -> None:
