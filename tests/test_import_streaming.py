@@ -282,3 +282,16 @@ def test_a_version_1_source_read_once_numbers_its_entries_as_a_list_does() -> No
     assert compaction["type"] == "compaction"
     # the header is entry 0; the damaged line 3 has no number: entry 3, a later one, is line 5
     assert compaction["compaction"]["first_kept_entry_id"] == "L5"
+
+
+@pytest.mark.parametrize("fmt", ["pi", "codex", "auto"])
+def test_a_missing_file_or_a_folder_is_a_user_error_that_says_what_to_do(
+    fmt: str, tmp_path: Path
+) -> None:
+    missing = tmp_path / "gone.jsonl"
+    with pytest.raises(tl.UserError, match=r"gone\.jsonl: no such file; check the path$"):
+        importing.prepare(fmt, missing)
+    with pytest.raises(tl.UserError, match=r"is a directory; pass the transcript file inside it$"):
+        importing.prepare(fmt, tmp_path)
+    with pytest.raises(tl.UserError, match=r"gone\.jsonl: no such file; check the path$"):
+        importing.content_sha256(missing)

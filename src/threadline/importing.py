@@ -271,6 +271,19 @@ def _looks_like_content(source: str | os.PathLike[str]) -> bool:
     return isinstance(source, str) and (source.lstrip()[:1] in ("{", "[") or "\n" in source)
 
 
+@contextlib.contextmanager
+def source_errors(name: str) -> Iterator[None]:
+    """A source file's OS errors (opening or reading it) as UserErrors that say what to do."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise UserError(f"{name}: no such file; check the path") from None
+    except IsADirectoryError:
+        raise UserError(f"{name} is a directory; pass the transcript file inside it") from None
+    except OSError as exc:
+        raise UserError(f"{name}: cannot read it ({exc.strerror})") from None
+
+
 def read_bytes(source: Source, name: str) -> bytes:
     """The whole source as bytes: a path is read, text is encoded, bytes pass through."""
     if isinstance(source, bytes):
@@ -278,14 +291,8 @@ def read_bytes(source: Source, name: str) -> bytes:
     if isinstance(source, str) and _looks_like_content(source):
         return source.encode("utf-8")
     if isinstance(source, (str, os.PathLike)):
-        try:
+        with source_errors(name):
             return Path(source).read_bytes()
-        except FileNotFoundError:
-            raise UserError(f"{name}: no such file; check the path") from None
-        except IsADirectoryError:
-            raise UserError(f"{name} is a directory; pass the transcript file inside it") from None
-        except OSError as exc:
-            raise UserError(f"{name}: cannot read it ({exc.strerror})") from None
     raise UserError(f"{name}: expected a path, text or bytes, got {type(source).__name__}")
 
 
@@ -294,13 +301,7 @@ def iter_lines(source: Source, name: str) -> Iterator[tuple[int, bytes]]:
     Each line becomes the importer's place (:func:`at`) as it is handed out."""
     _AT.set("")
     if isinstance(source, (str, os.PathLike)) and not _looks_like_content(source):
-        try:
-            fh = open(source, "rb")  # noqa: SIM115 - closed by the with below
-        except FileNotFoundError:
-            raise UserError(f"{name}: no such file; check the path") from None
-        except IsADirectoryError:
-            raise UserError(f"{name} is a directory; pass the transcript file inside it") from None
-        with fh:
+        with source_errors(name), open(source, "rb") as fh:
             for n, line in enumerate(fh, 1):
                 if line.strip():
                     at(n)
@@ -628,16 +629,9 @@ def content_sha256(source: Source, name: str | None = None) -> str:
     label = source_name(source, name)
     if isinstance(source, (str, os.PathLike)) and not _looks_like_content(source):
         h = hashlib.sha256()
-        try:
-            with open(source, "rb") as fh:
-                while chunk := fh.read(1 << 20):
-                    h.update(chunk)
-        except FileNotFoundError:
-            raise UserError(f"{label}: no such file; check the path") from None
-        except IsADirectoryError:
-            raise UserError(f"{label} is a directory; pass the transcript file inside it") from None
-        except OSError as exc:
-            raise UserError(f"{label}: cannot read it ({exc.strerror})") from None
+        with source_errors(label), open(source, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
         return h.hexdigest()
     return hashlib.sha256(read_bytes(source, label)).hexdigest()
 
@@ -745,16 +739,11 @@ def _head(path: Source, name: str, size: int = 1 << 20) -> bytes:
     """The first line, however long, and up to ``size`` bytes after it: a JSONL file is told
     by its first line without reading a 100 MB session."""
     if isinstance(path, (str, os.PathLike)) and not _looks_like_content(path):
-        try:
-            with open(path, "rb") as fh:
+        with source_errors(name), open(path, "rb") as fh:
+            first = fh.readline()
+            while first and not first.strip():  # leading blank lines
                 first = fh.readline()
-                while first and not first.strip():  # leading blank lines
-                    first = fh.readline()
-                return first + fh.read(size)
-        except FileNotFoundError:
-            raise UserError(f"{name}: no such file; check the path") from None
-        except IsADirectoryError:
-            raise UserError(f"{name} is a directory; pass the transcript file inside it") from None
+            return first + fh.read(size)
     return read_bytes(path, name)[:size]
 
 
