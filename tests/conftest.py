@@ -10,9 +10,34 @@ import pytest
 
 import threadline as tl
 
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
-if not REALDATA.exists():  # CI clones main with shared/ beside it
-    REALDATA = Path(os.environ.get("THREADLINE_REALDATA", "../shared/realdata")).resolve()
+
+def _realdata() -> Path:
+    """``../shared/realdata``: beside this checkout (CI clones main there), beside the checkout
+    a worktree belongs to, or beside the repository this one was cloned from;
+    ``THREADLINE_REALDATA`` names it anywhere else."""
+    import subprocess
+
+    named = os.environ.get("THREADLINE_REALDATA")
+    if named:
+        return Path(named).resolve()
+    root = Path(__file__).resolve().parents[1]
+    places = [root]
+    for ask in (["rev-parse", "--git-common-dir"], ["config", "--get", "remote.origin.url"]):
+        got = subprocess.run(["git", "-C", str(root), *ask], capture_output=True, text=True)
+        where = Path(got.stdout.strip()) if got.returncode == 0 and got.stdout.strip() else None
+        if where is not None and (where.is_absolute() or ask[0] == "rev-parse"):
+            where = (root / where).resolve()
+            places.append(where.parent if where.name == ".git" else where)
+    for place in places:
+        if (place.parent / "shared" / "realdata").is_dir():
+            return place.parent / "shared" / "realdata"
+    raise pytest.UsageError(
+        "The real transcripts (../shared/realdata) are not beside this checkout; "
+        "set THREADLINE_REALDATA to their folder"
+    )
+
+
+REALDATA = _realdata()
 
 BACKENDS = ["memory", "jsonl", "sqlite", "postgres"]
 
