@@ -13,7 +13,7 @@ import msgspec
 
 from threadline.errors import UserError
 from threadline.formats import langchain as lc
-from threadline.model.entries import CustomEntry, MessageEntry, new_id, now
+from threadline.model.entries import Custom, CustomEntry, MessageEntry, new_id, now
 from threadline.session import Session
 from threadline.store.base import SESSION_ID_RE, bulk_load
 
@@ -169,6 +169,19 @@ class Batch:
         self.records.append(rec)
         self.parent = rec.id
         return str(rec.id)
+
+    def custom(
+        self, kind: str, data: Any, entry_id: str | None = None, timestamp: str | None = None
+    ) -> str:
+        """Chain a ``custom`` entry of ``kind`` (a checkpoint, writes, blobs) holding ``data``."""
+        return self.add(
+            CustomEntry(
+                id=entry_id or new_id(),
+                parent_id=self.parent,
+                timestamp=timestamp or now(),
+                custom=Custom(custom_type=kind, data=data),
+            )
+        )
 
     def ancestors(self, parents: dict[str, str | None], limit: int) -> list[str]:
         """The next record's ``limit`` nearest ancestors, its parent first."""

@@ -593,14 +593,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 }
                 if odd:
                     data["bv"] = odd
-            batch.add(
-                CustomEntry(
-                    id=entry_id,
-                    parent_id=batch.parent,
-                    timestamp=ts,
-                    custom=CustomPayload(custom_type=CHECKPOINT, data=data),
-                )
-            )
+            batch.custom(CHECKPOINT, data, entry_id=entry_id, timestamp=ts)
             self._append(t, batch, main=not ns)
             self._put_done.notify_all()
             cp = cps[cid]
@@ -762,14 +755,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                         data["ns"] = ns
                 near = batch.ancestors(t.parents, NEAR)
                 data["w"] = [[i, ch, near_refs(spec, near)] for i, ch, spec in rows]
-                batch.add(
-                    CustomEntry(
-                        id=new_id(),
-                        parent_id=batch.parent,
-                        timestamp=now(),
-                        custom=CustomPayload(custom_type=WRITES, data=data),
-                    )
-                )
+                batch.custom(WRITES, data)
             self._append(t, batch, main=on_main)
 
     # -- deleting and copying ------------------------------------------------------------------
@@ -918,14 +904,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             data_b["p"] = cp.parent
         if cp.ns:
             data_b["ns"] = cp.ns
-        batch.add(
-            CustomEntry(
-                id=new_id(),
-                parent_id=batch.parent,
-                timestamp=now(),
-                custom=CustomPayload(custom_type=BLOBS, data=data_b),
-            )
-        )
+        batch.custom(BLOBS, data_b)
         self._append(t, batch, main=False)
 
     # -- async -----------------------------------------------------------------------------------

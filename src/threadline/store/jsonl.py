@@ -562,7 +562,7 @@ class JsonlLog:
     def rewrite(self, header: bytes, lines: Iterable[bytes]) -> None:
         if self._lock_fd is None:
             raise StoreError(f"Session '{self.session_id}' is not held for writing")
-        tmp = self.path.with_name(f".{self.path.name}.{_tmp_tag()}.tmp")
+        tmp = temp_path(self.path)
         try:
             write_file_atomic(tmp, self.path, header, lines, exclusive=False)
         except OSError as exc:
@@ -692,7 +692,7 @@ class JsonlStore(BaseStore):
 
     def create_log(self, header: SessionHeader, lines: Iterable[bytes]) -> JsonlLog:
         dest = self._path(header.id)
-        tmp = dest.with_name(f".{dest.name}.{_tmp_tag()}.tmp")
+        tmp = temp_path(dest)
         try:
             write_file_atomic(tmp, dest, encode(header), lines, exclusive=True)
         except FileExistsError:
