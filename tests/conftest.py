@@ -38,6 +38,8 @@ def _realdata() -> Path:
 
 
 REALDATA = _realdata()
+# the bench scripts the tests import (bench/fuzz.py) and the CLI subprocesses read it from here
+os.environ["THREADLINE_REALDATA"] = str(REALDATA)
 
 BACKENDS = ["memory", "jsonl", "sqlite", "postgres"]
 
