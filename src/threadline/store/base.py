@@ -10,6 +10,7 @@ and the catalog) wraps a backend from the layers above.
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import contextlib
 import gc
@@ -135,6 +136,72 @@ def decode_run(slots: Sequence[LazyMessage]) -> list[AnyRecord | None]:
 
 
 PURGED_MARK = b'{"purged":true}'  # the payload of a purged entry's line
+
+
+class RowSource:
+    """The records of one load from a database store, read on demand: what the lazy messages of
+    that load decode from (``source[start:end]``, like a file).
+
+    The offsets are virtual: the loaded rows laid end to end, each followed by a newline, as if
+    they were a file. A slice maps back to the rows it covers and reads them in one query, so
+    :func:`decode_run` reads a context's messages in a few round trips. ``fetch(first, last,
+    count)`` returns the raw records of the rows with sequence numbers ``first`` to ``last``,
+    or fewer than ``count`` when the session was rewritten since the load (a purge)."""
+
+    __slots__ = ("fetch", "seqs", "starts")
+
+    def __init__(self, fetch: Any) -> None:
+        self.fetch = fetch
+        self.seqs: list[int] = []
+        self.starts: list[int] = []
+
+    def __getitem__(self, span: slice) -> bytes:
+        start, stop = span.start, span.stop
+        first = bisect.bisect_right(self.starts, start) - 1
+        last = bisect.bisect_left(self.starts, stop) - 1
+        count = last - first + 1
+        rows = self.fetch(self.seqs[first], self.seqs[last], count)
+        data = b"\n".join(rows)
+        skip = start - self.starts[first]
+        out = data[skip : skip + stop - start]
+        if len(rows) != count or len(out) != stop - start:
+            raise StoreError(
+                "The session was rewritten (purged or migrated) since it was loaded; open it again"
+            )
+        return out
+
+
+def load_rows(
+    rows: Iterable[Sequence[Any]],
+    fetch: Any,
+    report: LoadReport,
+    sizes: dict[str, int],
+    first_line_no: int,
+) -> list[Slot]:
+    """The slots of a database load that read only what it must.
+
+    ``rows``: ``(seq, id, parent_id, timestamp, size, raw)`` in sequence order, ``raw`` left
+    out (None) for a readable, unpurged message: it becomes a lazy message read through a
+    :class:`RowSource` when used. Every other row is parsed as a line of a log would be."""
+    source = RowSource(fetch)
+    seqs, starts = source.seqs, source.starts
+    slots: list[Slot] = []
+    lazy = LazyMessage
+    pos = 0
+    line_no = first_line_no
+    for seq, eid, parent, stamp, size, raw in rows:
+        seqs.append(seq)
+        starts.append(pos)
+        if raw is None:
+            slots.append(lazy(eid, parent, stamp, source, pos, pos + size))
+            sizes[eid] = size
+        else:
+            line = bytes(raw) + b"\n"
+            got, _ = parse_lines(line, 0, len(line), report, line_no, sizes)
+            slots.extend(got)
+        pos += size + 1
+        line_no += 1
+    return slots
 
 
 class Columns:

@@ -51,6 +51,7 @@ from threadline.store.base import (
     Slot,
     check_session_id,
     chunked,
+    load_rows,
     not_found,
     parse_lines,
     summarize_records,
@@ -320,21 +321,52 @@ class PostgresLog:
     def load(self) -> Loaded:
         with self._store.tx() as conn:
             row = conn.execute(
-                "SELECT header FROM tl_sessions WHERE tenant_id = %s AND session_id = %s",
+                "SELECT header, generation FROM tl_sessions WHERE tenant_id = %s AND "
+                "session_id = %s",
                 (self._store.tenant, self.session_id),
             ).fetchone()
             if row is None:
                 raise not_found(self.session_id)
+            # the path, not the session: a readable message's JSON stays on the server until
+            # it is used (a lazy slot reads it through a RowSource); the rest is read now
             rows = conn.execute(
-                "SELECT seq, raw FROM tl_records WHERE tenant_id = %s AND "
+                "SELECT seq, id, parent_id, timestamp, octet_length(raw), CASE WHEN type = "
+                "'message' AND role IS NOT NULL AND id IS NOT NULL AND timestamp IS NOT NULL "
+                "THEN NULL ELSE raw END FROM tl_records WHERE tenant_id = %s AND "
                 "session_id = %s ORDER BY seq",
                 (self._store.tenant, self.session_id),
+                prepare=True,
             ).fetchall()
         report = LoadReport()
         sizes: dict[str, int] = {}
-        slots = _parse(rows, report, sizes, 2)
+        generation = row[1]
+        slots = load_rows(
+            rows, lambda first, last, _n: self._fetch(generation, first, last), report, sizes, 2
+        )
         self._seen = rows[-1][0] if rows else 0
         return Loaded(header=decode_header(bytes(row[0])), slots=slots, sizes=sizes, report=report)
+
+    def _fetch(self, generation: int, first: int, last: int) -> list[bytes]:
+        """The records ``first`` to ``last`` of the load made at ``generation`` (none if the
+        session was rewritten since)."""
+        with self._store.tx() as conn:
+            rows = conn.execute(
+                "SELECT raw FROM tl_records WHERE tenant_id = %s AND session_id = %s AND seq "
+                "BETWEEN %s AND %s AND EXISTS (SELECT 1 FROM tl_sessions WHERE tenant_id = %s "
+                "AND session_id = %s AND generation = %s) ORDER BY seq",
+                (
+                    st := self._store.tenant,
+                    self.session_id,
+                    first,
+                    last,
+                    st,
+                    self.session_id,
+                    generation,
+                ),
+                prepare=True,
+                binary=True,  # bytea as bytes, not hex text to parse
+            ).fetchall()
+        return [bytes(r[0]) for r in rows]
 
     @property
     def _key(self) -> str:
