@@ -15,7 +15,7 @@ from conftest import make_store
 from threadline.errors import StoreError
 from threadline.store.base import LazyMessage, RowSource
 
-LAZY_BACKENDS = ["postgres"]
+LAZY_BACKENDS = ["sqlite", "postgres"]
 
 
 def lazy_sources(session: tl.Session) -> set[int]:

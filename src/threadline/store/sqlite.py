@@ -39,6 +39,7 @@ from threadline.model.entries import (
 from threadline.store import migrations
 from threadline.store.base import (
     CREATE_CHUNK,
+    PURGED_MARK,
     BaseStore,
     CatalogLocation,
     Durability,
@@ -49,6 +50,7 @@ from threadline.store.base import (
     Slot,
     check_session_id,
     chunked,
+    load_rows,
     not_found,
     parse_lines,
     summarize_records,
@@ -145,20 +147,40 @@ class SqliteLog:
     def load(self) -> Loaded:
         with self._store.lock:
             row = self._conn.execute(
-                "SELECT header FROM tl_sessions WHERE session_id = ?", (self.session_id,)
+                "SELECT header, generation FROM tl_sessions WHERE session_id = ?",
+                (self.session_id,),
             ).fetchone()
             if row is None:
                 raise not_found(self.session_id)
+            # the path, not the session: a message's JSON is read when it is used (its lazy
+            # slot reads it through a RowSource); the rest, and purged messages, are read now
             rows = self._conn.execute(
-                "SELECT seq, raw FROM tl_records WHERE session_id = ? ORDER BY seq",
-                (self.session_id,),
+                "SELECT seq, id, parent_id, timestamp, length(raw), CASE WHEN type = 'message' "
+                "AND id IS NOT NULL AND timestamp IS NOT NULL AND instr(raw, ?) = 0 "
+                "THEN NULL ELSE raw END FROM tl_records WHERE session_id = ? ORDER BY seq",
+                (PURGED_MARK, self.session_id),
             ).fetchall()
         header = decode_header(row[0])
         report = LoadReport()
         sizes: dict[str, int] = {}
-        slots = self._parse(rows, report, sizes, 2)
+        generation = row[1]
+        slots = load_rows(
+            rows, lambda first, last, _n: self._fetch(generation, first, last), report, sizes, 2
+        )
         self._seen = rows[-1][0] if rows else 0
         return Loaded(header=header, slots=slots, sizes=sizes, report=report)
+
+    def _fetch(self, generation: int, first: int, last: int) -> list[bytes]:
+        """The records ``first`` to ``last`` of the load made at ``generation`` (none if the
+        session was rewritten since)."""
+        with self._store.lock:
+            rows = self._conn.execute(
+                "SELECT raw FROM tl_records WHERE session_id = ? AND seq BETWEEN ? AND ? AND "
+                "EXISTS (SELECT 1 FROM tl_sessions WHERE session_id = ? AND generation = ?) "
+                "ORDER BY seq",
+                (self.session_id, first, last, self.session_id, generation),
+            ).fetchall()
+        return [bytes(r[0]) for r in rows]
 
     @staticmethod
     def _parse(
