@@ -15,6 +15,8 @@ alternated round by round; the figures are medians over ``--rounds``:
   median and p90 of one append.
 - ``open`` / ``context``: a session of ``--big`` ~500 B messages, built once per side; a fresh
   process opens it (``store.open``) then builds its ``context()``.
+- ``upgrade``: ``--before`` writes ``--upgrade-sessions`` sessions of ``--messages`` mixed
+  messages; ``--after`` opens the store (its migrations run): the time and the file's size.
 """
 
 from __future__ import annotations
@@ -106,7 +108,30 @@ def child(op: str, db: str, arg: str, n: int) -> dict[str, object]:
         assert len(ctx.messages) == n, len(ctx.messages)
         st.close()
         return {"open_ms": opened * 1000, "context_ms": built * 1000}
+    if op == "fill":  # arg sessions of n messages of mixed sizes
+        st = tl.open_store(f"sqlite:///{db}", durability="flush")
+        for _ in range(int(arg)):
+            s = st.create()
+            with s.batch():
+                for i, size in enumerate(sizes_for("mix", n)):
+                    s.append_message("user" if i % 2 == 0 else "assistant", text_of(size, rnd))
+            s.close()
+        st.close()
+        return {"file": checkpointed_size(db)}
+    if op == "upgrade":
+        before = checkpointed_size(db)
+        t = time.perf_counter()
+        tl.open_store(f"sqlite:///{db}").close()
+        took = time.perf_counter() - t
+        return {"file_before": before, "seconds": took, "file_after": checkpointed_size(db)}
     raise SystemExit(f"unknown op {op}")
+
+
+def checkpointed_size(db: str) -> int:
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return os.path.getsize(db)
 
 
 def run(src: str, op: str, db: Path, arg: str, n: int) -> dict[str, object]:
@@ -129,6 +154,12 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=1000)
     ap.add_argument("--big", type=int, default=10_000)
     ap.add_argument("--appends", type=int, default=300)
+    ap.add_argument(
+        "--upgrade-sessions",
+        type=int,
+        default=20,
+        help="sessions of --messages mixed messages written by --before, then upgraded by --after",
+    )
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -188,6 +219,15 @@ def main() -> None:
     print(
         f"\n{args.big:,}-message session file: before {big['before']:,} B, after {big['after']:,} B"
     )
+    if args.upgrade_sessions:
+        db = work / "upgrade.db"
+        run(args.before, "fill", db, str(args.upgrade_sessions), args.messages)
+        got = run(args.after, "upgrade", db, "", 0)
+        print(
+            f"\nUpgrading a database of {args.upgrade_sessions} sessions × {args.messages:,} mixed "
+            f"messages written by --before: {float(got['seconds']):.1f} s (opening the store), "  # type: ignore[arg-type]
+            f"file {got['file_before']:,} B → {got['file_after']:,} B"
+        )
     print(f"load average at end: {Path('/proc/loadavg').read_text().strip()}")
 
 

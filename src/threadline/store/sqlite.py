@@ -2,7 +2,10 @@
 
 The database runs in WAL mode with ``synchronous=FULL`` (``durability="flush"`` uses NORMAL for
 bulk work). Each record is one row of ``tl_records`` keeping the record's JSON exactly as written
-(so unknown records round-trip) beside indexed columns (seq, id, parent_id, type, timestamp).
+(so unknown records round-trip) beside indexed columns (seq, id, parent_id, type, timestamp). It
+is a rowid table (schema version 2): a row of up to ~4,000 bytes shares its page with the rows
+before it, where the version-1 ``WITHOUT ROWID`` table gave a row over ~1,000 bytes an overflow
+page of its own.
 ``tl_sessions`` keeps the list columns (name, modified, message count, first message) up to date
 on every append, so listing never reads a session's records.
 
