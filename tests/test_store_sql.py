@@ -58,7 +58,10 @@ def test_sqlite_migrations_apply_from_empty_and_then_apply_nothing(tmp_path: Pat
     runner = CliRunner()
     first = runner.invoke(cli, ["db", "upgrade", url])
     again = runner.invoke(cli, ["db", "upgrade", url])
-    assert (first.exit_code, first.output) == (0, "Applied migrations: sqlite 1, catalog 1\n")
+    assert (first.exit_code, first.output) == (
+        0,
+        "Applied migrations: sqlite 1, sqlite 2, catalog 1\n",
+    )
     assert (again.exit_code, again.output) == (0, "The schema is up to date; nothing to apply.\n")
 
 

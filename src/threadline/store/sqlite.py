@@ -2,7 +2,10 @@
 
 The database runs in WAL mode with ``synchronous=FULL`` (``durability="flush"`` uses NORMAL for
 bulk work). Each record is one row of ``tl_records`` keeping the record's JSON exactly as written
-(so unknown records round-trip) beside indexed columns (seq, id, parent_id, type, timestamp).
+(so unknown records round-trip) beside indexed columns (seq, id, parent_id, type, timestamp). It
+is a rowid table (schema version 2): a row of up to ~4,000 bytes shares its page with the rows
+before it, where the version-1 ``WITHOUT ROWID`` table gave a row over ~1,000 bytes an overflow
+page of its own.
 ``tl_sessions`` keeps the list columns (name, modified, message count, first message) up to date
 on every append, so listing never reads a session's records.
 
@@ -86,25 +89,52 @@ def checkpoint(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
+# Migrations that rebuild a table leave its old pages free in the file; VACUUM gives them back
+# (once, after the migration has committed; a VACUUM that fails leaves them to later writes).
+_VACUUM_AFTER = {("sqlite", 2)}
+
+
 def upgrade(conn: sqlite3.Connection, track: str) -> list[int]:
-    """Apply the migrations of ``track`` not applied yet; returns the versions applied."""
+    """Apply the migrations of ``track`` not applied yet; returns the versions applied.
+
+    Each migration and its bookkeeping row are one transaction, so a crash leaves the schema
+    before or after it, never between. The bookkeeping row goes first: a process that opened
+    the same database at the same moment and applied the migration meanwhile makes it fail at
+    once, and the migration is skipped."""
     conn.execute(
         "CREATE TABLE IF NOT EXISTS tl_schema_migrations (track TEXT NOT NULL, "
         "version INTEGER NOT NULL, applied TEXT NOT NULL, PRIMARY KEY (track, version))"
     )
+
+    def done(version: int) -> bool:
+        return (
+            conn.execute(
+                "SELECT 1 FROM tl_schema_migrations WHERE track = ? AND version = ?",
+                (track, version),
+            ).fetchone()
+            is not None
+        )
+
     applied = []
     for version, _name, sql in migrations.scripts(track):
-        done = conn.execute(
-            "SELECT 1 FROM tl_schema_migrations WHERE track = ? AND version = ?", (track, version)
-        ).fetchone()
-        if done:
+        if done(version):
             continue
         # executescript commits first; the script and its bookkeeping row go in one transaction
-        conn.executescript(
-            "BEGIN IMMEDIATE;\n" + sql + "\nINSERT INTO tl_schema_migrations VALUES "
-            f"('{track}', {int(version)}, '{now()}');\nCOMMIT;"
-        )
+        try:
+            conn.executescript(
+                f"BEGIN IMMEDIATE;\nINSERT INTO tl_schema_migrations VALUES ('{track}', "
+                f"{int(version)}, '{now()}');\n{sql}\nCOMMIT;"
+            )
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.IntegrityError) and done(version):
+                continue  # applied by another process between our check and our transaction
+            raise
         applied.append(version)
+        if (track, version) in _VACUUM_AFTER:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("VACUUM")
     return applied
 
 
