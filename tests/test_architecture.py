@@ -80,7 +80,14 @@ def test_a_user_script_over_the_documented_api_passes_mypy_strict() -> None:
     assert out.stdout.strip() == "Success: no issues found in 1 source file", out.stdout
 
 
-LAZY = ("_hashlib", "tempfile", "threadline.formats", "threadline.agent", "threadline.importing")
+LAZY = (
+    "_hashlib",
+    "tempfile",
+    "threadline.formats",
+    "threadline.agent",
+    "threadline.importing",
+    "threadline.catalog",
+)
 
 IMPORT_THEN_USE = f"""
 import sys
@@ -97,7 +104,7 @@ print(tl.formats.__name__, tl.AgentSession.__name__, "threadline.agent" in sys.m
 """
 
 
-def test_import_threadline_leaves_formats_agent_and_openssl_until_first_named(
+def test_import_threadline_leaves_formats_agent_catalog_and_openssl_until_first_used(
     tmp_path: Path,
 ) -> None:
     out = subprocess.run(
