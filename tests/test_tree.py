@@ -32,21 +32,6 @@ def test_a_chain_gives_the_path_from_root_to_leaf() -> None:
     assert t.depth("c") == 2
 
 
-def test_a_split_path_separates_marked_entries_and_counts_the_plain_ones_before_each() -> None:
-    t = build(
-        ("m0", None, T0), ("s1", "m0", T0), ("m2", "s1", T0), ("m3", "m2", T0), ("s4", "m3", T0),
-        ("s5", "s4", T0), ("m6", "s5", T0), ("other", "m3", T1),
-    )  # fmt: skip
-    marked = {"s1", "s4", "s5", "other"}
-    assert t.split_path("m6", marked) == (
-        ["m0", "m2", "m3", "m6"],
-        [(1, "s1"), (3, "s4"), (3, "s5")],
-    )
-    assert t.split_path("s1", marked) == (["m0"], [(1, "s1")])
-    assert t.split_path("m3", set()) == (t.path("m3"), [])
-    assert t.split_path(None, marked) == ([], [])
-
-
 def test_children_are_ordered_by_timestamp_then_file_order() -> None:
     t = build(("r", None, T0), ("late", "r", T2), ("x", "r", T1), ("y", "r", T1))
     assert t.children("r") == ["x", "y", "late"]

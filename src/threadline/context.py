@@ -175,38 +175,6 @@ def build_view(
 
     ``markers=False`` leaves the revise/snip markers out (a bare payload)."""
     special = session.special  # the few non-message entries; everything else is a message
-    plain: list[str] = []
-    marks: list[tuple[int, str]] = []
-    append = plain.append
-    for eid in path:
-        if eid in special:
-            marks.append((len(plain), eid))
-        else:
-            append(eid)
-    return _view(session, plain, marks, path[-1] if path else None, active_tags, markers)
-
-
-def view_at(
-    session: SessionState, leaf: str | None, active_tags: frozenset[str], *, markers: bool = True
-) -> ViewState:
-    """:func:`build_view` at ``leaf``, walking the parents once: the path itself is never
-    built (at 86,000 entries deep, that walk and a second pass over its ids were all of the
-    context's cost)."""
-    plain, marks = session.tree.split_path(leaf, session.special)
-    return _view(session, plain, marks, leaf, active_tags, markers)
-
-
-def _view(
-    session: SessionState,
-    plain: list[str],
-    marks: list[tuple[int, str]],
-    leaf: str | None,
-    active_tags: frozenset[str],
-    markers: bool,
-) -> ViewState:
-    # plain: the path's messages; marks: its other entries (session.special, a few hundred at
-    # most), each with how many messages come before it. Messages join the view in runs.
-    special = session.special
     types = session.types
     model: ModelChange | None = None
     thinking = "off"
@@ -214,13 +182,12 @@ def _view(
     op_ids: list[str] = []
     ids: list[str] = []  # entries that become messages, in path order
     seen_at: dict[str, int] = {}  # len(ids) when each non-message entry was passed
-    append, extend = ids.append, ids.extend
+    append = ids.append
     purged = session.purged
-    done = 0  # how many of plain are in ids
-    for before, eid in marks:
-        if before > done:
-            extend(plain[done:before])
-            done = before
+    for eid in path:
+        if eid not in special:
+            append(eid)
+            continue
         seen_at[eid] = len(ids)
         if eid in purged:  # a purged summary, model change, op…: its payload is gone
             continue
@@ -236,7 +203,6 @@ def _view(
             thinking = session.payload(eid).thinking_level
         elif t == "context_op":
             op_ids.append(eid)
-    extend(plain[done:])
     if last_compaction is not None:
         # the latest compaction wins: its summary, then the path from its first kept entry
         # (or, when that is not on the path, from after the compaction) to the leaf
@@ -260,7 +226,7 @@ def _view(
             from threadline.operations import is_marker
 
             ids = [x for x in ids if not is_marker(session, x)]
-    return ViewState(leaf, active_tags, ids, model, thinking)
+    return ViewState(path[-1] if path else None, active_tags, ids, model, thinking)
 
 
 def _drop_orphaned_tool_partners(session: SessionState, ids: list[str]) -> list[str]:

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from threadline.context import Context, ViewItem, ViewState, build_view, view_at
+from threadline.context import Context, ViewItem, ViewState, build_view
 from threadline.errors import Hint, NotFoundError, UserError
 from threadline.model.content import Message, text
 from threadline.model.entries import (
@@ -440,11 +440,13 @@ class SessionState:
             raise self.unknown(leaf_id)
         leaf = self.leaf if leaf_id is None else leaf_id
         if not markers:
-            bare = view_at(self, leaf, tags, markers=False)
+            path = self.path_ids() if leaf == self.leaf else self.tree.path(leaf)
+            bare = build_view(self, path, tags, markers=False)
             return Context(bare.ids, self, bare.model, bare.thinking_level, leaf)
         view = self.view
         if view is None or view.leaf != leaf or view.active_tags != tags:
-            view = view_at(self, leaf, tags)
+            path = self.path_ids() if leaf == self.leaf else self.tree.path(leaf)
+            view = build_view(self, path, tags)
             if leaf == self.leaf:
                 self.view = view
         return Context(view.ids, self, view.model, view.thinking_level, leaf)

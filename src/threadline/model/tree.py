@@ -8,7 +8,7 @@ file. Both are reported, never looped on.
 from __future__ import annotations
 
 import math
-from collections.abc import Container, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 
@@ -106,33 +106,6 @@ class TreeIndex:
             raise RuntimeError("parent cycle in a settled tree")
         out.reverse()
         return out
-
-    def split_path(
-        self, leaf: str | None, marked: Container[str]
-    ) -> tuple[list[str], list[tuple[int, str]]]:
-        """The path from the root to ``leaf`` in two parts, walked once: the ids not in
-        ``marked``, and each marked id with how many unmarked ids come before it on the path
-        (both root first). A context splits its path this way into messages and the few
-        entries that need a look."""
-        plain: list[str] = []
-        marks: list[tuple[int, str]] = []
-        append = plain.append
-        parent = self.parent
-        node = leaf
-        for _ in range(len(parent) + 1):  # bounded, as in path()
-            if node is None:
-                break
-            if node in marked:
-                marks.append((len(plain), node))  # unmarked ids after it, for now
-            else:
-                append(node)
-            node = parent[node]
-        else:
-            raise RuntimeError("parent cycle in a settled tree")
-        plain.reverse()
-        marks.reverse()
-        n = len(plain)
-        return plain, [(n - after, eid) for after, eid in marks]
 
     def ancestors(self, entry_id: str) -> Iterator[str]:
         node: str | None = entry_id
