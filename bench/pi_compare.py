@@ -107,10 +107,10 @@ def main() -> None:
     pim, pi_file, sid = prepare(args.entries, args.seed)
     store = DATA / f"tl-{args.entries}-{args.seed}"
     keys = {
-        "load": ["loadMs", "maxRssMB"],
-        "context": ["contextMs", "contextMessages"],
+        "load": ["loadMs", "loadCpuMs", "maxRssMB"],
+        "context": ["contextMs", "contextCpuMs", "contextMessages"],
         "append": ["perAppendUs", "contextAfterAppendMs"],
-        "tree": ["treeMs"],
+        "tree": ["treeMs", "treeCpuMs"],
     }
     sides = ["pi", "tl"] + (["before"] if args.before else [])
     results: dict[str, dict[str, list[float]]] = {}
