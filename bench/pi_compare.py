@@ -7,12 +7,17 @@ generates the seeded pi v3 session, imports it with ``threadline import pi``, th
 operation in a fresh process, alternating pi and threadline, ``--runs`` times each, and prints
 the medians and the ratios (threadline / pi). Also times ``Store.list()`` over 1,000 sessions
 at two session lengths. Needs node and npm.
+
+``--before SRC`` also runs threadline's side from another checkout's ``src`` folder (say a
+``git worktree`` of main) in the same rounds, alternated with the others, and adds its column:
+a change measured side by side with what it changes, under the same load.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -27,8 +32,9 @@ PIMONO_SRC = ROOT.parent / "shared" / "bench" / "pimono"
 PY = sys.executable
 
 
-def run_json(cmd: list[str], cwd: Path | None = None) -> dict[str, float]:
-    out = subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, text=True).stdout
+def run_json(cmd: list[str], cwd: Path | None = None, src: str | None = None) -> dict[str, float]:
+    env = None if src is None else {**os.environ, "PYTHONPATH": src}
+    out = subprocess.run(cmd, cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
@@ -96,42 +102,61 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--skip-list", action="store_true")
+    ap.add_argument("--before", metavar="SRC", help="another checkout's src folder, run alongside")
     args = ap.parse_args()
     pim, pi_file, sid = prepare(args.entries, args.seed)
     store = DATA / f"tl-{args.entries}-{args.seed}"
     keys = {
-        "load": ["loadMs", "maxRssMB"],
-        "context": ["contextMs", "contextMessages"],
+        "load": ["loadMs", "loadCpuMs", "maxRssMB"],
+        "context": ["contextMs", "contextCpuMs", "contextMessages"],
         "append": ["perAppendUs", "contextAfterAppendMs"],
-        "tree": ["treeMs"],
+        "tree": ["treeMs", "treeCpuMs"],
     }
+    sides = ["pi", "tl"] + (["before"] if args.before else [])
     results: dict[str, dict[str, list[float]]] = {}
+
+    def add(key: str, side: str, value: float) -> None:
+        results.setdefault(key, {s: [] for s in sides})[side].append(value)
+
+    nan = float("nan")
     for op, fields in keys.items():
-        for _ in range(args.runs):
-            pi = run_json(["node", "bench.mjs", op, str(pi_file)], cwd=pim)
-            tl_ = run_json([PY, str(ROOT / "bench" / "tl_ops.py"), op, str(store), sid])
-            for f in fields + (["loadMs"] if op != "load" else []):
-                results.setdefault(f"{op}.{f}", {"pi": [], "tl": []})
-                results[f"{op}.{f}"]["pi"].append(float(pi.get(f, float("nan"))))
-                results[f"{op}.{f}"]["tl"].append(float(tl_.get(f, float("nan"))))
-            if op == "load":
-                results.setdefault("load.maxRssAfterOpenMB", {"pi": [], "tl": []})
-                results["load.maxRssAfterOpenMB"]["pi"].append(float(pi["maxRssMB"]))
-                results["load.maxRssAfterOpenMB"]["tl"].append(float(tl_["maxRssAfterOpenMB"]))
-            if op == "append":
-                results.setdefault("append.perAppendFsyncUs", {"pi": [], "tl": []})
-                results["append.perAppendFsyncUs"]["tl"].append(float(tl_["perAppendFsyncUs"]))
-                results["append.perAppendFsyncUs"]["pi"].append(float("nan"))
-            if op == "context":
-                results.setdefault("context.materializeMs", {"pi": [], "tl": []})
-                results["context.materializeMs"]["tl"].append(float(tl_["materializeMs"]))
-                results["context.materializeMs"]["pi"].append(float("nan"))
-    print(f"| metric (median of {args.runs}) | pi | threadline | ratio |")
-    print("|---|---:|---:|---:|")
+        for n in range(args.runs):
+            runs = {"pi": run_json(["node", "bench.mjs", op, str(pi_file)], cwd=pim)}
+            tl_cmd = [PY, str(ROOT / "bench" / "tl_ops.py"), op, str(store), sid]
+            # the process right after pi's pays for its exit (700 MB freed, dirty pages written
+            # back): with --before, the two threadline sides take turns at that place
+            if args.before and n % 2:
+                runs["before"] = run_json(tl_cmd, src=args.before)
+            runs["tl"] = run_json(tl_cmd)
+            if args.before and not n % 2:
+                runs["before"] = run_json(tl_cmd, src=args.before)
+            for side, got in runs.items():
+                for f in fields + (["loadMs"] if op != "load" else []):
+                    add(f"{op}.{f}", side, got.get(f, nan))
+                if op == "load":
+                    add(
+                        "load.maxRssAfterOpenMB",
+                        side,
+                        got["maxRssMB" if side == "pi" else "maxRssAfterOpenMB"],
+                    )
+                if op == "append":
+                    add("append.perAppendFsyncUs", side, got.get("perAppendFsyncUs", nan))
+                if op == "context":
+                    add("context.materializeMs", side, got.get("materializeMs", nan))
+    print(json.dumps(results), file=sys.stderr)  # every run, for ranges
+    head = f"| metric (median of {args.runs}) | pi | threadline | ratio |"
+    if args.before:
+        head += " before | ratio before |"
+    print(head)
+    print("|---|---:|---:|---:|" + ("---:|---:|" if args.before else ""))
     for key, v in results.items():
         p, t = statistics.median(v["pi"]), statistics.median(v["tl"])
         ratio = f"{t / p:.3f}" if p == p and p else "-"
-        print(f"| {key} | {p:g} | {t:g} | {ratio} |")
+        row = f"| {key} | {p:g} | {t:g} | {ratio} |"
+        if args.before:
+            b = statistics.median(v["before"])
+            row += f" {b:g} | {f'{b / p:.3f}' if p == p and p else '-'} |"
+        print(row)
     if not args.skip_list:
         for each in (10, 1000):
             print("list:", json.dumps(list_bench(1000, each)))

@@ -4,6 +4,7 @@ script calling every public Session/Store method the docs name passes ``mypy --s
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,45 @@ def test_a_user_script_over_the_documented_api_passes_mypy_strict() -> None:
         check=False,
     )
     assert out.stdout.strip() == "Success: no issues found in 1 source file", out.stdout
+
+
+LAZY = (
+    "_hashlib",
+    "tempfile",
+    "threadline.formats",
+    "threadline.agent",
+    "threadline.importing",
+    "threadline.catalog",
+)
+
+IMPORT_THEN_USE = f"""
+import sys
+import threadline as tl
+print(sorted(m for m in {LAZY!r} if m in sys.modules))
+store = tl.open_store(sys.argv[1])
+s = store.create()
+s.append_message("user", "hi")
+s.close()
+again = store.open(s.id)
+print([m.text for m in again.context().messages], len(again.tree()))
+print("_hashlib" in sys.modules)
+print(tl.formats.__name__, tl.AgentSession.__name__, "threadline.agent" in sys.modules)
+"""
+
+
+def test_import_threadline_leaves_formats_agent_catalog_and_openssl_until_first_used(
+    tmp_path: Path,
+) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_THEN_USE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "THREADLINE_EMBEDDER": "none"},
+    )
+    assert out.stdout.splitlines() == [
+        "[]",  # ~5 MB less resident memory for a program that only stores sessions
+        "['hi'] 1",
+        "False",  # writing and reading a session hashes nothing
+        "threadline.formats AgentSession True",
+    ]

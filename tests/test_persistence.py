@@ -396,6 +396,36 @@ def test_orphans_and_cycles_in_a_hand_written_file_are_reported(jsonl_store: tl.
     assert s.path_ids() == ["x", "y", "k", n]
 
 
+def test_the_nested_tree_orders_siblings_by_time_then_file_order_with_parents_written_late(
+    jsonl_store: tl.Store,
+) -> None:
+    def at(eid: str, parent: str | None, stamp: str) -> dict[str, Any]:
+        return m(eid, parent, eid, timestamp=stamp)
+
+    write_session(
+        jsonl_store,
+        [
+            at("r1", None, "2024-01-01T12:00:00Z"),
+            at("c", "p", "2024-01-01T12:00:02Z"),  # written before its parent
+            at("p", "r1", "2024-01-01T12:00:01Z"),
+            at("d", "p", "2024-01-01T12:00:03Z"),
+            at("e", "p", "2024-01-01T13:00:02+01:00"),  # the same instant as c, later in file
+            at("q", "r1", "2024-01-01T12:00:00.5Z"),  # earlier than p, later in the file
+            at("r0", None, "2024-01-01T11:00:00Z"),
+        ],
+    )
+    s = jsonl_store.open("s1")
+
+    def shape(nodes: list[tl.TreeNode]) -> list[Any]:
+        return [(n.entry.id, shape(n.children)) for n in nodes]
+
+    assert shape(s.tree()) == [  # type: ignore[arg-type]
+        ("r0", []),
+        ("r1", [("q", []), ("p", [("c", []), ("e", []), ("d", [])])]),
+    ]
+    assert [f.entry.id for f in s.tree(flat=True)] == ["r0", "r1", "q", "p", "c", "e", "d"]
+
+
 # -- unknown record types and fields ------------------------------------------------------------
 
 

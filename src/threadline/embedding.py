@@ -20,7 +20,6 @@ An :class:`Embedder` turns texts into L2-normalised float32 vectors. Two ship he
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import json
@@ -73,6 +72,8 @@ class HashingEmbedder:
         self.dim = dim
 
     def embed(self, texts: list[str]) -> Matrix:
+        import hashlib  # ~3.5 MB of OpenSSL mapped: loaded on first use, not at import
+
         np = _numpy()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, t in enumerate(texts):
@@ -102,6 +103,8 @@ def installed_model_dir() -> Path:
 
 
 def read_safetensors(path: Path, sha256: str | None = None) -> dict[str, Any]:
+    import hashlib
+
     np = _numpy()
     data = path.read_bytes()
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:

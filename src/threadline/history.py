@@ -22,7 +22,6 @@ only step that replaces the session file.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -188,6 +187,8 @@ def _plan(session: SessionState, entry_ids: Sequence[str] | None, all: bool) -> 
     files = [str(p) for p in _companion_files(session)]
     summarized = summaries_of(session, doomed)
     derived = sorted(set(_derived_copies(session, doomed)) | set(summarized))
+    import hashlib  # ~3.5 MB of OpenSSL mapped: loaded on first use, not at import
+
     digest = hashlib.sha256()
     for part in (
         session.id,

@@ -575,29 +575,50 @@ class Session:
                     )
                     for eid, depth in t.preorder()
                 ]
-            # nodes first, then each one's children in their order: no walk, no decoding
-            slots = state.slots
-            nodes: dict[str, TreeNode] = {}
-            for eid in t.parent:
-                slot = slots[eid]
-                # a message is decoded when the caller reads .entry
-                nodes[eid] = (
-                    TreeNode(_entry=eid, _load=self)
-                    if isinstance(slot, LazyMessage)
-                    else TreeNode(_entry=slot)
-                )
-            for eid, label in labels.items():
-                labelled = nodes.get(eid)
-                if labelled is not None:
-                    labelled.label = label
-            roots: list[TreeNode] = []
-            for parent, kids in t.children_map().items():
-                linked = [nodes[k] for k in kids]
-                if parent is None:
-                    roots = linked
-                else:
-                    nodes[parent].children = linked
-            return roots
+            return self._linked_tree()
+
+    def _linked_tree(self) -> list[TreeNode]:
+        # One pass in file order: each node is linked under its parent's node as it is made,
+        # so siblings arrive in file order and a stable sort by time alone gives the tree's
+        # order (timestamp, then file order). Nothing is decoded: a node holds its entry's id
+        # until .entry is read. An entry written before its parent (rare: imported logs) is
+        # linked after the pass, and its siblings are sorted with the file order spelled out.
+        t = self._state.tree
+        nodes: dict[str, TreeNode] = {}
+        roots: list[TreeNode] = []
+        branches: list[list[TreeNode]] = []  # children lists that need sorting
+        late: list[tuple[str, TreeNode]] = []
+        find = nodes.get
+        for eid, parent in t.parent.items():
+            node = TreeNode(_entry=eid, _load=self)
+            nodes[eid] = node
+            if parent is None:
+                roots.append(node)
+                continue
+            above = find(parent)
+            if above is None:
+                late.append((parent, node))
+                continue
+            kids = above.children
+            kids.append(node)
+            if len(kids) == 2:
+                branches.append(kids)
+        when = t.sibling_key
+        for kids in branches:
+            kids.sort(key=lambda n: when(n._entry))
+        if len(roots) > 1:
+            roots.sort(key=lambda n: when(n._entry))
+        if late:
+            seq = t.file_order()
+            for parent, node in late:
+                nodes[parent].children.append(node)
+            for parent in {parent for parent, _ in late}:
+                nodes[parent].children.sort(key=lambda n: (when(n._entry), seq[n._entry]))
+        for eid, label in self._state.labels.items():
+            labelled = find(eid)
+            if labelled is not None:
+                labelled.label = label
+        return roots
 
     @serialized
     def metadata(self, *, content_types: bool = True) -> list[EntryMeta]:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from threadline import history
-from threadline.catalog.base import Catalog
 from threadline.errors import UserError
 from threadline.model.entries import SessionHeader, new_id, now
 from threadline.session import Session, create_session, fork_session, open_session
@@ -26,6 +25,7 @@ from threadline.store import open_backend
 from threadline.store.base import BaseStore, CatalogLocation, Durability, SessionListing
 
 if TYPE_CHECKING:
+    from threadline.catalog.base import Catalog
     from threadline.store.postgres import PostgresStore
 
 

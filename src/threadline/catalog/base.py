@@ -22,10 +22,8 @@ that set in one transaction (nothing changes when it fails) and is refused when 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -245,6 +243,8 @@ def terms_needed(terms: Sequence[str]) -> int:
 
 
 def set_digest(session_ids: Sequence[str]) -> str:
+    import hashlib  # ~3.5 MB of OpenSSL mapped: loaded on first use, not at import
+
     return hashlib.sha256("\n".join(sorted(session_ids)).encode()).hexdigest()
 
 
@@ -555,6 +555,8 @@ class Catalog:
         tagged = set(self._tagged(self._target_tag(op, args)))
         already = sum(1 for s in ids if s in tagged) if op != "delete_tag" else 0
         if dry_run:
+            import secrets  # (through hmac) loads OpenSSL: on first use, not at import
+
             token = secrets.token_urlsafe(18)
             self._save_token(token, op, json.dumps(args, sort_keys=True), sorted(ids))
             sample = self._sample(ids)

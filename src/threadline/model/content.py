@@ -7,7 +7,6 @@ Helpers (:func:`text`, :func:`tool_use`, ...) build blocks without spelling the 
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Literal, TypeAlias
 
 import msgspec
@@ -293,6 +292,8 @@ def coerce_content(value: Any) -> list[Block]:
 
 def content_hash(content: list[Block] | Message) -> str:
     """SHA-256 of the canonical JSON (sorted keys, compact) of a message's content, 16 hex chars."""
+    import hashlib  # ~3.5 MB of OpenSSL mapped: loaded on first use, not at import
+
     blocks = content.content if isinstance(content, Message) else content
     return hashlib.sha256(msgspec.json.encode(blocks, order="sorted")).hexdigest()[:16]
 

@@ -113,6 +113,10 @@ class TreeIndex:
             yield node
             node = self.parent[node]
 
+    def sibling_key(self, entry_id: str) -> float:
+        """Where an entry stands among its siblings: its time (ties: file order)."""
+        return time_key(self.ts[entry_id])
+
     def file_order(self) -> dict[str, int]:
         return {n: i for i, n in enumerate(self.parent)}
 
