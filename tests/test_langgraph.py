@@ -736,15 +736,19 @@ def test_a_graph_whose_writes_ride_in_messages_keeps_pending_writes_exact(
     fresh.close()
 
 
-def test_a_thread_written_before_round_3_reads_back_exact_and_goes_on(tmp_path: Path) -> None:
-    """tests/data/langgraph_r2: a thread (4 turns, then a turn from an earlier checkpoint)
-    written by the saver before message entries carried writes, and what it listed then."""
+@pytest.mark.parametrize("name", ["r2", "r3"])
+def test_a_thread_written_by_an_earlier_round_reads_back_exact_and_goes_on(
+    name: str, tmp_path: Path
+) -> None:
+    """tests/data/langgraph_<name>: a thread (4 turns, then a turn from an earlier checkpoint)
+    written by the saver of round 2 (before message entries carried writes) or round 3
+    (before checkpoints were stored as changes to a predicted step), and what it listed then."""
     import shutil
 
-    src = HERE / "data" / "langgraph_r2"
+    src = HERE / "data" / f"langgraph_{name}"
     shutil.copytree(src / "store", tmp_path / "store")
     expected = json.loads((src / "expected.json").read_text())
-    config = {"configurable": {"thread_id": "r2"}}
+    config = {"configurable": {"thread_id": name}}
     store = tl.open_store(str(tmp_path / "store"))
     with ThreadlineSaver(store) as saver:
         got = []
