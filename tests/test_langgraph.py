@@ -189,9 +189,7 @@ def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) ->
             entry = parent[entry]
         return entry
 
-    entries = [
-        r for r in records if r["type"] == "custom" and r["custom"]["custom_type"] == "lg.cp"
-    ]
+    entries = [r for r in records if r["type"] == "custom" and r["custom"]["custom_type"] == "lg.c"]
     checkpoints = [r["custom"]["data"] for r in entries]
     kinds = [c["b"]["messages"][0] for c in checkpoints if "messages" in c["b"]]
     assert kinds[0] == "l" and set(kinds[1:]) == {"m"}  # whole once, then only what was added
@@ -278,6 +276,69 @@ def test_values_that_are_not_message_lists_come_back_exact(jsonl_store: Any) -> 
     assert got_values["set"] == {1, 2} and got_values["nul"] == "a\x00b"
     assert [type(v) for v in got_values["msgs"]] == [HumanMessage, AIMessage, AIMessage]
     fresh.close()
+
+
+def test_metadata_is_stored_as_changes_to_the_next_step_and_reads_back_exact(
+    jsonl_store: Any,
+) -> None:
+    """A checkpoint's metadata is stored as its change to the parent's with ``step`` one more
+    and ``source`` "loop" (LangGraph's next step); anything else is said, and all of it reads
+    back exact, from the saver that wrote it and from a fresh one."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    metas: list[dict[str, Any]] = [
+        {"source": "input", "step": -1, "parents": {}},
+        {"source": "loop", "step": 0, "parents": {}},  # the next step: nothing stored
+        {"source": "loop", "step": 1, "parents": {}},  # the same
+        {"source": "input", "step": 2, "parents": {}},  # the source said
+        {"source": "update", "step": 2, "parents": {}},  # the step not one more: said
+        {"source": "loop", "step": True, "parents": {}},  # a bool is not a step
+        {"source": "loop", "step": 2, "parents": {}},
+        {"step": 3, "parents": {}},  # no source: removed
+        {"step": 4, "parents": {}, "writes": None},  # no source to predict
+        {"parents": {}},  # no step
+        {"source": "loop", "step": 7, "parents": {}},
+    ]
+    saver = ThreadlineSaver(jsonl_store)
+    config: Any = {"configurable": {"thread_id": "meta", "checkpoint_ns": ""}}
+    ids = []
+    for n, meta in enumerate(metas, 1):
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"c": None} if n % 2 else {}
+        checkpoint["channel_versions"] = {"c": n}
+        config = saver.put(config, checkpoint, dict(meta), {"c": n})
+        ids.append(checkpoint["id"])
+    want = [(cid, meta) for cid, meta in zip(ids, metas, strict=True)][::-1]
+    thread = {"configurable": {"thread_id": "meta"}}
+    listed = [(t.config["configurable"]["checkpoint_id"], t.metadata) for t in saver.list(thread)]
+    assert listed == want
+    saver.close()
+    with ThreadlineSaver(jsonl_store) as fresh:
+        listed = [
+            (t.config["configurable"]["checkpoint_id"], t.metadata) for t in fresh.list(thread)
+        ]
+        assert listed == want
+    records = [
+        json.loads(line)
+        for line in (Path(jsonl_store.url) / "meta.jsonl").read_bytes().splitlines()[1:]
+    ]
+    data = [r["custom"]["data"] for r in records if r["type"] == "custom"]
+    assert [r["custom"]["custom_type"] for r in records if r["type"] == "custom"] == ["lg.c"] * 11
+    assert [d["d"].get("mj") for d in data] == [
+        [{"source": "input", "step": -1, "parents": {}}],
+        None,
+        None,
+        [{"source": "input"}],
+        [{"source": "update", "step": 2}],
+        [{"step": True}],
+        [{"step": 2}],
+        [{}, ["source"]],
+        [{"writes": None}],
+        [{}, ["step", "writes"]],
+        [{"source": "loop", "step": 7}],
+    ]
+    # a channel's value stored as null ("j" null) or cleared (0: "e") is written short
+    assert [d["b"]["c"] for d in data] == [None, 0] * 5 + [None]
 
 
 def test_time_travel_branches_the_session_tree_and_the_leaf_follows_the_new_branch(
@@ -650,7 +711,7 @@ def test_writes_of_new_messages_ride_in_the_message_entries_and_read_back_exact(
     saver.put_writes(config, [("messages", [answer]), ("branch:to:tools", None)], "t1", "p1")
     saver.put_writes(config, [("messages", [hi])], "t2", "p2")  # no new message: an entry
     more = [AIMessage("one", id="a2"), AIMessage("two", id="a3")]
-    saver.put_writes(config, [("messages", more)], "t3", "p3")
+    saver.put_writes(config, [("messages", more)], "t3", "~__pregel_pull, agent")
     records = [
         json.loads(line)
         for line in (Path(jsonl_store.url) / "direct.jsonl").read_bytes().splitlines()[1:]
@@ -658,7 +719,7 @@ def test_writes_of_new_messages_ride_in_the_message_entries_and_read_back_exact(
     kinds = [r["custom"]["custom_type"] if r["type"] == "custom" else r["type"] for r in records]
     assert kinds == [
         "message",
-        "lg.cp",
+        "lg.c",
         "message",
         "lg.w",
         "message",
@@ -670,7 +731,7 @@ def test_writes_of_new_messages_ride_in_the_message_entries_and_read_back_exact(
     # no "cp": its tree parent is the checkpoint's entry
     assert carrier["message"]["provider_details"]["langgraph"] == {
         "task": "t1",
-        "w": [[0, "messages", ["l", [""]]], [1, "branch:to:tools", ["j", None]]],  # "": itself
+        "w": [[0, "messages", ["l", [""]]], [1, "branch:to:tools", None]],  # "": itself, null
         "path": "p1",
     }
     # the last of two messages carries them, with "cp": its parent is the first one
@@ -678,7 +739,7 @@ def test_writes_of_new_messages_ride_in_the_message_entries_and_read_back_exact(
     assert two["message"]["provider_details"]["langgraph"] == {
         "task": "t3",
         "w": [[0, "messages", ["l", [one["id"], ""]]]],
-        "path": "p3",
+        "pp": "agent",  # LangGraph's path of a node: "~__pregel_pull, agent"
         "cp": cid,
     }
     assert writes["parent_id"] == carrier["id"]
@@ -719,14 +780,29 @@ def test_a_graph_whose_writes_ride_in_messages_keeps_pending_writes_exact(
     jsonl_store: Any,
 ) -> None:
     config = {"configurable": {"thread_id": "carried"}}
-    saver = ThreadlineSaver(jsonl_store)
+    tasks: set[tuple[str, str]] = set()  # (checkpoint id, task id) as LangGraph gave them
+
+    class Recording(ThreadlineSaver):
+        def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+            tasks.add((config["configurable"]["checkpoint_id"], task_id))
+            super().put_writes(config, writes, task_id, task_path)
+
+    saver = Recording(jsonl_store)
     run(build(saver), config, 1, 6)
     mine = _snapshot(saver, "carried")
     saver.close()
     records = (Path(jsonl_store.url) / "carried.jsonl").read_bytes().splitlines()
-    assert any(b'"langgraph":{"task"' in line for line in records)
+    # every task of this graph is a node run on its usual trigger: its id is derived, not stored
+    assert any(b'"langgraph":{"w"' in line for line in records)
+    assert not any(b'"task"' in line for line in records)
     fresh = ThreadlineSaver(jsonl_store)
     assert _snapshot(fresh, "carried") == mine
+    got = {
+        (tup.config["configurable"]["checkpoint_id"], task)
+        for tup in fresh.list(config)
+        for task, _ch, _v in tup.pending_writes
+    }
+    assert got == tasks and len(tasks) == 26 - 6 - 2 - 2  # one task per put_writes
     ref = InMemorySaver()
     run(build(ref), config, 1, 6)
     assert _writes_shape(fresh, config) == _writes_shape(ref, config)

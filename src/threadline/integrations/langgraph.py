@@ -9,7 +9,8 @@ One LangGraph thread is one threadline session (its id is the thread id when tha
 session id, else ``lg-`` and a hash; the header's ``metadata.langgraph.thread_id`` names it).
 Checkpoints, their pending writes and the channel values live in that session's tree:
 
-- a checkpoint is a ``custom`` entry (``custom_type="lg.cp"``; ``"langgraph.checkpoint"`` before)
+- a checkpoint is a ``custom`` entry (``custom_type="lg.c"``; ``"lg.cp"`` and
+  ``"langgraph.checkpoint"`` before)
   whose tree parent is the last entry of its parent checkpoint (time travel appends under an
   earlier checkpoint, so it branches; ``copy_thread`` copies the whole tree into a new
   session). It holds only what the
@@ -69,12 +70,12 @@ from threadline.formats import langchain as lc
 from threadline.integrations._langgraph_index import (
     BLOBS,
     CHAIN,
-    CHECKPOINT,
     EMPTY_DOC,
     MAX_DEPTH,
     MSG_KEY,
     NEAR,
     SEGMENT,
+    STEP,
     WRITES,
     WRITES_KEY,
     Batch,
@@ -83,12 +84,16 @@ from threadline.integrations._langgraph_index import (
     PathIndex,
     ThreadIndex,
     collect_refs,
+    compact,
+    compact_writes,
     delta_chain,
     delta_refs,
+    derived_task,
     diff_doc,
     message_ids,
     near_refs,
     plain,
+    predict,
     same,
     swap_refs,
     thread_session_id,
@@ -570,9 +575,9 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             prev = t.doc(parent) if parent is not None and parent.depth + 1 < CHAIN else EMPTY_DOC
             if parent_id and prev is EMPTY_DOC:
                 data["f"] = 1
-            change = data["d"] = diff_doc(prev, doc)
+            change = data["d"] = diff_doc(predict(prev), doc)
             near = batch.ancestors(t.parents, NEAR)
-            data["b"] = {ch: near_refs(spec, near) for ch, spec in blobs.items()}
+            data["b"] = {ch: compact(near_refs(spec, near)) for ch, spec in blobs.items()}
             step = [new_versions[ch] for ch in blobs]
             if step and all(
                 same(v, step[0]) and ch in doc["cv"] and same(doc["cv"][ch], v)
@@ -593,7 +598,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 }
                 if odd:
                     data["bv"] = odd
-            batch.custom(CHECKPOINT, data, entry_id=entry_id, timestamp=ts)
+            batch.custom(STEP, data, entry_id=entry_id, timestamp=ts)
             self._append(t, batch, main=not ns)
             self._put_done.notify_all()
             cp = cps[cid]
@@ -733,6 +738,9 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             data: dict[str, Any] = {"task": task_id, "w": rows}
             if task_path:
                 data["path"] = task_path
+                # no task id when LangGraph's can be derived (see the index's format)
+                if not ns and cp.entry and derived_task(cid, t.doc(cp), task_path) == task_id:
+                    del data["task"]
             last = batch.records[-1] if batch.records else None
             if isinstance(last, MessageEntry) and WRITES_KEY not in (
                 last.message.provider_details or {}
@@ -744,7 +752,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                         data["ns"] = ns
                 data["w"] = [[i, ch, swap_refs(spec, last.id, "")] for i, ch, spec in rows]
                 details = dict(last.message.provider_details or {})
-                details[WRITES_KEY] = data
+                details[WRITES_KEY] = compact_writes(data)
                 batch.records[-1] = msgspec.structs.replace(
                     last, message=msgspec.structs.replace(last.message, provider_details=details)
                 )
@@ -755,7 +763,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                         data["ns"] = ns
                 near = batch.ancestors(t.parents, NEAR)
                 data["w"] = [[i, ch, near_refs(spec, near)] for i, ch, spec in rows]
-                batch.custom(WRITES, data)
+                batch.custom(WRITES, compact_writes(data))
             self._append(t, batch, main=on_main)
 
     # -- deleting and copying ------------------------------------------------------------------
