@@ -22,6 +22,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 import threadline as tl
 from _langgraph_chat import build, run, shape, user
 from conftest import PG_URL, make_store, pg_schema
+from threadline.integrations._langgraph_index import pack, unpack
 from threadline.integrations.langgraph import ThreadlineSaver
 from threadline.model.entries import MessageEntry
 
@@ -215,9 +216,31 @@ def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) ->
         i if type(spec[1][0]) is int else [i, *spec[1][0][1:]]
         for i, spec in zip(ids, added, strict=True)
     ]
-    assert added[63][2:] == [None, [first, refs[:64]]]
+    # the segment's UUIDs packed in one string (22 characters each), the others [place, ref]
+    link = added[63][3]
+    others = [[n, r] for n, r in enumerate(refs[:64]) if not isinstance(r, str)]
+    assert (len(added[63]), added[63][2]) == (4, None)
+    assert link == ([first, link[1], others] if others else [first, link[1]])
+    assert len(link[1]) == 22 * (64 - len(others))
+    assert unpack(link) == [first, refs[:64]]
     assert {len(spec[1]) for spec in added} == {1}  # each step adds one message
     saver.close()
+
+
+def test_a_segment_packs_its_uuids_and_keeps_every_other_ref_in_place() -> None:
+    ids = [
+        "0b5e4a6e-2f0c-4d43-9a43-6d1f0c3b9e11",
+        ["9f3e1a2b-7c4d-4e5f-8a6b-1c2d3e4f5a6b", "tool-id"],  # a message id given later
+        "1f1e8dc4-9f41-6005-8000-f44b3d6b8a28",  # LangGraph's uuid6 ids pack too
+        "0B5E4A6E-2F0C-4D43-9A43-6D1F0C3B9E11",  # not canonical: kept as it is
+        "imported-7",
+        "c86bda74-deea-4e30-9bb3-2a95265dddfe",
+    ]
+    link = pack("e", ids)
+    assert link[0] == "e" and len(link[1]) == 3 * 22
+    assert link[2] == [[1, ids[1]], [3, ids[3]], [4, ids[4]]]
+    assert unpack(link) == ["e", ids]
+    assert pack("e", ids[:1]) == ["e", link[1][:22]] and unpack(pack("e", [])) == ["e", []]
 
 
 def _nested(depth: int) -> Any:
@@ -324,7 +347,7 @@ def test_metadata_is_stored_as_changes_to_the_next_step_and_reads_back_exact(
     ]
     data = [r["custom"]["data"] for r in records if r["type"] == "custom"]
     assert [r["custom"]["custom_type"] for r in records if r["type"] == "custom"] == ["lg.c"] * 11
-    assert [d["d"].get("mj") for d in data] == [
+    assert [d.get("d", {}).get("mj") for d in data] == [
         [{"source": "input", "step": -1, "parents": {}}],
         None,
         None,

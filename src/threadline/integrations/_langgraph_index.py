@@ -3,9 +3,11 @@ how values are encoded in entries, and the in-memory index of one thread's check
 
 from __future__ import annotations
 
+import base64
 import binascii
 import hashlib
 import math
+import uuid
 from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +26,7 @@ WRITES = "lg.w"
 # the names the saver wrote before (read as ever)
 KINDS = {"langgraph.checkpoint": CHECKPOINT, "langgraph.writes": WRITES, STEP: CHECKPOINT}
 PULL_PATH = "~__pregel_pull, "  # LangGraph's task path of a node it runs (PULL, name)
+TRIGGER = "branch:to:"  # LangGraph's channel that triggers a node: TRIGGER + its name
 BLOBS = "langgraph.blobs"  # channel values re-homed by prune / delete_for_runs
 MSG_KEY = "$m"  # a message entry reference inside a stored value
 WRITES_KEY = "langgraph"  # a message entry's provider_details key holding the writes it carries
@@ -41,11 +44,14 @@ NEAR = 8  # a checkpoint refers to a message among the entries this near above i
 # added since]]], so a read follows one link in ``SEGMENT``; ["s", type, base64] LangGraph's
 # serializer; ["e"] no value (a channel cleared at this version); ["u"] (``updated_channels``
 # only) the checkpoint's stored channels that have a value, sorted. Where a checkpoint's "b" or a
-# writes row holds a spec, new entries write ["e"] as 0 and ["j", null] as null (``compact``).
+# writes row holds a spec, new entries write ["e"] as 0 and ["j", null] as null (``compact``),
+# and a segment's ids that are UUIDs as one string of their 16 bytes in URL-safe base64 (22
+# characters each), the others as [place in the list, ref] rows: [entry, string, rows] (``pack``).
 #
 # A checkpoint entry's data (every key but "d" optional):
 #   "d"  its fields as a change to its parent checkpoint's (``diff_doc``); in an ``STEP`` entry
-#        (``lg.c``, the one written now) to what ``predict`` makes of its parent's: "v", "cv"
+#        (``lg.c``, the one written now; no "d": no change) to what ``predict`` makes of its
+#        parent's: "v", "cv"
 #        (channel_versions), "vs" (versions_seen), "o" (other checkpoint keys, as specs), "mj"
 #        (metadata, a JSON object) or "md" (metadata, a spec);
 #   "f"  1: "d" is against nothing (a new chain: every 64th checkpoint, or an unknown parent);
@@ -121,17 +127,29 @@ def apply_doc(old: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def predict(doc: dict[str, Any]) -> dict[str, Any]:
-    """The fields LangGraph's next step usually gives a checkpoint whose parent's are ``doc``:
-    the same, with the metadata's ``step`` one more and its ``source`` (if any) ``"loop"``. An
-    ``STEP`` entry stores its fields as changes to these, so a step says neither."""
+def predict(doc: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """The fields LangGraph's next step usually gives a checkpoint whose parent's are ``doc``
+    and that stores the values ``stored`` (its "b"): the same, with the metadata's ``step`` one
+    more and its ``source`` (if any) ``"loop"``, and every channel it cleared (a node's trigger,
+    ``branch:to:<node>``, or ``__start__``) seen by that node at the parent's version. An
+    ``STEP`` entry stores its fields as changes to these, so a step says none of them."""
+    out = doc
     meta = doc.get("mj")
-    if meta is None or type(meta.get("step")) is not int:
-        return doc
-    meta = {**meta, "step": meta["step"] + 1}
-    if "source" in meta:
-        meta["source"] = "loop"
-    return {**doc, "mj": meta}
+    if meta is not None and type(meta.get("step")) is int:
+        meta = {**meta, "step": meta["step"] + 1}
+        if "source" in meta:
+            meta["source"] = "loop"
+        out = {**doc, "mj": meta}
+    seen = None
+    for ch, spec in stored.items():
+        if spec == ["e"] and ch in doc["cv"]:
+            node = ch[len(TRIGGER) :] if ch.startswith(TRIGGER) else ch
+            if seen is None:
+                seen = dict(doc["vs"])
+            seen[node] = {**seen.get(node, {}), ch: doc["cv"][ch]}
+    if seen is not None:
+        out = {**out, "vs": seen}
+    return out
 
 
 def compact(spec: list[Any]) -> Any:
@@ -143,11 +161,57 @@ def compact(spec: list[Any]) -> Any:
     return spec
 
 
+def pack(entry: str, ids: list[Any]) -> list[Any]:
+    """A segment link's [entry, ids] as it is written (see the format): the canonical UUIDs
+    among ``ids`` as one string, the others as [place, ref] rows."""
+    packed = []
+    rows = []
+    for n, ref in enumerate(ids):
+        raw = None
+        if type(ref) is str and len(ref) == 36:
+            try:
+                raw = uuid.UUID(ref)
+            except ValueError:
+                raw = None
+        if raw is not None and str(raw) == ref:
+            packed.append(base64.urlsafe_b64encode(raw.bytes)[:22].decode("ascii"))
+        else:
+            rows.append([n, ref])
+    return [entry, "".join(packed), rows] if rows else [entry, "".join(packed)]
+
+
+def unpack(link: list[Any]) -> list[Any]:
+    """[entry, ids] from a segment link written by :func:`pack`."""
+    packed = link[1]
+    if len(packed) % 22:
+        raise UserError(f"A stored LangGraph message list segment is damaged: {packed[:40]!r}")
+    ids: list[Any] = [
+        str(uuid.UUID(bytes=base64.urlsafe_b64decode(packed[i : i + 22] + "==")))
+        for i in range(0, len(packed), 22)
+    ]
+    for n, ref in link[2] if len(link) > 2 else ():
+        ids.insert(n, ref)
+    return [link[0], ids]
+
+
+def _packed(spec: Any) -> bool:
+    return (
+        type(spec) is list
+        and len(spec) > 3
+        and spec[0] == "m"
+        and type(spec[3]) is list
+        and len(spec[3]) in (2, 3)
+        and type(spec[3][1]) is str
+    )
+
+
 def _full(spec: Any) -> Any:
     if spec is None:
         return ["j", None]
     if type(spec) is int:
         return ["e"]
+    if _packed(spec):
+        return [*spec[:3], unpack(spec[3]), *spec[4:]]
     return spec
 
 
@@ -156,9 +220,9 @@ def expand(data: dict[str, Any]) -> dict[str, Any]:
     written out in full; ``data`` is not modified."""
     stored = data.get("b")
     rows = data.get("w")
-    compacted = "pp" in data
+    compacted = "pp" in data or ("b" in data and "d" not in data)
     if isinstance(stored, dict) and not compacted:
-        compacted = any(type(spec) is not list for spec in stored.values())
+        compacted = any(type(spec) is not list or _packed(spec) for spec in stored.values())
     if isinstance(rows, list) and not compacted:
         compacted = any(isinstance(row, list) and type(row[-1]) is not list for row in rows)
     if not compacted:
@@ -170,6 +234,8 @@ def expand(data: dict[str, Any]) -> dict[str, Any]:
         out["w"] = [[*row[:-1], _full(row[-1])] if isinstance(row, list) else row for row in rows]
     if "pp" in out:
         out["path"] = PULL_PATH + str(out.pop("pp"))
+    if "b" in out and "d" not in out:
+        out["d"] = {}
     return out
 
 
@@ -203,7 +269,7 @@ def derived_task(cid: str, doc: dict[str, Any], path: str) -> str | None:
     except (binascii.Error, ValueError):
         return None
     name = path[len(PULL_PATH) :]
-    trigger = name if name == "__start__" else "branch:to:" + name
+    trigger = name if name == "__start__" else TRIGGER + name
     hexed = xxh3_128_hexdigest(key + f"{name}{step + 1}{name}__pregel_pull{trigger}".encode())
     return f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:32]}"
 
@@ -544,7 +610,8 @@ class ThreadIndex:
             cur = cur.base
         for c in reversed(chain):
             data = self.data[c.entry]
-            doc = apply_doc(predict(doc) if c.entry in self.stepped else doc, data["d"])
+            base = predict(doc, data.get("b", {})) if c.entry in self.stepped else doc
+            doc = apply_doc(base, data["d"])
             if "n" in data:  # the version of every channel it stored
                 doc["cv"] = {**doc["cv"], **dict.fromkeys(data["b"], data["n"])}
             self.docs[c.entry] = doc
@@ -1036,7 +1103,8 @@ class PathIndex(ThreadIndex):
         doc = EMPTY_DOC
         for entry in reversed(chain):
             data = self.data[entry]
-            doc = apply_doc(predict(doc) if entry in self.stepped else doc, data["d"])
+            base = predict(doc, data.get("b", {})) if entry in self.stepped else doc
+            doc = apply_doc(base, data["d"])
             if "n" in data:
                 doc["cv"] = {**doc["cv"], **dict.fromkeys(data["b"], data["n"])}
         self.docs[cp.entry] = doc

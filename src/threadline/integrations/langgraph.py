@@ -92,6 +92,7 @@ from threadline.integrations._langgraph_index import (
     diff_doc,
     message_ids,
     near_refs,
+    pack,
     plain,
     predict,
     same,
@@ -575,7 +576,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             prev = t.doc(parent) if parent is not None and parent.depth + 1 < CHAIN else EMPTY_DOC
             if parent_id and prev is EMPTY_DOC:
                 data["f"] = 1
-            change = data["d"] = diff_doc(predict(prev), doc)
+            change = data["d"] = diff_doc(predict(prev, blobs), doc)
             near = batch.ancestors(t.parents, NEAR)
             data["b"] = {ch: compact(near_refs(spec, near)) for ch, spec in blobs.items()}
             step = [new_versions[ch] for ch in blobs]
@@ -598,6 +599,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 }
                 if odd:
                     data["bv"] = odd
+            if not change:
+                del data["d"]  # nothing but what the step predicts
             batch.custom(STEP, data, entry_id=entry_id, timestamp=ts)
             self._append(t, batch, main=not ns)
             self._put_done.notify_all()
@@ -670,7 +673,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         segment = self._segment(t, holder, channel)
         if segment is not None:  # every SEGMENT links: where the chain was, and what it added
             spec += [None] if len(spec) == 2 else []
-            spec.append([segment[0], segment[1] + ids])
+            spec.append(pack(segment[0], segment[1] + ids))
         return spec
 
     @staticmethod
