@@ -305,8 +305,9 @@ def test_metadata_is_stored_as_changes_to_the_next_step_and_reads_back_exact(
     jsonl_store: Any,
 ) -> None:
     """A checkpoint's metadata is stored as its change to the parent's with ``step`` one more
-    and ``source`` "loop" (LangGraph's next step); anything else is said, and all of it reads
-    back exact, from the saver that wrote it and from a fresh one."""
+    and ``source`` "loop", or "input" when it stores the graph's input (``__start__``):
+    LangGraph's next step; anything else is said, and all of it reads back exact, from the
+    saver that wrote it and from a fresh one."""
     from langgraph.checkpoint.base import empty_checkpoint
 
     metas: list[dict[str, Any]] = [
@@ -321,15 +322,20 @@ def test_metadata_is_stored_as_changes_to_the_next_step_and_reads_back_exact(
         {"step": 4, "parents": {}, "writes": None},  # no source to predict
         {"parents": {}},  # no step
         {"source": "loop", "step": 7, "parents": {}},
+        {"source": "input", "step": 8, "parents": {}},  # stores __start__: nothing stored
+        {"source": "loop", "step": 9, "parents": {}},  # stores __start__ too: said
     ]
     saver = ThreadlineSaver(jsonl_store)
     config: Any = {"configurable": {"thread_id": "meta", "checkpoint_ns": ""}}
     ids = []
     for n, meta in enumerate(metas, 1):
         checkpoint = empty_checkpoint()
-        checkpoint["channel_values"] = {"c": None} if n % 2 else {}
-        checkpoint["channel_versions"] = {"c": n}
-        config = saver.put(config, checkpoint, dict(meta), {"c": n})
+        channel = "c" if n <= 11 else "__start__"
+        checkpoint["channel_values"] = (
+            {channel: None if n <= 11 else "go"} if n % 2 or n > 11 else {}
+        )
+        checkpoint["channel_versions"] = {channel: n}
+        config = saver.put(config, checkpoint, dict(meta), {channel: n})
         ids.append(checkpoint["id"])
     want = [(cid, meta) for cid, meta in zip(ids, metas, strict=True)][::-1]
     thread = {"configurable": {"thread_id": "meta"}}
@@ -346,7 +352,7 @@ def test_metadata_is_stored_as_changes_to_the_next_step_and_reads_back_exact(
         for line in (Path(jsonl_store.url) / "meta.jsonl").read_bytes().splitlines()[1:]
     ]
     data = [r["custom"]["data"] for r in records if r["type"] == "custom"]
-    assert [r["custom"]["custom_type"] for r in records if r["type"] == "custom"] == ["lg.c"] * 11
+    assert [r["custom"]["custom_type"] for r in records if r["type"] == "custom"] == ["lg.c"] * 13
     assert [d.get("d", {}).get("mj") for d in data] == [
         [{"source": "input", "step": -1, "parents": {}}],
         None,
@@ -359,9 +365,57 @@ def test_metadata_is_stored_as_changes_to_the_next_step_and_reads_back_exact(
         [{"writes": None}],
         [{}, ["step", "writes"]],
         [{"source": "loop", "step": 7}],
+        None,
+        [{"source": "loop"}],
     ]
     # a channel's value stored as null ("j" null) or cleared (0: "e") is written short
-    assert [d["b"]["c"] for d in data] == [None, 0] * 5 + [None]
+    assert [d["b"]["c"] for d in data[:11]] == [None, 0] * 5 + [None]
+
+
+def test_a_trigger_channel_is_written_short_and_one_named_like_it_keeps_the_earlier_kind(
+    jsonl_store: Any,
+) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver = ThreadlineSaver(jsonl_store)
+    config: Any = {"configurable": {"thread_id": "short", "checkpoint_ns": ""}}
+    steps = [
+        {"branch:to:agent": None, "x": 1},
+        {">agent": 2, "branch:to:agent": "a"},  # a channel named like a short trigger
+        {"branch:to:agent": 3, "branch:to:": 4},
+    ]
+    versions: dict[str, int] = {}
+    values: dict[str, Any] = {}
+    for n, step in enumerate(steps, 1):
+        checkpoint = empty_checkpoint()
+        values = {**values, **step}
+        versions = {**versions, **dict.fromkeys(step, n)}
+        checkpoint["channel_values"] = dict(values)
+        checkpoint["channel_versions"] = dict(versions)
+        config = saver.put(
+            config, checkpoint, {"source": "loop", "step": n}, dict.fromkeys(step, n)
+        )
+    saver.close()
+    records = [
+        json.loads(line)
+        for line in (Path(jsonl_store.url) / "short.jsonl").read_bytes().splitlines()[1:]
+    ]
+    stored = [
+        (r["custom"]["custom_type"], sorted(r["custom"]["data"]["b"]))
+        for r in records
+        if r["type"] == "custom"
+    ]
+    assert stored == [
+        ("lg.c", [">agent", "x"]),
+        ("lg.cp", [">agent", "branch:to:agent"]),
+        ("lg.c", [">", ">agent"]),
+    ]
+    with ThreadlineSaver(jsonl_store) as fresh:
+        got = fresh.get_tuple({"configurable": {"thread_id": "short"}})
+        assert got is not None
+        assert got.checkpoint["channel_values"] == values
+        assert got.checkpoint["channel_versions"] == versions
+        assert got.metadata == {"source": "loop", "step": 3}
 
 
 def test_time_travel_branches_the_session_tree_and_the_leaf_follows_the_new_branch(
@@ -816,8 +870,17 @@ def test_a_graph_whose_writes_ride_in_messages_keeps_pending_writes_exact(
     saver.close()
     records = (Path(jsonl_store.url) / "carried.jsonl").read_bytes().splitlines()
     # every task of this graph is a node run on its usual trigger: its id is derived, not stored
-    assert any(b'"langgraph":{"w"' in line for line in records)
+    carried = [
+        json.loads(line)["message"]["provider_details"]["langgraph"]
+        for line in records
+        if line.startswith(b'{"type":"message"') and b'"langgraph":{' in line
+    ]
     assert not any(b'"task"' in line for line in records)
+    # an answer's writes are the node's usual rows (the message itself, on "messages"): its
+    # name says them; a tool call's also route to the tools. (Which writes ride in messages
+    # and which in writes entries depends on when LangGraph's background saves land.)
+    usual = [[0, "messages", ["l", [""]]]]
+    assert {"pp": "agent"} in carried and all(c.get("w") != usual for c in carried)
     fresh = ThreadlineSaver(jsonl_store)
     assert _snapshot(fresh, "carried") == mine
     got = {

@@ -50,12 +50,13 @@ NEAR = 8  # a checkpoint refers to a message among the entries this near above i
 #
 # A checkpoint entry's data (every key but "d" optional):
 #   "d"  its fields as a change to its parent checkpoint's (``diff_doc``); in an ``STEP`` entry
-#        (``lg.c``, the one written now; no "d": no change) to what ``predict`` makes of its
-#        parent's: "v", "cv"
+#        (``lg.c``, the one written now; no "d": no change; written as ``lg.cp`` when a channel
+#        it stores starts with ">") to what ``predict`` makes of its parent's: "v", "cv"
 #        (channel_versions), "vs" (versions_seen), "o" (other checkpoint keys, as specs), "mj"
 #        (metadata, a JSON object) or "md" (metadata, a spec);
 #   "f"  1: "d" is against nothing (a new chain: every 64th checkpoint, or an unknown parent);
-#   "b"  channel -> spec, the values of ``new_versions`` (a message among the ``NEAR`` entries
+#   "b"  channel -> spec, the values of ``new_versions`` (in a ``STEP`` entry a channel
+#        ``TRIGGER`` + node written ">" + node; a message among the ``NEAR`` entries
 #        above referred to by its place, 1: the tree parent, in "m", "l" and, in new entries,
 #        "x" specs; the same in a writes entry's rows); "n" their one version (not in "d"),
 #        else "bv" their versions where "d" does not hold them;
@@ -73,9 +74,11 @@ NEAR = 8  # a checkpoint refers to a message among the entries this near above i
 # checkpoint unless it is the one owning its nearest indexed ancestor in the tree.
 # A put_writes that writes new messages needs no writes entry: the last message entry it writes
 # carries the same data in ``provider_details["langgraph"]``, "" in a reference standing for
-# that entry itself; its "cp" and "ns" are left out only when its tree parent is an entry of
-# that checkpoint (its checkpoint entry, or a writes entry or carrier that belongs to it).
+# that entry itself (no "w" when it has "pp" and its rows are ``CARRIED``, a node's usual);
+# its "cp" and "ns" are left out only when its tree parent is an entry of that checkpoint (its
+# checkpoint entry, or a writes entry or carrier that belongs to it).
 
+CARRIED: list[Any] = [[0, "messages", ["l", [""]]]]  # the rows of a node that wrote a message
 DOC_KEYS = ("cv", "vs", "o", "mj")  # the doc's dict fields, stored as changes
 CHAIN = 64  # a checkpoint's doc is rebuilt from at most this many changes
 SEGMENT = 64  # a message list is read through at most this many links per segment
@@ -130,7 +133,8 @@ def apply_doc(old: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
 def predict(doc: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
     """The fields LangGraph's next step usually gives a checkpoint whose parent's are ``doc``
     and that stores the values ``stored`` (its "b"): the same, with the metadata's ``step`` one
-    more and its ``source`` (if any) ``"loop"``, and every channel it cleared (a node's trigger,
+    more and its ``source`` (if any) ``"input"`` when it stores a value of ``__start__`` (the
+    graph's input), else ``"loop"``, and every channel it cleared (a node's trigger,
     ``branch:to:<node>``, or ``__start__``) seen by that node at the parent's version. An
     ``STEP`` entry stores its fields as changes to these, so a step says none of them."""
     out = doc
@@ -138,7 +142,7 @@ def predict(doc: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
     if meta is not None and type(meta.get("step")) is int:
         meta = {**meta, "step": meta["step"] + 1}
         if "source" in meta:
-            meta["source"] = "loop"
+            meta["source"] = "input" if stored.get("__start__", ["e"]) != ["e"] else "loop"
         out = {**doc, "mj": meta}
     seen = None
     for ch, spec in stored.items():
@@ -215,21 +219,26 @@ def _full(spec: Any) -> Any:
     return spec
 
 
-def expand(data: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint's or writes entry's data with its compact parts (``compact`` specs, "pp")
-    written out in full; ``data`` is not modified."""
+def expand(data: dict[str, Any], stepped: bool = False) -> dict[str, Any]:
+    """A checkpoint's or writes entry's data with its compact parts (``compact`` specs, "pp",
+    and in a ``STEP`` entry, ``stepped``, a trigger channel in "b" as ">" + node) written out
+    in full; ``data`` is not modified."""
     stored = data.get("b")
     rows = data.get("w")
     compacted = "pp" in data or ("b" in data and "d" not in data)
     if isinstance(stored, dict) and not compacted:
         compacted = any(type(spec) is not list or _packed(spec) for spec in stored.values())
+        compacted = compacted or (stepped and any(ch[:1] == ">" for ch in stored))
     if isinstance(rows, list) and not compacted:
         compacted = any(isinstance(row, list) and type(row[-1]) is not list for row in rows)
     if not compacted:
         return data
     out = dict(data)
     if isinstance(stored, dict):
-        out["b"] = {ch: _full(spec) for ch, spec in stored.items()}
+        out["b"] = {
+            TRIGGER + ch[1:] if stepped and ch[:1] == ">" else ch: _full(spec)
+            for ch, spec in stored.items()
+        }
     if isinstance(rows, list):
         out["w"] = [[*row[:-1], _full(row[-1])] if isinstance(row, list) else row for row in rows]
     if "pp" in out:
@@ -457,7 +466,7 @@ class ThreadIndex:
         if kind not in (CHECKPOINT, WRITES, BLOBS) or not isinstance(data, dict):
             return
         if kind in (CHECKPOINT, WRITES):
-            data = resolve_near(expand(data), rec.id, self.up)
+            data = resolve_near(expand(data, rec.custom.custom_type == STEP), rec.id, self.up)
         self.data[rec.id] = data
         if kind == CHECKPOINT:
             if rec.custom.custom_type == STEP:
@@ -831,6 +840,8 @@ def carried_writes(rec: MessageEntry) -> dict[str, Any] | None:
     when it carries none."""
     details = rec.message.provider_details
     data = details.get(WRITES_KEY) if isinstance(details, dict) else None
+    if isinstance(data, dict) and "w" not in data and isinstance(data.get("pp"), str):
+        data = {**data, "w": CARRIED}
     if not (
         isinstance(data, dict)
         and isinstance(data.get("task", data.get("pp")), str)
@@ -980,7 +991,8 @@ class PathIndex(ThreadIndex):
                 self.reads += 1
                 data = rec.custom.data
                 if kind in (CHECKPOINT, WRITES):
-                    data = resolve_near(expand(data), entry_id, self.up)
+                    stepped = rec.custom.custom_type == STEP
+                    data = resolve_near(expand(data, stepped), entry_id, self.up)
                 if rec.custom.custom_type == STEP:
                     self.stepped.add(entry_id)
                 self.data[entry_id] = data

@@ -69,13 +69,16 @@ from threadline.errors import UserError
 from threadline.formats import langchain as lc
 from threadline.integrations._langgraph_index import (
     BLOBS,
+    CARRIED,
     CHAIN,
+    CHECKPOINT,
     EMPTY_DOC,
     MAX_DEPTH,
     MSG_KEY,
     NEAR,
     SEGMENT,
     STEP,
+    TRIGGER,
     WRITES,
     WRITES_KEY,
     Batch,
@@ -576,9 +579,15 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             prev = t.doc(parent) if parent is not None and parent.depth + 1 < CHAIN else EMPTY_DOC
             if parent_id and prev is EMPTY_DOC:
                 data["f"] = 1
-            change = data["d"] = diff_doc(predict(prev, blobs), doc)
+            # a channel named like a short trigger (">x") keeps the earlier kind: no shorthands
+            stepped = not any(ch[:1] == ">" for ch in blobs)
+            change = data["d"] = diff_doc(predict(prev, blobs) if stepped else prev, doc)
             near = batch.ancestors(t.parents, NEAR)
-            data["b"] = {ch: compact(near_refs(spec, near)) for ch, spec in blobs.items()}
+
+            def short(ch: str) -> str:  # a node's trigger: ">" + node
+                return ">" + ch[len(TRIGGER) :] if stepped and ch.startswith(TRIGGER) else ch
+
+            data["b"] = {short(ch): compact(near_refs(spec, near)) for ch, spec in blobs.items()}
             step = [new_versions[ch] for ch in blobs]
             if step and all(
                 same(v, step[0]) and ch in doc["cv"] and same(doc["cv"][ch], v)
@@ -601,7 +610,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                     data["bv"] = odd
             if not change:
                 del data["d"]  # nothing but what the step predicts
-            batch.custom(STEP, data, entry_id=entry_id, timestamp=ts)
+            batch.custom(STEP if stepped else CHECKPOINT, data, entry_id=entry_id, timestamp=ts)
             self._append(t, batch, main=not ns)
             self._put_done.notify_all()
             cp = cps[cid]
@@ -755,7 +764,10 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                         data["ns"] = ns
                 data["w"] = [[i, ch, swap_refs(spec, last.id, "")] for i, ch, spec in rows]
                 details = dict(last.message.provider_details or {})
-                details[WRITES_KEY] = compact_writes(data)
+                carried = compact_writes(data)
+                if "pp" in carried and carried["w"] == CARRIED:
+                    del carried["w"]  # a node's usual rows: said by leaving them out
+                details[WRITES_KEY] = carried
                 batch.records[-1] = msgspec.structs.replace(
                     last, message=msgspec.structs.replace(last.message, provider_details=details)
                 )
