@@ -225,27 +225,31 @@ def expand(data: dict[str, Any], stepped: bool = False) -> dict[str, Any]:
     in full; ``data`` is not modified."""
     stored = data.get("b")
     rows = data.get("w")
-    compacted = "pp" in data or ("b" in data and "d" not in data)
-    if isinstance(stored, dict) and not compacted:
-        compacted = any(type(spec) is not list or _packed(spec) for spec in stored.values())
-        compacted = compacted or (stepped and any(ch[:1] == ">" for ch in stored))
-    if isinstance(rows, list) and not compacted:
-        compacted = any(isinstance(row, list) and type(row[-1]) is not list for row in rows)
-    if not compacted:
-        return data
-    out = dict(data)
+    out = None
     if isinstance(stored, dict):
-        out["b"] = {
-            TRIGGER + ch[1:] if stepped and ch[:1] == ">" else ch: _full(spec)
-            for ch, spec in stored.items()
-        }
-    if isinstance(rows, list):
+        full = {}
+        changed = "d" not in data
+        for ch, spec in stored.items():
+            if type(spec) is not list or (len(spec) > 3 and _packed(spec)):
+                spec = _full(spec)
+                changed = True
+            if stepped and ch[:1] == ">":
+                ch = TRIGGER + ch[1:]
+                changed = True
+            full[ch] = spec
+        if changed:
+            out = dict(data)
+            out["b"] = full
+            out.setdefault("d", {})
+    if isinstance(rows, list) and any(
+        isinstance(row, list) and type(row[-1]) is not list for row in rows
+    ):
+        out = out or dict(data)
         out["w"] = [[*row[:-1], _full(row[-1])] if isinstance(row, list) else row for row in rows]
-    if "pp" in out:
+    if "pp" in data:
+        out = out or dict(data)
         out["path"] = PULL_PATH + str(out.pop("pp"))
-    if "b" in out and "d" not in out:
-        out["d"] = {}
-    return out
+    return data if out is None else out
 
 
 def compact_writes(data: dict[str, Any]) -> dict[str, Any]:
