@@ -3,8 +3,11 @@ how values are encoded in entries, and the in-memory index of one thread's check
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import math
+import uuid
 from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,9 +21,12 @@ from threadline.session import Session
 from threadline.store.base import SESSION_ID_RE, bulk_load
 
 CHECKPOINT = "lg.cp"
+STEP = "lg.c"  # a checkpoint stored as changes to its parent's next step (``predict``)
 WRITES = "lg.w"
 # the names the saver wrote before (read as ever)
-KINDS = {"langgraph.checkpoint": CHECKPOINT, "langgraph.writes": WRITES}
+KINDS = {"langgraph.checkpoint": CHECKPOINT, "langgraph.writes": WRITES, STEP: CHECKPOINT}
+PULL_PATH = "~__pregel_pull, "  # LangGraph's task path of a node it runs (PULL, name)
+TRIGGER = "branch:to:"  # LangGraph's channel that triggers a node: TRIGGER + its name
 BLOBS = "langgraph.blobs"  # channel values re-homed by prune / delete_for_runs
 MSG_KEY = "$m"  # a message entry reference inside a stored value
 WRITES_KEY = "langgraph"  # a message entry's provider_details key holding the writes it carries
@@ -37,14 +43,22 @@ NEAR = 8  # a checkpoint refers to a message among the entries this near above i
 # also says where the chain was ``SEGMENT`` links back: ["m", [ids], base, [entry, [every id
 # added since]]], so a read follows one link in ``SEGMENT``; ["s", type, base64] LangGraph's
 # serializer; ["e"] no value (a channel cleared at this version); ["u"] (``updated_channels``
-# only) the checkpoint's stored channels that have a value, sorted.
+# only) the checkpoint's stored channels that have a value, sorted. Where a checkpoint's "b" or a
+# writes row holds a spec, new entries write ["e"] as 0 and ["j", null] as null (``compact``),
+# and a segment's ids that are UUIDs as one string of their 16 bytes in URL-safe base64 (22
+# characters each), the others as [place in the list, ref] rows: [entry, string, rows] (``pack``).
 #
 # A checkpoint entry's data (every key but "d" optional):
-#   "d"  its fields as a change to its parent checkpoint's (``diff_doc``): "v", "cv"
+#   "d"  its fields as a change to its parent checkpoint's (``diff_doc``); in an ``STEP`` entry
+#        (``lg.c``, the one written now; no "d": no change; written as ``lg.cp`` when a channel
+#        it stores starts with ">") to what ``predict`` makes of its parent's: "v", "cv"
 #        (channel_versions), "vs" (versions_seen), "o" (other checkpoint keys, as specs), "mj"
 #        (metadata, a JSON object) or "md" (metadata, a spec);
 #   "f"  1: "d" is against nothing (a new chain: every 64th checkpoint, or an unknown parent);
-#   "b"  channel -> spec, the values of ``new_versions``; "n" their one version (not in "d"),
+#   "b"  channel -> spec, the values of ``new_versions`` (in a ``STEP`` entry a channel
+#        ``TRIGGER`` + node written ">" + node; a message among the ``NEAR`` entries
+#        above referred to by its place, 1: the tree parent, in "m", "l" and, in new entries,
+#        "x" specs; the same in a writes entry's rows); "n" their one version (not in "d"),
 #        else "bv" their versions where "d" does not hold them;
 #   "p"  the parent checkpoint id (null: none), unless it is the checkpoint that the nearest
 #        indexed ancestor in the tree belongs to; "ns" the namespace; "id" the checkpoint id
@@ -53,13 +67,18 @@ NEAR = 8  # a checkpoint refers to a message among the entries this near above i
 #   "w"  1: a root-namespace checkpoint that had pending writes before it was put (they wait
 #        on a side branch). Without these two, the root checkpoint nearest the session's leaf
 #        is the thread's latest and its writes follow it on the branch (``PathIndex``).
-# A writes entry: "task", "w" ([idx, channel, spec] rows), "path"; "cp" and "ns" name its
+# A writes entry: "task", "w" ([idx, channel, spec] rows), "path" (or "pp": a node's name, for
+# the path ``PULL_PATH`` + name, LangGraph's usual one; then no "task" when it is the id
+# LangGraph derives for that node's task on its root-namespace checkpoint: ``derived_task``);
+# "cp" and "ns" name its
 # checkpoint unless it is the one owning its nearest indexed ancestor in the tree.
 # A put_writes that writes new messages needs no writes entry: the last message entry it writes
 # carries the same data in ``provider_details["langgraph"]``, "" in a reference standing for
-# that entry itself; its "cp" and "ns" are left out only when its tree parent is an entry of
-# that checkpoint (its checkpoint entry, or a writes entry or carrier that belongs to it).
+# that entry itself (no "w" when it has "pp" and its rows are ``CARRIED``, a node's usual);
+# its "cp" and "ns" are left out only when its tree parent is an entry of that checkpoint (its
+# checkpoint entry, or a writes entry or carrier that belongs to it).
 
+CARRIED: list[Any] = [[0, "messages", ["l", [""]]]]  # the rows of a node that wrote a message
 DOC_KEYS = ("cv", "vs", "o", "mj")  # the doc's dict fields, stored as changes
 CHAIN = 64  # a checkpoint's doc is rebuilt from at most this many changes
 SEGMENT = 64  # a message list is read through at most this many links per segment
@@ -109,6 +128,163 @@ def apply_doc(old: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
                 merged.pop(k, None)
             doc[key] = merged
     return doc
+
+
+def predict(doc: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """The fields LangGraph's next step usually gives a checkpoint whose parent's are ``doc``
+    and that stores the values ``stored`` (its "b"): the same, with the metadata's ``step`` one
+    more and its ``source`` (if any) ``"input"`` when it stores a value of ``__start__`` (the
+    graph's input), else ``"loop"``, and every channel it cleared (a node's trigger,
+    ``branch:to:<node>``, or ``__start__``) seen by that node at the parent's version. An
+    ``STEP`` entry stores its fields as changes to these, so a step says none of them."""
+    out = doc
+    meta = doc.get("mj")
+    if meta is not None and type(meta.get("step")) is int:
+        meta = {**meta, "step": meta["step"] + 1}
+        if "source" in meta:
+            meta["source"] = "input" if stored.get("__start__", ["e"]) != ["e"] else "loop"
+        out = {**doc, "mj": meta}
+    seen = None
+    for ch, spec in stored.items():
+        if spec == ["e"] and ch in doc["cv"]:
+            node = ch[len(TRIGGER) :] if ch.startswith(TRIGGER) else ch
+            if seen is None:
+                seen = dict(doc["vs"])
+            seen[node] = {**seen.get(node, {}), ch: doc["cv"][ch]}
+    if seen is not None:
+        out = {**out, "vs": seen}
+    return out
+
+
+def compact(spec: list[Any]) -> Any:
+    """A spec as a new entry writes it: ["e"] as 0, ["j", null] as null (see the format)."""
+    if spec == ["e"]:
+        return 0
+    if len(spec) == 2 and spec[0] == "j" and spec[1] is None:
+        return None
+    return spec
+
+
+def pack(entry: str, ids: list[Any]) -> list[Any]:
+    """A segment link's [entry, ids] as it is written (see the format): the canonical UUIDs
+    among ``ids`` as one string, the others as [place, ref] rows."""
+    packed = []
+    rows = []
+    for n, ref in enumerate(ids):
+        raw = None
+        if type(ref) is str and len(ref) == 36:
+            try:
+                raw = uuid.UUID(ref)
+            except ValueError:
+                raw = None
+        if raw is not None and str(raw) == ref:
+            packed.append(base64.urlsafe_b64encode(raw.bytes)[:22].decode("ascii"))
+        else:
+            rows.append([n, ref])
+    return [entry, "".join(packed), rows] if rows else [entry, "".join(packed)]
+
+
+def unpack(link: list[Any]) -> list[Any]:
+    """[entry, ids] from a segment link written by :func:`pack`."""
+    packed = link[1]
+    if len(packed) % 22:
+        raise UserError(f"A stored LangGraph message list segment is damaged: {packed[:40]!r}")
+    ids: list[Any] = [
+        str(uuid.UUID(bytes=base64.urlsafe_b64decode(packed[i : i + 22] + "==")))
+        for i in range(0, len(packed), 22)
+    ]
+    for n, ref in link[2] if len(link) > 2 else ():
+        ids.insert(n, ref)
+    return [link[0], ids]
+
+
+def _packed(spec: Any) -> bool:
+    return (
+        type(spec) is list
+        and len(spec) > 3
+        and spec[0] == "m"
+        and type(spec[3]) is list
+        and len(spec[3]) in (2, 3)
+        and type(spec[3][1]) is str
+    )
+
+
+def _full(spec: Any) -> Any:
+    if spec is None:
+        return ["j", None]
+    if type(spec) is int:
+        return ["e"]
+    if _packed(spec):
+        return [*spec[:3], unpack(spec[3]), *spec[4:]]
+    return spec
+
+
+def expand(data: dict[str, Any], stepped: bool = False) -> dict[str, Any]:
+    """A checkpoint's or writes entry's data with its compact parts (``compact`` specs, "pp",
+    and in a ``STEP`` entry, ``stepped``, a trigger channel in "b" as ">" + node) written out
+    in full; ``data`` is not modified."""
+    stored = data.get("b")
+    rows = data.get("w")
+    out = None
+    if isinstance(stored, dict):
+        full = {}
+        changed = "d" not in data
+        for ch, spec in stored.items():
+            if type(spec) is not list or (len(spec) > 3 and _packed(spec)):
+                spec = _full(spec)
+                changed = True
+            if stepped and ch[:1] == ">":
+                ch = TRIGGER + ch[1:]
+                changed = True
+            full[ch] = spec
+        if changed:
+            out = dict(data)
+            out["b"] = full
+            out.setdefault("d", {})
+    if isinstance(rows, list) and any(
+        isinstance(row, list) and type(row[-1]) is not list for row in rows
+    ):
+        out = out or dict(data)
+        out["w"] = [[*row[:-1], _full(row[-1])] if isinstance(row, list) else row for row in rows]
+    if "pp" in data:
+        out = out or dict(data)
+        out["path"] = PULL_PATH + str(out.pop("pp"))
+    return data if out is None else out
+
+
+def compact_writes(data: dict[str, Any]) -> dict[str, Any]:
+    """A writes entry's data as it is written: its specs ``compact``, a node's path as "pp"."""
+    out = dict(data)
+    out["w"] = [[i, ch, compact(spec)] for i, ch, spec in data["w"]]
+    path = out.get("path")
+    if isinstance(path, str) and path.startswith(PULL_PATH):
+        out["pp"] = path[len(PULL_PATH) :]
+        del out["path"]
+    return out
+
+
+def derived_task(cid: str, doc: dict[str, Any], path: str) -> str | None:
+    """The id LangGraph (checkpoint format v2 and later) gives the task that runs node ``name``
+    (``path`` is ``PULL_PATH`` + name) of root-namespace checkpoint ``cid`` whose fields are
+    ``doc``, when the node's trigger is its usual one (``branch:to:<name>``; ``__start__`` for
+    the input): a hash of the checkpoint id, the node, the step and the trigger. None when it
+    cannot be derived (the writer then stores the id)."""
+    meta = doc.get("mj")
+    step = meta.get("step") if meta is not None else None
+    if type(step) is not int or not path.startswith(PULL_PATH):
+        return None
+    try:
+        from xxhash import xxh3_128_hexdigest  # LangGraph's own dependency
+    except ImportError:  # pragma: no cover - langgraph-checkpoint without langgraph
+        return None
+    try:
+        key = binascii.unhexlify(cid.replace("-", ""))
+    except (binascii.Error, ValueError):
+        return None
+    name = path[len(PULL_PATH) :]
+    trigger = name if name == "__start__" else TRIGGER + name
+    hexed = xxh3_128_hexdigest(key + f"{name}{step + 1}{name}__pregel_pull{trigger}".encode())
+    return f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:32]}"
 
 
 def plain(value: Any) -> bool:
@@ -258,6 +434,10 @@ class ThreadIndex:
         # the last messages written: id(obj) -> (obj, entry id, message id when written)
         self.recent: dict[int, tuple[Any, str, Any]] = {}
         self.carriers: set[str] = set()  # message entries that carry writes
+        self.stepped: set[str] = set()  # ``STEP`` checkpoint entries (see ``predict``)
+        # writes whose task id is derived from their checkpoint's fields, indexed once every
+        # entry is (a re-homed doc that the fields come from is appended after them)
+        self.derive: list[tuple[CheckpointInfo, dict[str, Any], str]] = []
         self.main_leaf: str | None = session.leaf_id
         self.complete = False  # every entry indexed (else: only the session is open)
         if index:
@@ -277,7 +457,10 @@ class ThreadIndex:
                         self.ingest(rec)
                     elif isinstance(rec, MessageEntry):
                         self.ingest_message(rec)
-        self.complete = True
+            self.complete = True
+            for cp, data, entry_id in self.derive:
+                add_writes(cp, data, entry_id, self.task(cp, data))
+            self.derive.clear()
 
     def ingest(self, rec: CustomEntry) -> None:
         kind = rec.custom.custom_type
@@ -287,9 +470,11 @@ class ThreadIndex:
         if kind not in (CHECKPOINT, WRITES, BLOBS) or not isinstance(data, dict):
             return
         if kind in (CHECKPOINT, WRITES):
-            data = resolve_near(data, rec.id, self.up)
+            data = resolve_near(expand(data, rec.custom.custom_type == STEP), rec.id, self.up)
         self.data[rec.id] = data
         if kind == CHECKPOINT:
+            if rec.custom.custom_type == STEP:
+                self.stepped.add(rec.id)
             ns = data.get("ns", "")
             cid = data.get("id", rec.id)
             cps = self.cps.setdefault(ns, {})
@@ -343,8 +528,9 @@ class ThreadIndex:
                 cp.doc = data["doc"]
             if "p" in data:
                 cp.parent = data["p"]
+            self.docs.clear()
             return
-        add_writes(cp, data, rec.id)
+        self.add_writes(cp, data, rec.id)
 
     def ingest_message(self, rec: MessageEntry) -> None:
         """Index the writes a message entry carries (see the format above), if any."""
@@ -364,7 +550,30 @@ class ThreadIndex:
         self.carriers.add(rec.id)
         self.owner[rec.id] = (cp.ns, cp.id)
         cp.tail = rec.id
-        add_writes(cp, data, rec.id)
+        self.add_writes(cp, data, rec.id)
+
+    def add_writes(self, cp: CheckpointInfo, data: dict[str, Any], entry_id: str) -> None:
+        if "task" not in data and not self.complete:
+            self.derive.append((cp, data, entry_id))
+        else:
+            add_writes(cp, data, entry_id, self.task(cp, data))
+
+    def task(self, cp: CheckpointInfo, data: dict[str, Any]) -> str | None:
+        """The task id of writes ``data`` for ``cp``: its "task", else the one LangGraph derives
+        (``derived_task``); None for writes of a checkpoint that is gone (pruned)."""
+        task = data.get("task")
+        if isinstance(task, str):
+            return task
+        if not cp.entry:
+            return None
+        found = derived_task(cp.id, self.doc(cp), data.get("path", ""))
+        if found is None:
+            raise UserError(
+                f"Writes of checkpoint '{cp.id}' in session '{self.session.id}' name no task "
+                "and it cannot be derived; is the xxhash package (a LangGraph dependency) "
+                "installed?"
+            )
+        return found
 
     def up(self, entry_id: str) -> str | None:
         """The tree parent of an indexed entry."""
@@ -414,7 +623,8 @@ class ThreadIndex:
             cur = cur.base
         for c in reversed(chain):
             data = self.data[c.entry]
-            doc = apply_doc(doc, data["d"])
+            base = predict(doc, data.get("b", {})) if c.entry in self.stepped else doc
+            doc = apply_doc(base, data["d"])
             if "n" in data:  # the version of every channel it stored
                 doc["cv"] = {**doc["cv"], **dict.fromkeys(data["b"], data["n"])}
             self.docs[c.entry] = doc
@@ -542,20 +752,23 @@ class ThreadIndex:
         return found[-1][1]
 
 
-def add_writes(cp: CheckpointInfo, data: dict[str, Any], entry_id: str) -> None:
-    """Index the rows of a writes entry's ``data`` (or a message's carried writes)."""
+def add_writes(cp: CheckpointInfo, data: dict[str, Any], entry_id: str, task: str | None) -> None:
+    """Index the rows of a writes entry's ``data`` (or a message's carried writes) of task
+    ``task`` (None: nothing to index)."""
+    if task is None:
+        return
     for idx, channel, spec in data["w"]:
-        wkey = (data["task"], idx)
+        wkey = (task, idx)
         if idx >= 0 and wkey in cp.writes:
             continue
-        cp.writes[wkey] = (data["task"], channel, spec, data.get("path", ""), entry_id)
+        cp.writes[wkey] = (task, channel, spec, data.get("path", ""), entry_id)
 
 
 def near_refs(spec: list[Any], above: list[str]) -> list[Any]:
-    """``spec`` (a checkpoint's ["m", …] or ["l", …]) with the messages that are among the
-    entries ``above`` its entry (``above[0]``: its tree parent) referred to by their place there
-    (1: the parent), which is shorter than an id; the others as they are."""
-    if spec[0] not in ("m", "l"):
+    """``spec`` (a checkpoint's ["m", …], ["l", …] or ["x", …]) with the messages that are
+    among the entries ``above`` its entry (``above[0]``: its tree parent) referred to by their
+    place there (1: the parent), which is shorter than an id; the others as they are."""
+    if spec[0] not in ("m", "l", "x"):
         return spec
     place = {eid: n for n, eid in enumerate(above, 1)}
 
@@ -566,6 +779,8 @@ def near_refs(spec: list[Any], above: list[str]) -> list[Any]:
             return [place.get(ref[0], ref[0]), *ref[1:]]
         return ref
 
+    if spec[0] == "x":
+        return ["x", _fix_tree(spec[1], near)]
     return [spec[0], [near(r) for r in spec[1]], *spec[2:]]
 
 
@@ -584,9 +799,11 @@ def resolve_near(data: dict[str, Any], entry_id: str, up: Any) -> dict[str, Any]
         specs += [row[2] for row in rows if isinstance(row, list) and len(row) == 3]
     if not any(
         isinstance(spec, list)
-        and spec[:1] in (["m"], ["l"])
-        and isinstance(spec[1], list)
-        and any(_placed(r) for r in spec[1])
+        and len(spec) > 1
+        and (
+            (spec[0] in ("m", "l") and isinstance(spec[1], list) and any(map(_placed, spec[1])))
+            or (spec[0] == "x" and any(map(_placed, ordered_refs(spec[1]))))
+        )
         for spec in specs
     ):
         return data
@@ -610,6 +827,8 @@ def resolve_near(data: dict[str, Any], entry_id: str, up: Any) -> dict[str, Any]
     def spec_ids(spec: list[Any]) -> list[Any]:
         if spec[0] in ("m", "l"):
             return [spec[0], [ref(r) for r in spec[1]], *spec[2:]]
+        if spec[0] == "x":
+            return ["x", _fix_tree(spec[1], ref)]
         return spec
 
     out = dict(data)
@@ -625,13 +844,16 @@ def carried_writes(rec: MessageEntry) -> dict[str, Any] | None:
     when it carries none."""
     details = rec.message.provider_details
     data = details.get(WRITES_KEY) if isinstance(details, dict) else None
+    if isinstance(data, dict) and "w" not in data and isinstance(data.get("pp"), str):
+        data = {**data, "w": CARRIED}
     if not (
         isinstance(data, dict)
-        and isinstance(data.get("task"), str)
+        and isinstance(data.get("task", data.get("pp")), str)
         and isinstance(data.get("cp", ""), str)
         and isinstance(data.get("w"), list)
     ):
         return None
+    data = expand(data)
     return {**data, "w": [[i, ch, swap_refs(spec, "", rec.id)] for i, ch, spec in data["w"]]}
 
 
@@ -773,7 +995,10 @@ class PathIndex(ThreadIndex):
                 self.reads += 1
                 data = rec.custom.data
                 if kind in (CHECKPOINT, WRITES):
-                    data = resolve_near(data, entry_id, self.up)
+                    stepped = rec.custom.custom_type == STEP
+                    data = resolve_near(expand(data, stepped), entry_id, self.up)
+                if rec.custom.custom_type == STEP:
+                    self.stepped.add(entry_id)
                 self.data[entry_id] = data
                 self.stamps[entry_id] = rec.timestamp
         else:
@@ -873,11 +1098,7 @@ class PathIndex(ThreadIndex):
             data = self.data[wid]
             if "ns" in data or data.get("cp", cp.id) != cp.id:
                 raise Incomplete(wid)
-            for idx, channel, spec in data["w"]:
-                wkey = (data["task"], idx)
-                if idx >= 0 and wkey in cp.writes:
-                    continue
-                cp.writes[wkey] = (data["task"], channel, spec, data.get("path", ""), wid)
+            add_writes(cp, data, wid, self.task(cp, data))
         return cp
 
     # what ThreadIndex answers from its index, answered by walks
@@ -898,7 +1119,8 @@ class PathIndex(ThreadIndex):
         doc = EMPTY_DOC
         for entry in reversed(chain):
             data = self.data[entry]
-            doc = apply_doc(doc, data["d"])
+            base = predict(doc, data.get("b", {})) if entry in self.stepped else doc
+            doc = apply_doc(base, data["d"])
             if "n" in data:
                 doc["cv"] = {**doc["cv"], **dict.fromkeys(data["b"], data["n"])}
         self.docs[cp.entry] = doc

@@ -9,7 +9,8 @@ One LangGraph thread is one threadline session (its id is the thread id when tha
 session id, else ``lg-`` and a hash; the header's ``metadata.langgraph.thread_id`` names it).
 Checkpoints, their pending writes and the channel values live in that session's tree:
 
-- a checkpoint is a ``custom`` entry (``custom_type="lg.cp"``; ``"langgraph.checkpoint"`` before)
+- a checkpoint is a ``custom`` entry (``custom_type="lg.c"``; ``"lg.cp"`` and
+  ``"langgraph.checkpoint"`` before)
   whose tree parent is the last entry of its parent checkpoint (time travel appends under an
   earlier checkpoint, so it branches; ``copy_thread`` copies the whole tree into a new
   session). It holds only what the
@@ -68,6 +69,7 @@ from threadline.errors import UserError
 from threadline.formats import langchain as lc
 from threadline.integrations._langgraph_index import (
     BLOBS,
+    CARRIED,
     CHAIN,
     CHECKPOINT,
     EMPTY_DOC,
@@ -75,6 +77,8 @@ from threadline.integrations._langgraph_index import (
     MSG_KEY,
     NEAR,
     SEGMENT,
+    STEP,
+    TRIGGER,
     WRITES,
     WRITES_KEY,
     Batch,
@@ -83,12 +87,17 @@ from threadline.integrations._langgraph_index import (
     PathIndex,
     ThreadIndex,
     collect_refs,
+    compact,
+    compact_writes,
     delta_chain,
     delta_refs,
+    derived_task,
     diff_doc,
     message_ids,
     near_refs,
+    pack,
     plain,
+    predict,
     same,
     swap_refs,
     thread_session_id,
@@ -570,9 +579,15 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             prev = t.doc(parent) if parent is not None and parent.depth + 1 < CHAIN else EMPTY_DOC
             if parent_id and prev is EMPTY_DOC:
                 data["f"] = 1
-            change = data["d"] = diff_doc(prev, doc)
+            # a channel named like a short trigger (">x") keeps the earlier kind: no shorthands
+            stepped = not any(ch[:1] == ">" for ch in blobs)
+            change = data["d"] = diff_doc(predict(prev, blobs) if stepped else prev, doc)
             near = batch.ancestors(t.parents, NEAR)
-            data["b"] = {ch: near_refs(spec, near) for ch, spec in blobs.items()}
+
+            def short(ch: str) -> str:  # a node's trigger: ">" + node
+                return ">" + ch[len(TRIGGER) :] if stepped and ch.startswith(TRIGGER) else ch
+
+            data["b"] = {short(ch): compact(near_refs(spec, near)) for ch, spec in blobs.items()}
             step = [new_versions[ch] for ch in blobs]
             if step and all(
                 same(v, step[0]) and ch in doc["cv"] and same(doc["cv"][ch], v)
@@ -593,7 +608,9 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 }
                 if odd:
                     data["bv"] = odd
-            batch.custom(CHECKPOINT, data, entry_id=entry_id, timestamp=ts)
+            if not change:
+                del data["d"]  # nothing but what the step predicts
+            batch.custom(STEP if stepped else CHECKPOINT, data, entry_id=entry_id, timestamp=ts)
             self._append(t, batch, main=not ns)
             self._put_done.notify_all()
             cp = cps[cid]
@@ -665,7 +682,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         segment = self._segment(t, holder, channel)
         if segment is not None:  # every SEGMENT links: where the chain was, and what it added
             spec += [None] if len(spec) == 2 else []
-            spec.append([segment[0], segment[1] + ids])
+            spec.append(pack(segment[0], segment[1] + ids))
         return spec
 
     @staticmethod
@@ -733,6 +750,9 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             data: dict[str, Any] = {"task": task_id, "w": rows}
             if task_path:
                 data["path"] = task_path
+                # no task id when LangGraph's can be derived (see the index's format)
+                if not ns and cp.entry and derived_task(cid, t.doc(cp), task_path) == task_id:
+                    del data["task"]
             last = batch.records[-1] if batch.records else None
             if isinstance(last, MessageEntry) and WRITES_KEY not in (
                 last.message.provider_details or {}
@@ -744,7 +764,10 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                         data["ns"] = ns
                 data["w"] = [[i, ch, swap_refs(spec, last.id, "")] for i, ch, spec in rows]
                 details = dict(last.message.provider_details or {})
-                details[WRITES_KEY] = data
+                carried = compact_writes(data)
+                if "pp" in carried and carried["w"] == CARRIED:
+                    del carried["w"]  # a node's usual rows: said by leaving them out
+                details[WRITES_KEY] = carried
                 batch.records[-1] = msgspec.structs.replace(
                     last, message=msgspec.structs.replace(last.message, provider_details=details)
                 )
@@ -755,7 +778,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                         data["ns"] = ns
                 near = batch.ancestors(t.parents, NEAR)
                 data["w"] = [[i, ch, near_refs(spec, near)] for i, ch, spec in rows]
-                batch.custom(WRITES, data)
+                batch.custom(WRITES, compact_writes(data))
             self._append(t, batch, main=on_main)
 
     # -- deleting and copying ------------------------------------------------------------------
