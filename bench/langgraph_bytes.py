@@ -5,7 +5,8 @@
 Runs tests/_langgraph_chat.py turn by turn until the thread holds ``--size`` messages, then
 prints the session file's bytes by entry kind (custom entries by ``custom_type``) and the
 ratio to the messages as JSONL (their LangChain JSON, one per line), as langgraph_compare.py
-counts it.
+counts it, and to the same messages appended to a plain threadline session on a JSONL store (the
+conversation as threadline stores it without any checkpoint).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 import threadline as tl  # noqa: E402
 from _langgraph_chat import build, user  # noqa: E402
+from threadline.formats.langchain import to_message  # noqa: E402
 from threadline.integrations.langgraph import ThreadlineSaver  # noqa: E402
 
 SEP = (",", ":")
@@ -49,6 +51,13 @@ def main() -> None:
                 turn += 1
             messages = graph.get_state(config).values["messages"]
         store.close()
+        plain_store = tl.open_store(str(Path(tmp) / "plain"), durability="flush")
+        plain = plain_store.create()
+        with plain.batch():
+            for m in messages:
+                plain.append_message(to_message(m))
+        plain.close()
+        plain_bytes = (Path(tmp) / "plain" / f"{plain.id}.jsonl").stat().st_size
         jsonl = sum(len(m.model_dump_json()) + 1 for m in messages)
         total = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
         size: Counter[str] = Counter()
@@ -71,6 +80,11 @@ def main() -> None:
     print(
         f"messages={len(messages)} turns={turn - 1} jsonl={jsonl:,} bytes={total:,} "
         f"ratio={total / jsonl:.2f}x"
+    )
+    print(
+        f"the same messages as a plain threadline session: {plain_bytes:,} bytes "
+        f"({plain_bytes / jsonl:.2f}x their LangChain JSON); the thread is "
+        f"{total / plain_bytes:.2f}x that session"
     )
     for kind, b in size.most_common():
         n = count[kind]

@@ -13,9 +13,21 @@ import pytest
 import threadline as tl
 from conftest import make_store
 from threadline.errors import StoreError
-from threadline.store.base import LazyMessage, RowSource
+from threadline.store import postgres as store_postgres
+from threadline.store import sqlite as store_sqlite
+from threadline.store.base import LAZY_FROM, LazyMessage, RowSource
 
 LAZY_BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(autouse=True)
+def lazy_from_the_first_record(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sessions below ``LAZY_FROM`` records load whole; these tests' small ones load lazily."""
+    if "whole" not in request.node.name:
+        for module in (store_sqlite, store_postgres):
+            monkeypatch.setattr(module, "LAZY_FROM", 0)
 
 
 def lazy_sources(session: tl.Session) -> set[int]:
@@ -112,4 +124,40 @@ def test_a_purged_message_is_known_at_open_without_its_purge_record(
     assert ids[3] in again.state.purged
     assert not isinstance(again.state.slots[ids[3]], LazyMessage)
     assert isinstance(again.state.slots[ids[4]], LazyMessage)
+    store.close()
+
+
+@pytest.mark.parametrize("kind", LAZY_BACKENDS)
+def test_a_session_below_lazy_from_loads_whole_in_one_query(kind: str, tmp_path: Path) -> None:
+    store = make_store(kind, tmp_path)
+    sid, ids = fill(store, 30)
+    assert LAZY_FROM > 30
+    again = store.open(sid)
+    buffers = {type(again.state.slots[e]._buf) for e in ids}  # type: ignore[union-attr]
+    assert buffers == {bytes}  # every message's JSON came with the load
+    assert again.entry(ids[7]).message.text == "message 7 " * 20  # type: ignore[union-attr]
+    store.close()
+
+
+@pytest.mark.parametrize("kind", LAZY_BACKENDS)
+def test_entries_read_one_by_one_near_each_other_cost_one_query(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(kind, tmp_path)
+    sid, ids = fill(store, 100)
+    again = store.open(sid)
+    source = again.state.slots[ids[50]]._buf  # type: ignore[union-attr]
+    assert isinstance(source, RowSource)
+    calls: list[tuple[int, int]] = []
+    fetch = source.fetch
+
+    def counting(first: int, last: int, count: int) -> Any:
+        calls.append((first, last))
+        return fetch(first, last, count)
+
+    monkeypatch.setattr(source, "fetch", counting)
+    # walked back from the leaf one entry at a time, as a branch read does
+    texts = [again.entry(e).message.text for e in reversed(ids[40:60])]  # type: ignore[union-attr]
+    assert texts == [f"message {i} " * 20 for i in reversed(range(40, 60))]
+    assert len(calls) == 1  # ~12 KB of rows: one window around the first read holds them all
     store.close()

@@ -138,37 +138,59 @@ def decode_run(slots: Sequence[LazyMessage]) -> list[AnyRecord | None]:
 PURGED_MARK = b'{"purged":true}'  # the payload of a purged entry's line
 
 
+LAZY_FROM = 10_000  # records: a database session with fewer is loaded whole (one query)
+_WINDOW = 128 * 1024  # bytes of neighbouring rows a small read takes along (and keeps)
+_WINDOWS_KEPT = 4
+
+
 class RowSource:
     """The records of one load from a database store, read on demand: what the lazy messages of
     that load decode from (``source[start:end]``, like a file).
 
     The offsets are virtual: the loaded rows laid end to end, each followed by a newline, as if
     they were a file. A slice maps back to the rows it covers and reads them in one query, so
-    :func:`decode_run` reads a context's messages in a few round trips. ``fetch(first, last,
-    count)`` returns the raw records of the rows with sequence numbers ``first`` to ``last``,
-    or fewer than ``count`` when the session was rewritten since the load (a purge)."""
+    :func:`decode_run` reads a context's messages in a few round trips. A small read (one
+    message) takes along the rows within ``_WINDOW`` bytes on either side and keeps the last
+    few such windows: entries read one by one near each other (a branch walked back, a tree
+    page) cost one query, not one each. ``fetch(first, last, count)`` returns the raw records
+    of the rows with sequence numbers ``first`` to ``last``, or fewer than ``count`` when the
+    session was rewritten since the load (a purge)."""
 
-    __slots__ = ("fetch", "seqs", "starts")
+    __slots__ = ("fetch", "seqs", "starts", "windows")
 
     def __init__(self, fetch: Any) -> None:
         self.fetch = fetch
         self.seqs: list[int] = []
         self.starts: list[int] = []
+        self.windows: list[tuple[int, bytes]] = []  # (virtual offset, bytes), newest last
 
     def __getitem__(self, span: slice) -> bytes:
         start, stop = span.start, span.stop
-        first = bisect.bisect_right(self.starts, start) - 1
-        last = bisect.bisect_left(self.starts, stop) - 1
-        count = last - first + 1
-        rows = self.fetch(self.seqs[first], self.seqs[last], count)
-        data = b"\n".join(rows)
-        skip = start - self.starts[first]
-        out = data[skip : skip + stop - start]
-        if len(rows) != count or len(out) != stop - start:
+        for lo, data in reversed(self.windows):
+            if lo <= start and stop <= lo + len(data):
+                return data[start - lo : stop - lo]
+        small = stop - start < _WINDOW
+        lo, data = self._read(
+            max(0, start - _WINDOW) if small else start, stop + _WINDOW if small else stop
+        )
+        if lo > start or stop > lo + len(data):
             raise StoreError(
                 "The session was rewritten (purged or migrated) since it was loaded; open it again"
             )
-        return out
+        if small:
+            self.windows = [*self.windows[-(_WINDOWS_KEPT - 1) :], (lo, data)]
+        return data[start - lo : stop - lo]
+
+    def _read(self, start: int, stop: int) -> tuple[int, bytes]:
+        """The whole rows covering ``start:stop`` (clamped to the load): their offset and bytes."""
+        starts = self.starts
+        first = max(0, bisect.bisect_right(starts, start) - 1)
+        last = max(first, min(len(starts), bisect.bisect_left(starts, stop)) - 1)
+        count = last - first + 1
+        rows = self.fetch(self.seqs[first], self.seqs[last], count)
+        if len(rows) != count:
+            return starts[first], b""
+        return starts[first], b"\n".join(rows)
 
 
 def load_rows(
@@ -182,25 +204,39 @@ def load_rows(
 
     ``rows``: ``(seq, id, parent_id, timestamp, size, raw)`` in sequence order, ``raw`` left
     out (None) for a readable, unpurged message: it becomes a lazy message read through a
-    :class:`RowSource` when used. Every other row is parsed as a line of a log would be."""
+    :class:`RowSource` when used. The other rows are parsed as the lines of a log are, a run
+    of consecutive ones at a time."""
     source = RowSource(fetch)
     seqs, starts = source.seqs, source.starts
     slots: list[Slot] = []
     lazy = LazyMessage
+    pending: list[bytes] = []  # consecutive rows read whole, parsed together
+    pending_line = first_line_no
+
+    def flush() -> None:
+        buf = b"".join(pending)
+        got, _ = parse_lines(buf, 0, len(buf), report, pending_line, sizes)
+        slots.extend(got)
+        pending.clear()
+
     pos = 0
     line_no = first_line_no
     for seq, eid, parent, stamp, size, raw in rows:
         seqs.append(seq)
         starts.append(pos)
         if raw is None:
+            if pending:
+                flush()
             slots.append(lazy(eid, parent, stamp, source, pos, pos + size))
             sizes[eid] = size
         else:
-            line = bytes(raw) + b"\n"
-            got, _ = parse_lines(line, 0, len(line), report, line_no, sizes)
-            slots.extend(got)
+            if not pending:
+                pending_line = line_no
+            pending.append(bytes(raw) + b"\n")
         pos += size + 1
         line_no += 1
+    if pending:
+        flush()
     return slots
 
 

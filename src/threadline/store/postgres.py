@@ -42,6 +42,7 @@ from threadline.model.search_text import embed_text, message_text
 from threadline.store import migrations
 from threadline.store.base import (
     CREATE_CHUNK,
+    LAZY_FROM,
     BaseStore,
     CatalogLocation,
     Loaded,
@@ -321,7 +322,7 @@ class PostgresLog:
     def load(self) -> Loaded:
         with self._store.tx() as conn:
             row = conn.execute(
-                "SELECT header, generation FROM tl_sessions WHERE tenant_id = %s AND "
+                "SELECT header, generation, next_seq FROM tl_sessions WHERE tenant_id = %s AND "
                 "session_id = %s",
                 (self._store.tenant, self.session_id),
             ).fetchone()
@@ -330,11 +331,11 @@ class PostgresLog:
             # the path, not the session: a readable message's JSON stays on the server until
             # it is used (a lazy slot reads it through a RowSource); the rest is read now
             rows = conn.execute(
-                "SELECT seq, id, parent_id, timestamp, octet_length(raw), CASE WHEN type = "
-                "'message' AND role IS NOT NULL AND id IS NOT NULL AND timestamp IS NOT NULL "
-                "THEN NULL ELSE raw END FROM tl_records WHERE tenant_id = %s AND "
-                "session_id = %s ORDER BY seq",
-                (self._store.tenant, self.session_id),
+                "SELECT seq, id, parent_id, timestamp, octet_length(raw), CASE WHEN %s AND "
+                "type = 'message' AND role IS NOT NULL AND id IS NOT NULL AND "
+                "timestamp IS NOT NULL THEN NULL ELSE raw END FROM tl_records "
+                "WHERE tenant_id = %s AND session_id = %s ORDER BY seq",
+                (row[2] - 1 >= LAZY_FROM, self._store.tenant, self.session_id),
                 prepare=True,
             ).fetchall()
         report = LoadReport()

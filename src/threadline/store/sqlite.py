@@ -42,6 +42,7 @@ from threadline.model.entries import (
 from threadline.store import migrations
 from threadline.store.base import (
     CREATE_CHUNK,
+    LAZY_FROM,
     PURGED_MARK,
     BaseStore,
     CatalogLocation,
@@ -177,7 +178,7 @@ class SqliteLog:
     def load(self) -> Loaded:
         with self._store.lock:
             row = self._conn.execute(
-                "SELECT header, generation FROM tl_sessions WHERE session_id = ?",
+                "SELECT header, generation, next_seq FROM tl_sessions WHERE session_id = ?",
                 (self.session_id,),
             ).fetchone()
             if row is None:
@@ -185,10 +186,11 @@ class SqliteLog:
             # the path, not the session: a message's JSON is read when it is used (its lazy
             # slot reads it through a RowSource); the rest, and purged messages, are read now
             rows = self._conn.execute(
-                "SELECT seq, id, parent_id, timestamp, length(raw), CASE WHEN type = 'message' "
-                "AND id IS NOT NULL AND timestamp IS NOT NULL AND instr(raw, ?) = 0 "
-                "THEN NULL ELSE raw END FROM tl_records WHERE session_id = ? ORDER BY seq",
-                (PURGED_MARK, self.session_id),
+                "SELECT seq, id, parent_id, timestamp, length(raw), CASE WHEN ? AND "
+                "type = 'message' AND id IS NOT NULL AND timestamp IS NOT NULL AND "
+                "instr(raw, ?) = 0 THEN NULL ELSE raw END FROM tl_records "
+                "WHERE session_id = ? ORDER BY seq",
+                (row[2] - 1 >= LAZY_FROM, PURGED_MARK, self.session_id),
             ).fetchall()
         header = decode_header(row[0])
         report = LoadReport()
