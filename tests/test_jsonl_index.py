@@ -45,7 +45,7 @@ def snapshot(s: tl.Session) -> dict[str, Any]:
         "report": msgspec.structs.asdict(s.load_report),
         "context": [msgspec.json.encode(m) for m in ctx.messages],
         "view": ctx.view.ids(),
-        "sizes": dict(st_.sizes),
+        "sizes": {e: st_.size(e) for e in [*st_.sizes, *s.entry_ids()]},
         "entries": [msgspec.json.encode(e) for e in s.entries()],
         "purged": sorted(st_.purged),
         "lines": log._lines,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadline.context import Context, ViewItem, ViewState, build_view
@@ -55,6 +55,41 @@ AT_LEAF: Any = object()  # write()'s default parent: the current leaf
 DECODED_CACHE = 4096  # decoded messages kept from whole-session walks (tree, entries)
 
 
+class EntryTypes(Mapping[str, str]):
+    """The type of every tree entry: ``"message"`` unless ``named`` says otherwise. Only the
+    other kinds (about 1% of a real session) are stored, so an open does not insert one entry
+    per message; the tree entries themselves are the keys of ``entries`` (the slots)."""
+
+    __slots__ = ("entries", "named")
+
+    def __init__(self, entries: Collection[str]) -> None:
+        self.entries = entries
+        self.named: dict[str, str] = {}
+
+    def __getitem__(self, entry_id: str) -> str:
+        kind = self.named.get(entry_id)
+        if kind is not None:
+            return kind
+        if entry_id in self.entries:
+            return "message"
+        raise KeyError(entry_id)
+
+    def get(self, entry_id: str, default: Any = None) -> Any:
+        kind = self.named.get(entry_id)
+        if kind is not None:
+            return kind
+        return "message" if entry_id in self.entries else default
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self.entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
 class SessionState:
     """Everything known about one session's log: the tree, the records, the meta-record
     indexes (labels, bookmarks, op states, message tags, purges), the leaf and the cached view."""
@@ -80,7 +115,7 @@ class SessionState:
         self.tree = TreeIndex()
         self.slots: dict[str, Slot] = {}
         self.decoded: OrderedDict[str, AnyRecord] = OrderedDict()  # DECODED_CACHE at most
-        self.types: dict[str, str] = {}
+        self.types = EntryTypes(self.slots)
         # tree entries that are not messages (about 1% of a real session): context building
         # tests this small set instead of looking every path entry's type up
         self.special: set[str] = set()
@@ -123,10 +158,9 @@ class SessionState:
     def ingest(self, slots: Iterable[Slot]) -> None:
         report = self.load_report
         tree = self.tree
-        kinds = self.types
         store_slots = self.slots
         parents = tree.parent
-        stamps = tree.ts
+        stamps = tree.added_ts
         forward = tree.forward
         leaf = self.leaf
         lazy = LazyMessage
@@ -143,7 +177,6 @@ class SessionState:
                 parents[rid] = p
                 stamps[rid] = rec.timestamp
                 store_slots[rid] = rec
-                kinds[rid] = "message"
                 leaf = rid
                 continue
             self.leaf = leaf
@@ -156,19 +189,16 @@ class SessionState:
         """What :meth:`ingest` does with the first ``cols.count`` slots, a run of messages at
         a time (a clean load has no duplicate or forward reference among its messages)."""
         parents = self.tree.parent
-        stamps = self.tree.ts
         store_slots = self.slots
-        kinds = self.types
-        ids, pids, ts, lazies = cols.ids, cols.parents, cols.stamps, cols.lazies
+        ids, pids, lazies = cols.ids, cols.parents, cols.lazies
+        self.tree.add_stamps(ids, cols.stamps)
         prev = m = 0
         for p, rec in zip([*cols.positions, cols.count], [*cols.records, None], strict=True):
             k = p - prev
             if k:
                 run = ids[m : m + k]
                 parents.update(zip(run, pids[m : m + k], strict=True))
-                stamps.update(zip(run, ts[m : m + k], strict=True))
                 store_slots.update(zip(run, lazies[m : m + k], strict=True))
-                kinds.update(dict.fromkeys(run, "message"))
                 self.leaf = run[-1]
                 m += k
             if rec is not None:
@@ -190,8 +220,8 @@ class SessionState:
             kind = rec.type
             self.tree.add(rid, rec.parent_id, rec.timestamp or "")
             store_slots[rid] = rec
-            self.types[rid] = kind
             if kind != "message":
+                self.types.named[rid] = kind
                 self.special.add(rid)
             if not isinstance(rec, UnknownRecord):  # only known tree entries move the leaf
                 self.leaf = rid
@@ -369,6 +399,7 @@ class SessionState:
             rec = cache.get(entry_id)
             if rec is not None:
                 if keep:
+                    self.sizes.setdefault(entry_id, slot.size)  # the lazy slot knew it
                     self.slots[entry_id] = cache.pop(entry_id)
                 return rec
             try:
@@ -383,9 +414,11 @@ class SessionState:
                         role="custom", content=[text(f"[unreadable entry {entry_id}]")]
                     ),
                 )
+                self.sizes.setdefault(entry_id, slot.size)
                 self.slots[entry_id] = rec  # reported once
                 return rec
             if keep:
+                self.sizes.setdefault(entry_id, slot.size)  # the lazy slot knew it
                 self.slots[entry_id] = rec
                 return rec
             # A bounded cache (oldest out first): a session that showed its whole tree once
@@ -407,8 +440,19 @@ class SessionState:
         cache = self.decoded
         for slot, rec in zip(lazy, decode_run(lazy), strict=True):
             if rec is not None and slots.get(slot.id) is slot:
+                self.sizes.setdefault(slot.id, slot.size)
                 slots[slot.id] = rec
                 cache.pop(slot.id, None)
+
+    def size(self, entry_id: str) -> int:
+        """The length of a record's line (0 for an unknown id). ``sizes`` holds it for the
+        records decoded at load or since; a lazy message knows its own (an open through the
+        JSONL index inserts none)."""
+        n = self.sizes.get(entry_id)
+        if n is None:
+            slot = self.slots.get(entry_id)
+            n = slot.size if isinstance(slot, LazyMessage) else 0
+        return n
 
     def payload(self, entry_id: str) -> Any:
         return self.record(entry_id).payload

@@ -163,7 +163,8 @@ class Columns:
 class Loaded(msgspec.Struct, kw_only=True):
     header: SessionHeader
     slots: list[Any]  # list[Slot]
-    sizes: dict[str, int]  # encoded size of every record with an id
+    # encoded size of every record with an id (the lazy messages an index gave know their own)
+    sizes: dict[str, int]
     report: LoadReport
     columns: Columns | None = None  # the same first slots by column, when an index gave them
 

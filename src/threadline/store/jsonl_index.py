@@ -208,7 +208,8 @@ def slots_of(
     body: IndexBody, source: Any, sizes: dict[str, int]
 ) -> tuple[list[Slot], list[tuple[int, int]], Columns]:
     """The slots the load of the indexed part would give (lazy messages read from ``source``,
-    records decoded now), the spans of the decoded records, and the same slots by column.
+    records decoded now; ``sizes`` gets the decoded records' sizes, a lazy message knows its
+    own), the spans of the decoded records, and the same slots by column.
     Raises on anything that does not decode (the caller then parses the log instead)."""
     starts = array("q")
     starts.frombytes(body.starts)
@@ -252,14 +253,12 @@ def slots_of(
         k = p - prev
         if k:
             slots += lazies[m : m + k]
-            sizes.update(zip(ids[m : m + k], msg_lengths[m : m + k], strict=True))
             m += k
         slots.append(rec)
         if rec.id is not None:
             sizes[rec.id] = size
         prev = p + 1
     slots += lazies[m:]
-    sizes.update(zip(ids[m:], msg_lengths[m:], strict=True))
     cols = Columns(ids, parents, body.stamps, lazies, positions, records, body.clean)
     return slots, spans, cols
 
