@@ -55,6 +55,56 @@ AT_LEAF: Any = object()  # write()'s default parent: the current leaf
 DECODED_CACHE = 4096  # decoded messages kept from whole-session walks (tree, entries)
 
 
+class Slots:
+    """Every tree entry's slot (a record, or a lazy message), by id, in file order.
+
+    The messages an open read by column (``Columns``, what the JSONL index gives) are held as
+    their row in the columns: an open makes no lazy message, and one asked for is made then and
+    not kept (a walk over the whole session keeps nothing; a decoded message replaces its row).
+    ``by_id`` is the raw mapping: a row, or the slot."""
+
+    __slots__ = ("by_id", "cols")
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, Slot | int] = {}
+        self.cols: Columns | None = None
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self.by_id
+
+    def __len__(self) -> int:
+        return len(self.by_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.by_id)
+
+    def __getitem__(self, entry_id: str) -> Slot:
+        slot = self.by_id[entry_id]
+        if isinstance(slot, int):
+            assert self.cols is not None
+            return self.cols.lazy(slot)
+        return slot
+
+    def get(self, entry_id: str) -> Slot | None:
+        slot = self.by_id.get(entry_id)
+        if isinstance(slot, int):
+            assert self.cols is not None
+            return self.cols.lazy(slot)
+        return slot
+
+    def __setitem__(self, entry_id: str, slot: Slot) -> None:
+        self.by_id[entry_id] = slot
+
+    def items(self) -> Iterator[tuple[str, Slot]]:
+        cols = self.cols
+        for eid, slot in self.by_id.items():
+            if isinstance(slot, int):
+                assert cols is not None
+                yield eid, cols.lazy(slot)
+            else:
+                yield eid, slot
+
+
 class EntryTypes(Mapping[str, str]):
     """The type of every tree entry: ``"message"`` unless ``named`` says otherwise. Only the
     other kinds (about 1% of a real session) are stored, so an open does not insert one entry
@@ -113,7 +163,7 @@ class SessionState:
         self.read_only = read_only
         self.sizes: dict[str, int] = loaded.sizes
         self.tree = TreeIndex()
-        self.slots: dict[str, Slot] = {}
+        self.slots = Slots()
         self.decoded: OrderedDict[str, AnyRecord] = OrderedDict()  # DECODED_CACHE at most
         self.types = EntryTypes(self.slots)
         # tree entries that are not messages (about 1% of a real session): context building
@@ -140,7 +190,7 @@ class SessionState:
         cols = loaded.columns
         if cols is not None and cols.clean:
             self.ingest_columns(cols)
-            rest = loaded.slots[cols.count :]
+            rest = loaded.slots
             self.ingest(rest)
             self.settle(())
             # lazy messages are never purged entries: only the decoded records need a look
@@ -150,7 +200,7 @@ class SessionState:
                 if isinstance(rec, PurgedEntry) and slots.get(rec.id) is rec:
                     self.purged.add(rec.id)
         else:
-            self.ingest(loaded.slots)
+            self.ingest(loaded.all_slots())
             self.settle()
 
     # -- loading -----------------------------------------------------------------------------
@@ -158,7 +208,7 @@ class SessionState:
     def ingest(self, slots: Iterable[Slot]) -> None:
         report = self.load_report
         tree = self.tree
-        store_slots = self.slots
+        store_slots = self.slots.by_id
         parents = tree.parent
         stamps = tree.added_ts
         forward = tree.forward
@@ -189,8 +239,9 @@ class SessionState:
         """What :meth:`ingest` does with the first ``cols.count`` slots, a run of messages at
         a time (a clean load has no duplicate or forward reference among its messages)."""
         parents = self.tree.parent
-        store_slots = self.slots
-        ids, pids, lazies = cols.ids, cols.parents, cols.lazies
+        store_slots = self.slots.by_id
+        self.slots.cols = cols
+        ids, pids = cols.ids, cols.parents
         self.tree.add_stamps(ids, cols.stamps)
         prev = m = 0
         for p, rec in zip([*cols.positions, cols.count], [*cols.records, None], strict=True):
@@ -198,7 +249,7 @@ class SessionState:
             if k:
                 run = ids[m : m + k]
                 parents.update(zip(run, pids[m : m + k], strict=True))
-                store_slots.update(zip(run, lazies[m : m + k], strict=True))
+                store_slots.update(zip(run, range(m, m + k), strict=True))
                 self.leaf = run[-1]
                 m += k
             if rec is not None:
@@ -209,7 +260,7 @@ class SessionState:
     def ingest_record(self, rec: Any) -> None:
         """Index one decoded record (anything but a lazy message)."""
         report = self.load_report
-        store_slots = self.slots
+        store_slots = self.slots.by_id
         rid = rec.id
         if rec.tree:
             if rid is None:
@@ -283,7 +334,7 @@ class SessionState:
                 if isinstance(rec, PurgedEntry):
                     self.purged.add(rec.id)
             return
-        for eid, slot in self.slots.items():
+        for eid, slot in self.slots.by_id.items():
             if isinstance(slot, PurgedEntry):
                 self.purged.add(eid)
 
@@ -438,10 +489,12 @@ class SessionState:
         if len(lazy) < 2:
             return
         cache = self.decoded
+        by_id = slots.by_id
         for slot, rec in zip(lazy, decode_run(lazy), strict=True):
-            if rec is not None and slots.get(slot.id) is slot:
+            # still lazy (an id given twice is replaced once)
+            if rec is not None and isinstance(by_id.get(slot.id), int | LazyMessage):
                 self.sizes.setdefault(slot.id, slot.size)
-                slots[slot.id] = rec
+                by_id[slot.id] = rec
                 cache.pop(slot.id, None)
 
     def size(self, entry_id: str) -> int:

@@ -23,8 +23,6 @@ import contextlib
 import os
 import zlib
 from array import array
-from itertools import repeat
-from operator import add
 from pathlib import Path
 from typing import Any
 
@@ -206,11 +204,11 @@ def build(
 
 def slots_of(
     body: IndexBody, source: Any, sizes: dict[str, int]
-) -> tuple[list[Slot], list[tuple[int, int]], Columns]:
-    """The slots the load of the indexed part would give (lazy messages read from ``source``,
-    records decoded now; ``sizes`` gets the decoded records' sizes, a lazy message knows its
-    own), the spans of the decoded records, and the same slots by column.
-    Raises on anything that does not decode (the caller then parses the log instead)."""
+) -> tuple[list[tuple[int, int]], Columns]:
+    """The load of the indexed part by column (lazy messages read from ``source``, made only
+    when asked for; records decoded now, their sizes put in ``sizes``) and the spans of the
+    decoded records. Raises on anything that does not decode (the caller then parses the log
+    instead)."""
     starts = array("q")
     starts.frombytes(body.starts)
     lengths = array("I")
@@ -219,9 +217,15 @@ def slots_of(
     rows.frombytes(body.parents)
     ids = body.ids
     named = body.named
-    parents: list[str | None] = [
-        ids[r] if r >= 0 else (None if r == _NONE else named[i]) for i, r in enumerate(rows)
-    ]
+    if rows and (max(rows) >= len(ids) or min(rows) < _NAMED):
+        raise ValueError("a parent row out of range")
+    if rows.count(_NAMED) != len(named) or any(rows[i] != _NAMED for i in named):
+        raise ValueError("a named parent row without its name")
+    # a parent row indexes ids; -1 (_NONE) and -2 (_NAMED) index the two names put after them
+    by_row: list[str | None] = [*ids, "", None]
+    parents = list(map(by_row.__getitem__, rows))
+    for i, name in named.items():
+        parents[i] = name
     kinds = body.kinds
     positions: list[int] = []  # where the decoded records stand among the slots
     p = kinds.find(1)
@@ -229,38 +233,25 @@ def slots_of(
         positions.append(p)
         p = kinds.find(1, p + 1)
     n = len(kinds)
-    all_starts = starts.tolist()
-    all_lengths = lengths.tolist()
     if positions:
-        msg_starts: list[int] = []
-        msg_lengths: list[int] = []
+        msg_starts = array("q")
+        msg_lengths = array("I")
         prev = 0
         for p in [*positions, n]:
-            msg_starts += all_starts[prev:p]
-            msg_lengths += all_lengths[prev:p]
+            msg_starts += starts[prev:p]
+            msg_lengths += lengths[prev:p]
             prev = p + 1
     else:
-        msg_starts, msg_lengths = all_starts, all_lengths
-    ends = list(map(add, msg_starts, msg_lengths))
-    lazies: list[LazyMessage] = list(
-        map(LazyMessage, ids, parents, body.stamps, repeat(source), msg_starts, ends)
-    )
-    spans = [(all_starts[p], all_lengths[p]) for p in positions]
+        msg_starts, msg_lengths = starts, lengths
+    spans = [(starts[p], lengths[p]) for p in positions]
     records = [decode_record(source[a : a + n_]) for a, n_ in spans]
-    slots: list[Slot] = []
-    prev = m = 0
-    for p, rec, (_, size) in zip(positions, records, spans, strict=True):
-        k = p - prev
-        if k:
-            slots += lazies[m : m + k]
-            m += k
-        slots.append(rec)
+    for rec, (_, size) in zip(records, spans, strict=True):
         if rec.id is not None:
             sizes[rec.id] = size
-        prev = p + 1
-    slots += lazies[m:]
-    cols = Columns(ids, parents, body.stamps, lazies, positions, records, body.clean)
-    return slots, spans, cols
+    cols = Columns(
+        ids, parents, body.stamps, source, msg_starts, msg_lengths, positions, records, body.clean
+    )
+    return spans, cols
 
 
 def write(path: Path, body: IndexBody, tag: str) -> None:
