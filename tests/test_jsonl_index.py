@@ -176,6 +176,26 @@ def test_appends_by_another_writer_extend_the_index(tmp_path: Path) -> None:
     assert open_state(store, "s")[1] == "used"
 
 
+def test_a_line_repeating_an_indexed_message_id_after_the_index_is_a_duplicate(
+    tmp_path: Path,
+) -> None:
+    store = tl.open_store(tmp_path, durability="flush")
+    sample(store).close()
+    open_state(store, "s")  # the index covers the whole log
+    path = tmp_path / "s.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    first_id = msgspec.json.decode(lines[1])["id"]
+    path.write_bytes(b"".join([*lines, lines[1].replace(b"hello", b"again")]))
+    snap, state = open_state(store, "s")
+    assert state == "extended"
+    assert snap == full_parse(store, "s", tmp_path)
+    assert snap["report"]["duplicate_ids"] == [first_id]
+    s = store.open("s", read_only=True)
+    kept = msgspec.json.encode(s.entry(first_id))
+    assert b'"hello"' in kept and b"again" not in kept  # the first line is kept
+    s.close()
+
+
 def test_a_truncated_log_rebuilds_the_index(tmp_path: Path) -> None:
     store = tl.open_store(tmp_path, durability="flush")
     sample(store).close()

@@ -58,51 +58,61 @@ DECODED_CACHE = 4096  # decoded messages kept from whole-session walks (tree, en
 class Slots:
     """Every tree entry's slot (a record, or a lazy message), by id, in file order.
 
-    The messages an open read by column (``Columns``, what the JSONL index gives) are held as
-    their row in the columns: an open makes no lazy message, and one asked for is made then and
-    not kept (a walk over the whole session keeps nothing; a decoded message replaces its row).
-    ``by_id`` is the raw mapping: a row, or the slot."""
+    The tree entries are the keys of ``keys`` (the tree's parents: the same entries, added in
+    the same order); ``by_id`` holds the records, the decoded messages and the lazy messages of
+    a parsed log. The messages an open read by column (``Columns``, what the JSONL index gives)
+    are in neither: an open inserts nothing here for them and makes no lazy message. One asked
+    for is made from its row in the columns and not kept (a walk over the whole session keeps
+    nothing); the id → row map is built the first time one is asked for."""
 
-    __slots__ = ("by_id", "cols")
+    __slots__ = ("_rows", "by_id", "cols", "keys")
 
-    def __init__(self) -> None:
-        self.by_id: dict[str, Slot | int] = {}
+    def __init__(self, keys: dict[str, str | None]) -> None:
+        self.keys = keys
+        self.by_id: dict[str, Slot] = {}
         self.cols: Columns | None = None
+        self._rows: dict[str, int] | None = None
 
     def __contains__(self, entry_id: object) -> bool:
-        return entry_id in self.by_id
+        return entry_id in self.keys
 
     def __len__(self) -> int:
-        return len(self.by_id)
+        return len(self.keys)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.by_id)
+        return iter(self.keys)
+
+    def _lazy(self, entry_id: str) -> LazyMessage:
+        cols = self.cols
+        assert cols is not None  # an entry of the tree with no slot came from the columns
+        rows = self._rows
+        if rows is None:
+            self._rows = rows = dict(zip(cols.ids, range(len(cols.ids)), strict=True))
+        return cols.lazy(rows[entry_id])
 
     def __getitem__(self, entry_id: str) -> Slot:
-        slot = self.by_id[entry_id]
-        if isinstance(slot, int):
-            assert self.cols is not None
-            return self.cols.lazy(slot)
+        slot = self.by_id.get(entry_id)
+        if slot is None:
+            if entry_id not in self.keys:
+                raise KeyError(entry_id)
+            return self._lazy(entry_id)
         return slot
 
     def get(self, entry_id: str) -> Slot | None:
         slot = self.by_id.get(entry_id)
-        if isinstance(slot, int):
-            assert self.cols is not None
-            return self.cols.lazy(slot)
+        if slot is None and entry_id in self.keys:
+            return self._lazy(entry_id)
         return slot
 
     def __setitem__(self, entry_id: str, slot: Slot) -> None:
+        """Set the slot of an entry of the tree (added to ``keys`` first)."""
         self.by_id[entry_id] = slot
 
     def items(self) -> Iterator[tuple[str, Slot]]:
-        cols = self.cols
-        for eid, slot in self.by_id.items():
-            if isinstance(slot, int):
-                assert cols is not None
-                yield eid, cols.lazy(slot)
-            else:
-                yield eid, slot
+        by_id = self.by_id
+        for eid in self.keys:
+            slot = by_id.get(eid)
+            yield eid, self._lazy(eid) if slot is None else slot
 
 
 class EntryTypes(Mapping[str, str]):
@@ -163,7 +173,7 @@ class SessionState:
         self.read_only = read_only
         self.sizes: dict[str, int] = loaded.sizes
         self.tree = TreeIndex()
-        self.slots = Slots()
+        self.slots = Slots(self.tree.parent)
         self.decoded: OrderedDict[str, AnyRecord] = OrderedDict()  # DECODED_CACHE at most
         self.types = EntryTypes(self.slots)
         # tree entries that are not messages (about 1% of a real session): context building
@@ -218,7 +228,7 @@ class SessionState:
             rid = rec.id
             if rec.__class__ is lazy:  # the hot path: most records of a big session
                 assert rid is not None
-                if rid in store_slots:
+                if rid in parents:  # every tree entry (the slots' keys)
                     report.duplicate_ids.append(rid)
                     continue
                 p = rec.parent_id
@@ -239,7 +249,6 @@ class SessionState:
         """What :meth:`ingest` does with the first ``cols.count`` slots, a run of messages at
         a time (a clean load has no duplicate or forward reference among its messages)."""
         parents = self.tree.parent
-        store_slots = self.slots.by_id
         self.slots.cols = cols
         ids, pids = cols.ids, cols.parents
         self.tree.add_stamps(ids, cols.stamps)
@@ -249,7 +258,6 @@ class SessionState:
             if k:
                 run = ids[m : m + k]
                 parents.update(zip(run, pids[m : m + k], strict=True))
-                store_slots.update(zip(run, range(m, m + k), strict=True))
                 self.leaf = run[-1]
                 m += k
             if rec is not None:
@@ -261,11 +269,12 @@ class SessionState:
         """Index one decoded record (anything but a lazy message)."""
         report = self.load_report
         store_slots = self.slots.by_id
+        entries = self.tree.parent  # every tree entry (the slots' keys)
         rid = rec.id
         if rec.tree:
             if rid is None:
                 return  # an unknown record without id: kept in the file only
-            if rid in store_slots:
+            if rid in entries:
                 report.duplicate_ids.append(rid)
                 return
             kind = rec.type
@@ -296,7 +305,7 @@ class SessionState:
         payload = rec.payload
         if kind == "leaf":
             target = payload.target_id
-            if target is None or target in store_slots:
+            if target is None or target in entries:
                 self.leaf = target
             else:
                 report.unknown_leaf.append(target)
@@ -492,7 +501,7 @@ class SessionState:
         by_id = slots.by_id
         for slot, rec in zip(lazy, decode_run(lazy), strict=True):
             # still lazy (an id given twice is replaced once)
-            if rec is not None and isinstance(by_id.get(slot.id), int | LazyMessage):
+            if rec is not None and isinstance(by_id.get(slot.id, slot), LazyMessage):
                 self.sizes.setdefault(slot.id, slot.size)
                 by_id[slot.id] = rec
                 cache.pop(slot.id, None)
