@@ -8,7 +8,7 @@ file. Both are reported, never looped on.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 
 
@@ -35,7 +35,7 @@ class TreeIndex:
         # timestamps of the entries added one by one (loads write here directly), and the
         # (ids, timestamps) columns given by add_stamps: both merged on first use of ts
         self.added_ts: dict[str, str] = {}
-        self._stamps: list[tuple[Sequence[str], Sequence[str]]] = []
+        self._stamps: list[tuple[Sequence[str], Iterable[str]]] = []
         self.orphans: list[str] = []
         self.cycles: list[str] = []
         self.forward: list[str] = []  # entries whose parent was not yet seen when added
@@ -60,7 +60,7 @@ class TreeIndex:
             else:
                 self._children = None
 
-    def add_stamps(self, ids: Sequence[str], stamps: Sequence[str]) -> None:
+    def add_stamps(self, ids: Sequence[str], stamps: Iterable[str]) -> None:
         """The timestamps of entries added to :attr:`parent` directly (a load by columns),
         kept as given until siblings are first ordered: an open inserts none of them."""
         self._stamps.append((ids, stamps))

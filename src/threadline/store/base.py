@@ -137,6 +137,39 @@ def decode_run(slots: Sequence[LazyMessage]) -> list[AnyRecord | None]:
 PURGED_MARK = b'{"purged":true}'  # the payload of a purged entry's line
 
 
+class Stamps:
+    """Timestamps by row, kept as one string of UTF-8 bytes and their end offsets (an index of
+    a million messages would otherwise hold a million ``str`` of ~70 bytes each); each is
+    decoded when asked for."""
+
+    __slots__ = ("data", "ends")
+
+    def __init__(self, data: bytes, ends: Sequence[int]) -> None:
+        self.data, self.ends = data, ends
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def __getitem__(self, row: int) -> str:
+        if row < 0:
+            raise IndexError(row)
+        ends = self.ends
+        return self.data[ends[row - 1] if row else 0 : ends[row]].decode("utf-8", "surrogatepass")
+
+    def __iter__(self) -> Iterator[str]:
+        data = self.data
+        start = 0
+        if data.isascii():  # the usual case: one decode, then the offsets index the text
+            text = data.decode("ascii")
+            for end in self.ends:
+                yield text[start:end]
+                start = end
+            return
+        for end in self.ends:
+            yield data[start:end].decode("utf-8", "surrogatepass")
+            start = end
+
+
 class Columns:
     """The first ``count`` slots of a load, by column (what a JSONL index gives): the messages'
     ids, parents, timestamps and where their lines are in ``source`` (by message row), and the
@@ -162,7 +195,7 @@ class Columns:
         self,
         ids: list[str],
         parents: list[str | None],
-        stamps: list[str],
+        stamps: Stamps,
         source: Any,
         starts: Sequence[int],
         lengths: Sequence[int],

@@ -29,10 +29,10 @@ from typing import Any
 import msgspec
 
 from threadline.model.entries import decode_record
-from threadline.store.base import Columns, LazyMessage, LoadReport, Slot
+from threadline.store.base import Columns, LazyMessage, LoadReport, Slot, Stamps
 
 MAGIC = b"TLIX"
-VERSION = 3
+VERSION = 4  # 4: timestamps as one string of bytes and end offsets
 TAIL = 4096  # bytes of the log's covered end that the tail checksum reads
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -54,7 +54,8 @@ class IndexBody(msgspec.Struct, array_like=True):
     ids: list[str]  # per message
     parents: bytes  # array("i") per message: row of the parent message, _NONE or _NAMED
     named: dict[int, str]  # message row -> parent id, for the _NAMED rows
-    stamps: list[str]  # per message
+    stamps: bytes  # per message, one after another: its timestamp in UTF-8
+    stamp_ends: bytes  # array("q") per message: where its timestamp ends in stamps
     corrupt: list[tuple[int, str]]
     clean: bool  # no message repeats an id or names a parent not seen before it (Columns)
     record_ids: list[str | None]  # per decoded record: its id when it is a tree entry
@@ -101,7 +102,7 @@ def read(path: Path) -> IndexBody | None:
         or len(body.starts) != 8 * n
         or len(body.lengths) != 4 * n
         or len(body.parents) != 4 * m
-        or len(body.stamps) != m
+        or len(body.stamp_ends) != 8 * m
         or body.kinds.count(0) != m
         or len(body.record_ids) != n - m
         or body.end < 0
@@ -129,7 +130,8 @@ def build(
         lengths = array("I")
         parents = array("i")
         ids: list[str] = []
-        stamps: list[str] = []
+        stamps = bytearray()
+        stamp_ends = array("q")
         named: dict[int, str] = {}
         record_ids: list[str | None] = []
         clean = True
@@ -138,7 +140,9 @@ def build(
         starts = array("q", base.starts)
         lengths = array("I", base.lengths)
         parents = array("i", base.parents)
-        ids, stamps = list(base.ids), list(base.stamps)
+        ids = list(base.ids)
+        stamps = bytearray(base.stamps)
+        stamp_ends = array("q", base.stamp_ends)
         named = dict(base.named)
         record_ids = list(base.record_ids)
         clean = base.clean
@@ -170,7 +174,8 @@ def build(
             if row is not None:
                 row[eid] = len(ids)
             ids.append(eid)
-            stamps.append(slot.timestamp)
+            stamps += slot.timestamp.encode("utf-8", "surrogatepass")
+            stamp_ends.append(len(stamps))
             kinds.append(0)
             starts.append(slot._start)
             lengths.append(slot._end - slot._start)
@@ -195,7 +200,8 @@ def build(
         ids=ids,
         parents=parents.tobytes(),
         named=named,
-        stamps=stamps,
+        stamps=bytes(stamps),
+        stamp_ends=stamp_ends.tobytes(),
         corrupt=list(report.corrupt_lines),
         clean=clean,
         record_ids=record_ids,
@@ -215,6 +221,10 @@ def slots_of(
     lengths.frombytes(body.lengths)
     rows = array("i")
     rows.frombytes(body.parents)
+    stamp_ends = array("q")
+    stamp_ends.frombytes(body.stamp_ends)
+    if stamp_ends and stamp_ends[-1] != len(body.stamps):
+        raise ValueError("the timestamps do not end where their last one does")
     ids = body.ids
     named = body.named
     if rows and (max(rows) >= len(ids) or min(rows) < _NAMED):
@@ -249,7 +259,15 @@ def slots_of(
         if rec.id is not None:
             sizes[rec.id] = size
     cols = Columns(
-        ids, parents, body.stamps, source, msg_starts, msg_lengths, positions, records, body.clean
+        ids,
+        parents,
+        Stamps(body.stamps, stamp_ends),
+        source,
+        msg_starts,
+        msg_lengths,
+        positions,
+        records,
+        body.clean,
     )
     return spans, cols
 
