@@ -579,12 +579,10 @@ class Session:
             slots = state.slots
             nodes: dict[str, TreeNode] = {}
             for eid in t.parent:
-                slot = slots[eid]
+                rec = slots.decoded(eid)
                 # a message is decoded when the caller reads .entry
                 nodes[eid] = (
-                    TreeNode(_entry=eid, _load=self)
-                    if isinstance(slot, LazyMessage)
-                    else TreeNode(_entry=slot)
+                    TreeNode(_entry=eid, _load=self) if rec is None else TreeNode(_entry=rec)
                 )
             for eid, label in labels.items():
                 labelled = nodes.get(eid)

@@ -104,6 +104,15 @@ class Slots:
             return self._lazy(entry_id)
         return slot
 
+    def decoded(self, entry_id: str) -> AnyRecord | None:
+        """The entry's record, None while it is a lazy message (KeyError for no entry)."""
+        slot = self.by_id.get(entry_id)
+        if slot is None:
+            if entry_id not in self.keys:
+                raise KeyError(entry_id)
+            return None
+        return None if isinstance(slot, LazyMessage) else slot
+
     def __setitem__(self, entry_id: str, slot: Slot) -> None:
         """Set the slot of an entry of the tree (added to ``keys`` first)."""
         self.by_id[entry_id] = slot
@@ -118,7 +127,7 @@ class Slots:
 class EntryTypes(Mapping[str, str]):
     """The type of every tree entry: ``"message"`` unless ``named`` says otherwise. Only the
     other kinds (about 1% of a real session) are stored, so an open does not insert one entry
-    per message; the tree entries themselves are the keys of ``entries`` (the slots)."""
+    per message; the tree entries themselves are the keys of ``entries`` (the tree's parents)."""
 
     __slots__ = ("entries", "named")
 
@@ -175,7 +184,7 @@ class SessionState:
         self.tree = TreeIndex()
         self.slots = Slots(self.tree.parent)
         self.decoded: OrderedDict[str, AnyRecord] = OrderedDict()  # DECODED_CACHE at most
-        self.types = EntryTypes(self.slots)
+        self.types = EntryTypes(self.tree.parent)
         # tree entries that are not messages (about 1% of a real session): context building
         # tests this small set instead of looking every path entry's type up
         self.special: set[str] = set()

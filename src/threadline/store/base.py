@@ -211,10 +211,12 @@ class Columns:
     def lazy(self, row: int) -> LazyMessage:
         """The lazy slot of the message in ``row``."""
         start = self.starts[row]
+        ends = self.stamps.ends
+        stamp = self.stamps.data[ends[row - 1] if row else 0 : ends[row]]
         return LazyMessage(
             self.ids[row],
             self.parents[row],
-            self.stamps[row],
+            stamp.decode("utf-8", "surrogatepass"),
             self.source,
             start,
             start + self.lengths[row],
