@@ -82,12 +82,16 @@ class Slots:
     def __iter__(self) -> Iterator[str]:
         return iter(self.keys)
 
-    def _lazy(self, entry_id: str) -> LazyMessage:
+    def _row_map(self) -> tuple[Columns, dict[str, int]]:
         cols = self.cols
         assert cols is not None  # an entry of the tree with no slot came from the columns
         rows = self._rows
         if rows is None:
             self._rows = rows = dict(zip(cols.ids, range(len(cols.ids)), strict=True))
+        return cols, rows
+
+    def _lazy(self, entry_id: str) -> LazyMessage:
+        cols, rows = self._row_map()
         return cols.lazy(rows[entry_id])
 
     def __getitem__(self, entry_id: str) -> Slot:
@@ -103,6 +107,23 @@ class Slots:
         if slot is None and entry_id in self.keys:
             return self._lazy(entry_id)
         return slot
+
+    def lazies(self, entry_ids: Iterable[str]) -> list[LazyMessage]:
+        """The slots of the lazy messages among ``entry_ids``, in their order."""
+        by_id, keys = self.by_id, self.keys
+        make: Any = None
+        out: list[LazyMessage] = []
+        for eid in entry_ids:
+            slot = by_id.get(eid)
+            if slot is None:
+                if eid in keys:
+                    if make is None:
+                        cols, rows = self._row_map()
+                        make = cols.lazy
+                    out.append(make(rows[eid]))
+            elif slot.__class__ is LazyMessage:
+                out.append(slot)
+        return out
 
     def decoded(self, entry_id: str) -> AnyRecord | None:
         """The entry's record, None while it is a lazy message (KeyError for no entry)."""
@@ -462,7 +483,9 @@ class SessionState:
         """The decoded entry. ``keep``: a decoded message replaces its lazy slot (what the
         context reads again and again); walks over the whole session (``tree()``,
         ``entries()``) pass False and go through a bounded cache instead."""
-        slot = self.slots[entry_id]
+        slot = self.slots.by_id.get(entry_id)  # (a decoded entry: the common case)
+        if slot is None:
+            slot = self.slots[entry_id]
         if isinstance(slot, LazyMessage):
             cache = self.decoded
             rec = cache.get(entry_id)
@@ -503,7 +526,7 @@ class SessionState:
         chunk): one read per span of the file instead of one per message. They replace their
         slots, as :meth:`record` does; a line that does not decode is left to it."""
         slots = self.slots
-        lazy = [s for s in map(slots.get, entry_ids) if isinstance(s, LazyMessage)]
+        lazy = slots.lazies(entry_ids)
         if len(lazy) < 2:
             return
         cache = self.decoded
@@ -511,7 +534,7 @@ class SessionState:
         for slot, rec in zip(lazy, decode_run(lazy), strict=True):
             # still lazy (an id given twice is replaced once)
             if rec is not None and isinstance(by_id.get(slot.id, slot), LazyMessage):
-                self.sizes.setdefault(slot.id, slot.size)
+                self.sizes.setdefault(slot.id, slot._end - slot._start)
                 by_id[slot.id] = rec
                 cache.pop(slot.id, None)
 
@@ -567,7 +590,9 @@ class SessionState:
         return Context(view.ids, self, view.model, view.thinking_level, leaf)
 
     def message_for_view_id(self, view_id: str) -> Message:
-        kind = self.types.get(view_id)
+        kind = self.types.named.get(view_id)  # (inline EntryTypes.get: once per message)
+        if kind is None and view_id in self.tree.parent:
+            kind = "message"
         if kind == "message":
             rec = self.record(view_id)
             if isinstance(rec, PurgedEntry):  # purged, but its purge record was lost
