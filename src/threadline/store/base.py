@@ -193,8 +193,8 @@ class Columns:
 
     def __init__(
         self,
-        ids: list[str],
-        parents: list[str | None],
+        ids: Sequence[str],
+        parents: Sequence[str | None],
         stamps: Stamps,
         source: Any,
         starts: Sequence[int],

@@ -51,7 +51,9 @@ class IndexBody(msgspec.Struct, array_like=True):
     kinds: bytes  # per slot: 0 a lazy message, 1 a record decoded at load
     starts: bytes  # array("q") per slot: byte offset in the log
     lengths: bytes  # array("I") per slot: line length without the newline
-    ids: list[str]  # per message
+    # per message; a tuple: the cyclic GC stops tracking a tuple of strings, and the session
+    # keeps this one (a list of 1M ids would be walked by every full collection, ~10 ms)
+    ids: tuple[str, ...]
     parents: bytes  # array("i") per message: row of the parent message, _NONE or _NAMED
     named: dict[int, str]  # message row -> parent id, for the _NAMED rows
     stamps: bytes  # per message, one after another: its timestamp in UTF-8
@@ -197,7 +199,7 @@ def build(
         kinds=bytes(kinds),
         starts=starts.tobytes(),
         lengths=lengths.tobytes(),
-        ids=ids,
+        ids=tuple(ids),
         parents=parents.tobytes(),
         named=named,
         stamps=bytes(stamps),
@@ -236,6 +238,8 @@ def slots_of(
     parents = list(map(by_row.__getitem__, rows))
     for i, name in named.items():
         parents[i] = name
+    parent_ids = tuple(parents)  # (a tuple, as ids)
+    del parents
     kinds = body.kinds
     positions: list[int] = []  # where the decoded records stand among the slots
     p = kinds.find(1)
@@ -260,7 +264,7 @@ def slots_of(
             sizes[rec.id] = size
     cols = Columns(
         ids,
-        parents,
+        parent_ids,
         Stamps(body.stamps, stamp_ends),
         source,
         msg_starts,
