@@ -576,13 +576,15 @@ class Session:
                     for eid, depth in t.preorder()
                 ]
             # nodes first, then each one's children in their order: no walk, no decoding
-            slots = state.slots
+            decoded = state.slots.by_id  # (the index's messages are not in it: lazy)
             nodes: dict[str, TreeNode] = {}
             for eid in t.parent:
-                rec = slots.decoded(eid)
+                rec = decoded.get(eid)
                 # a message is decoded when the caller reads .entry
                 nodes[eid] = (
-                    TreeNode(_entry=eid, _load=self) if rec is None else TreeNode(_entry=rec)
+                    TreeNode(_entry=eid, _load=self)
+                    if rec is None or rec.__class__ is LazyMessage
+                    else TreeNode(_entry=rec)
                 )
             for eid, label in labels.items():
                 labelled = nodes.get(eid)

@@ -125,15 +125,6 @@ class Slots:
                 out.append(slot)
         return out
 
-    def decoded(self, entry_id: str) -> AnyRecord | None:
-        """The entry's record, None while it is a lazy message (KeyError for no entry)."""
-        slot = self.by_id.get(entry_id)
-        if slot is None:
-            if entry_id not in self.keys:
-                raise KeyError(entry_id)
-            return None
-        return None if isinstance(slot, LazyMessage) else slot
-
     def __setitem__(self, entry_id: str, slot: Slot) -> None:
         """Set the slot of an entry of the tree (added to ``keys`` first)."""
         self.by_id[entry_id] = slot

@@ -158,16 +158,11 @@ class Stamps:
 
     def __iter__(self) -> Iterator[str]:
         data = self.data
-        start = 0
+        ends = list(self.ends)
+        spans = map(slice, [0, *ends[:-1]], ends)
         if data.isascii():  # the usual case: one decode, then the offsets index the text
-            text = data.decode("ascii")
-            for end in self.ends:
-                yield text[start:end]
-                start = end
-            return
-        for end in self.ends:
-            yield data[start:end].decode("utf-8", "surrogatepass")
-            start = end
+            return map(data.decode("ascii").__getitem__, spans)
+        return (data[span].decode("utf-8", "surrogatepass") for span in spans)
 
 
 class Columns:
