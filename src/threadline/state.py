@@ -90,6 +90,18 @@ class Slots:
             self._rows = rows = dict(zip(cols.ids, range(len(cols.ids)), strict=True))
         return cols, rows
 
+    def rows(self) -> Mapping[str, int]:
+        """The row of every message of the columns (empty without columns)."""
+        return self._row_map()[1] if self.cols is not None else {}
+
+    def size(self, entry_id: str) -> int:
+        """The line length of a message of the columns, 0 for any other id."""
+        if self.cols is None:
+            return 0
+        cols, rows = self._row_map()
+        row = rows.get(entry_id)
+        return 0 if row is None else cols.lengths[row]
+
     def _lazy(self, entry_id: str) -> LazyMessage:
         cols, rows = self._row_map()
         return cols.lazy(rows[entry_id])
@@ -108,19 +120,23 @@ class Slots:
             return self._lazy(entry_id)
         return slot
 
-    def lazies(self, entry_ids: Iterable[str]) -> list[LazyMessage]:
-        """The slots of the lazy messages among ``entry_ids``, in their order."""
+    def to_decode(self, entry_ids: Iterable[str]) -> list[LazyMessage]:
+        """The lazy messages among ``entry_ids``, in their order, to be decoded and replaced
+        at once: those of the columns are made bare (id and line; no parent, no timestamp),
+        which is all decoding reads."""
         by_id, keys = self.by_id, self.keys
-        make: Any = None
+        rows: dict[str, int] | None = None
         out: list[LazyMessage] = []
         for eid in entry_ids:
             slot = by_id.get(eid)
             if slot is None:
                 if eid in keys:
-                    if make is None:
+                    if rows is None:
                         cols, rows = self._row_map()
-                        make = cols.lazy
-                    out.append(make(rows[eid]))
+                        starts, lengths, source = cols.starts, cols.lengths, cols.source
+                    row = rows[eid]
+                    start = starts[row]
+                    out.append(LazyMessage(eid, None, "", source, start, start + lengths[row]))
             elif slot.__class__ is LazyMessage:
                 out.append(slot)
         return out
@@ -482,7 +498,7 @@ class SessionState:
             rec = cache.get(entry_id)
             if rec is not None:
                 if keep:
-                    self.sizes.setdefault(entry_id, slot.size)  # the lazy slot knew it
+                    self.keep_size(slot)
                     self.slots[entry_id] = cache.pop(entry_id)
                 return rec
             try:
@@ -497,11 +513,11 @@ class SessionState:
                         role="custom", content=[text(f"[unreadable entry {entry_id}]")]
                     ),
                 )
-                self.sizes.setdefault(entry_id, slot.size)
+                self.keep_size(slot)
                 self.slots[entry_id] = rec  # reported once
                 return rec
             if keep:
-                self.sizes.setdefault(entry_id, slot.size)  # the lazy slot knew it
+                self.keep_size(slot)
                 self.slots[entry_id] = rec
                 return rec
             # A bounded cache (oldest out first): a session that showed its whole tree once
@@ -517,27 +533,36 @@ class SessionState:
         chunk): one read per span of the file instead of one per message. They replace their
         slots, as :meth:`record` does; a line that does not decode is left to it."""
         slots = self.slots
-        lazy = slots.lazies(entry_ids)
+        lazy = slots.to_decode(entry_ids)
         if len(lazy) < 2:
             return
         cache = self.decoded
         by_id = slots.by_id
+        rows = slots.rows()
         for slot, rec in zip(lazy, decode_run(lazy), strict=True):
             # still lazy (an id given twice is replaced once)
             if rec is not None and isinstance(by_id.get(slot.id, slot), LazyMessage):
-                self.sizes.setdefault(slot.id, slot._end - slot._start)
+                if slot.id not in rows:  # (the index's messages: their row knows it)
+                    self.sizes.setdefault(slot.id, slot._end - slot._start)
                 by_id[slot.id] = rec
-                cache.pop(slot.id, None)
+                if cache:
+                    cache.pop(slot.id, None)
 
     def size(self, entry_id: str) -> int:
         """The length of a record's line (0 for an unknown id). ``sizes`` holds it for the
-        records decoded at load or since; a lazy message knows its own (an open through the
-        JSONL index inserts none)."""
+        records of a parsed log, decoded at load or written since; the index's messages have
+        theirs in its columns (an open through it inserts none)."""
         n = self.sizes.get(entry_id)
         if n is None:
-            slot = self.slots.get(entry_id)
-            n = slot.size if isinstance(slot, LazyMessage) else 0
+            slot = self.slots.by_id.get(entry_id)
+            n = slot.size if isinstance(slot, LazyMessage) else self.slots.size(entry_id)
         return n
+
+    def keep_size(self, slot: LazyMessage) -> None:
+        """A lazy message of a parsed log is about to be replaced by its record: its size stays
+        in ``sizes`` (the index's messages keep theirs in its columns)."""
+        if slot.id not in self.slots.rows():
+            self.sizes.setdefault(slot.id, slot.size)
 
     def payload(self, entry_id: str) -> Any:
         return self.record(entry_id).payload
