@@ -40,12 +40,14 @@ def snapshot(s: tl.Session) -> dict[str, Any]:
         "ids": s.entry_ids(),
         "leaf": s.leaf_id,
         "parents": dict(st_.tree.parent),
+        "timestamps": dict(st_.tree.ts),
+        "children": {e: st_.tree.children(e) for e in [None, *st_.tree.parent]},
         "labels": s.labels(),
         "name": s.name,
         "report": msgspec.structs.asdict(s.load_report),
         "context": [msgspec.json.encode(m) for m in ctx.messages],
         "view": ctx.view.ids(),
-        "sizes": dict(st_.sizes),
+        "sizes": {e: st_.size(e) for e in [*st_.sizes, *s.entry_ids()]},
         "entries": [msgspec.json.encode(e) for e in s.entries()],
         "purged": sorted(st_.purged),
         "lines": log._lines,
@@ -174,6 +176,55 @@ def test_appends_by_another_writer_extend_the_index(tmp_path: Path) -> None:
     body = jsonl_index.read(tmp_path / "s.jsonl.idx")
     assert body is not None and body.end == (tmp_path / "s.jsonl").stat().st_size
     assert open_state(store, "s")[1] == "used"
+
+
+def test_a_line_repeating_an_indexed_message_id_after_the_index_is_a_duplicate(
+    tmp_path: Path,
+) -> None:
+    store = tl.open_store(tmp_path, durability="flush")
+    sample(store).close()
+    open_state(store, "s")  # the index covers the whole log
+    path = tmp_path / "s.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    first_id = msgspec.json.decode(lines[1])["id"]
+    path.write_bytes(b"".join([*lines, lines[1].replace(b"hello", b"again")]))
+    snap, state = open_state(store, "s")
+    assert state == "extended"
+    assert snap == full_parse(store, "s", tmp_path)
+    assert snap["report"]["duplicate_ids"] == [first_id]
+    s = store.open("s", read_only=True)
+    kept = msgspec.json.encode(s.entry(first_id))
+    assert b'"hello"' in kept and b"again" not in kept  # the first line is kept
+    s.close()
+
+
+def test_timestamps_of_any_text_come_back_from_the_index(tmp_path: Path) -> None:
+    store = tl.open_store(tmp_path, durability="flush")
+    s = store.create(session_id="s")
+    root = s.append_message("user", "root")
+    s.close()
+    path = tmp_path / "s.jsonl"
+    stamps = ["2024-01-01T00:00:00Z", "", "2023-12-31T23:30:00+01:00", "zürich ☃"]
+    with path.open("ab") as fh:
+        for i, stamp in enumerate(stamps):  # siblings: their order depends on the timestamps
+            fh.write(
+                msgspec.json.encode(
+                    {
+                        "type": "message",
+                        "id": f"m{i}",
+                        "parent_id": root,
+                        "timestamp": stamp,
+                        "message": {"role": "user", "content": [{"type": "text", "text": "x"}]},
+                    }
+                )
+                + b"\n"
+            )
+    assert open_state(store, "s")[1] == "extended"  # (creating the session wrote one)
+    snap, state = open_state(store, "s")
+    assert state == "used"
+    assert snap == full_parse(store, "s", tmp_path)
+    assert [snap["timestamps"][f"m{i}"] for i in range(4)] == stamps
+    assert snap["children"][root] == ["m2", "m0", "m1", "m3"]
 
 
 def test_a_truncated_log_rebuilds_the_index(tmp_path: Path) -> None:

@@ -170,7 +170,7 @@ def _plan(session: SessionState, entry_ids: Sequence[str] | None, all: bool) -> 
         PurgeItem(
             id=e,
             type=slots[e].type,
-            bytes=session.sizes.get(e, 0),
+            bytes=session.size(e),
             already_purged=_is_purged(session, e),
         )
         for e in targets
@@ -205,7 +205,7 @@ def _plan(session: SessionState, entry_ids: Sequence[str] | None, all: bool) -> 
         session_id=session.id,
         entry_ids=doomed,
         items=items,
-        bytes=sum(session.sizes.get(e, 0) for e in doomed),
+        bytes=sum(map(session.size, doomed)),
         leaves_view=leaves,
         also_leaving_view=also,
         pending=sorted(pending),

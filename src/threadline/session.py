@@ -630,7 +630,7 @@ class Session:
         from threadline.model.content import content_type
 
         out = []
-        sizes, parents = self._state.sizes, self._state.tree.parent
+        size, parents = self._state.size, self._state.tree.parent
         for eid, slot in self._state.slots.items():
             kind = slot.type
             shown = kind
@@ -645,7 +645,7 @@ class Session:
                     timestamp=stamp,
                     type=shown,
                     entry_type=kind,
-                    size=sizes.get(eid, 0),
+                    size=size(eid),
                     parent_id=parents[eid],
                 )
             )
@@ -707,7 +707,7 @@ class Session:
 
     @serialized
     def message_count(self) -> int:
-        return sum(1 for t in self._state.types.values() if t == "message")
+        return len(self._state.slots) - len(self._state.types.named)
 
     # -- bookmarks and undo (threadline.bookmarks, DESIGN §7) --------------------------------
 

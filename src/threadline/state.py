@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadline.context import Context, ViewItem, ViewState, build_view
@@ -55,6 +55,138 @@ AT_LEAF: Any = object()  # write()'s default parent: the current leaf
 DECODED_CACHE = 4096  # decoded messages kept from whole-session walks (tree, entries)
 
 
+class Slots:
+    """Every tree entry's slot (a record, or a lazy message), by id, in file order.
+
+    The tree entries are the keys of ``keys`` (the tree's parents: the same entries, added in
+    the same order); ``by_id`` holds the records, the decoded messages and the lazy messages of
+    a parsed log. The messages an open read by column (``Columns``, what the JSONL index gives)
+    are in neither: an open inserts nothing here for them and makes no lazy message. One asked
+    for is made from its row in the columns and not kept (a walk over the whole session keeps
+    nothing); the id → row map is built the first time one is asked for."""
+
+    __slots__ = ("_rows", "by_id", "cols", "keys")
+
+    def __init__(self, keys: dict[str, str | None]) -> None:
+        self.keys = keys
+        self.by_id: dict[str, Slot] = {}
+        self.cols: Columns | None = None
+        self._rows: dict[str, int] | None = None
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self.keys
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys)
+
+    def _row_map(self) -> tuple[Columns, dict[str, int]]:
+        cols = self.cols
+        assert cols is not None  # an entry of the tree with no slot came from the columns
+        rows = self._rows
+        if rows is None:
+            self._rows = rows = dict(zip(cols.ids, range(len(cols.ids)), strict=True))
+        return cols, rows
+
+    def rows(self) -> Mapping[str, int]:
+        """The row of every message of the columns (empty without columns)."""
+        return self._row_map()[1] if self.cols is not None else {}
+
+    def size(self, entry_id: str) -> int:
+        """The line length of a message of the columns, 0 for any other id."""
+        if self.cols is None:
+            return 0
+        cols, rows = self._row_map()
+        row = rows.get(entry_id)
+        return 0 if row is None else cols.lengths[row]
+
+    def _lazy(self, entry_id: str) -> LazyMessage:
+        cols, rows = self._row_map()
+        return cols.lazy(rows[entry_id])
+
+    def __getitem__(self, entry_id: str) -> Slot:
+        slot = self.by_id.get(entry_id)
+        if slot is None:
+            if entry_id not in self.keys:
+                raise KeyError(entry_id)
+            return self._lazy(entry_id)
+        return slot
+
+    def get(self, entry_id: str) -> Slot | None:
+        slot = self.by_id.get(entry_id)
+        if slot is None and entry_id in self.keys:
+            return self._lazy(entry_id)
+        return slot
+
+    def to_decode(self, entry_ids: Iterable[str]) -> list[LazyMessage]:
+        """The lazy messages among ``entry_ids``, in their order, to be decoded and replaced
+        at once: those of the columns are made bare (id and line; no parent, no timestamp),
+        which is all decoding reads."""
+        by_id, keys = self.by_id, self.keys
+        rows: dict[str, int] | None = None
+        out: list[LazyMessage] = []
+        for eid in entry_ids:
+            slot = by_id.get(eid)
+            if slot is None:
+                if eid in keys:
+                    if rows is None:
+                        cols, rows = self._row_map()
+                        starts, lengths, source = cols.starts, cols.lengths, cols.source
+                    row = rows[eid]
+                    start = starts[row]
+                    out.append(LazyMessage(eid, None, "", source, start, start + lengths[row]))
+            elif slot.__class__ is LazyMessage:
+                out.append(slot)
+        return out
+
+    def __setitem__(self, entry_id: str, slot: Slot) -> None:
+        """Set the slot of an entry of the tree (added to ``keys`` first)."""
+        self.by_id[entry_id] = slot
+
+    def items(self) -> Iterator[tuple[str, Slot]]:
+        by_id = self.by_id
+        for eid in self.keys:
+            slot = by_id.get(eid)
+            yield eid, self._lazy(eid) if slot is None else slot
+
+
+class EntryTypes(Mapping[str, str]):
+    """The type of every tree entry: ``"message"`` unless ``named`` says otherwise. Only the
+    other kinds (about 1% of a real session) are stored, so an open does not insert one entry
+    per message; the tree entries themselves are the keys of ``entries`` (the tree's parents)."""
+
+    __slots__ = ("entries", "named")
+
+    def __init__(self, entries: Collection[str]) -> None:
+        self.entries = entries
+        self.named: dict[str, str] = {}
+
+    def __getitem__(self, entry_id: str) -> str:
+        kind = self.named.get(entry_id)
+        if kind is not None:
+            return kind
+        if entry_id in self.entries:
+            return "message"
+        raise KeyError(entry_id)
+
+    def get(self, entry_id: str, default: Any = None) -> Any:
+        kind = self.named.get(entry_id)
+        if kind is not None:
+            return kind
+        return "message" if entry_id in self.entries else default
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self.entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
 class SessionState:
     """Everything known about one session's log: the tree, the records, the meta-record
     indexes (labels, bookmarks, op states, message tags, purges), the leaf and the cached view."""
@@ -78,9 +210,9 @@ class SessionState:
         self.read_only = read_only
         self.sizes: dict[str, int] = loaded.sizes
         self.tree = TreeIndex()
-        self.slots: dict[str, Slot] = {}
+        self.slots = Slots(self.tree.parent)
         self.decoded: OrderedDict[str, AnyRecord] = OrderedDict()  # DECODED_CACHE at most
-        self.types: dict[str, str] = {}
+        self.types = EntryTypes(self.tree.parent)
         # tree entries that are not messages (about 1% of a real session): context building
         # tests this small set instead of looking every path entry's type up
         self.special: set[str] = set()
@@ -105,7 +237,7 @@ class SessionState:
         cols = loaded.columns
         if cols is not None and cols.clean:
             self.ingest_columns(cols)
-            rest = loaded.slots[cols.count :]
+            rest = loaded.slots
             self.ingest(rest)
             self.settle(())
             # lazy messages are never purged entries: only the decoded records need a look
@@ -115,7 +247,7 @@ class SessionState:
                 if isinstance(rec, PurgedEntry) and slots.get(rec.id) is rec:
                     self.purged.add(rec.id)
         else:
-            self.ingest(loaded.slots)
+            self.ingest(loaded.all_slots())
             self.settle()
 
     # -- loading -----------------------------------------------------------------------------
@@ -123,10 +255,9 @@ class SessionState:
     def ingest(self, slots: Iterable[Slot]) -> None:
         report = self.load_report
         tree = self.tree
-        kinds = self.types
-        store_slots = self.slots
+        store_slots = self.slots.by_id
         parents = tree.parent
-        stamps = tree.ts
+        stamps = tree.added_ts
         forward = tree.forward
         leaf = self.leaf
         lazy = LazyMessage
@@ -134,7 +265,7 @@ class SessionState:
             rid = rec.id
             if rec.__class__ is lazy:  # the hot path: most records of a big session
                 assert rid is not None
-                if rid in store_slots:
+                if rid in parents:  # every tree entry (the slots' keys)
                     report.duplicate_ids.append(rid)
                     continue
                 p = rec.parent_id
@@ -143,7 +274,6 @@ class SessionState:
                 parents[rid] = p
                 stamps[rid] = rec.timestamp
                 store_slots[rid] = rec
-                kinds[rid] = "message"
                 leaf = rid
                 continue
             self.leaf = leaf
@@ -156,19 +286,15 @@ class SessionState:
         """What :meth:`ingest` does with the first ``cols.count`` slots, a run of messages at
         a time (a clean load has no duplicate or forward reference among its messages)."""
         parents = self.tree.parent
-        stamps = self.tree.ts
-        store_slots = self.slots
-        kinds = self.types
-        ids, pids, ts, lazies = cols.ids, cols.parents, cols.stamps, cols.lazies
+        self.slots.cols = cols
+        ids, pids = cols.ids, cols.parents
+        self.tree.add_stamps(ids, cols.stamps)
         prev = m = 0
         for p, rec in zip([*cols.positions, cols.count], [*cols.records, None], strict=True):
             k = p - prev
             if k:
                 run = ids[m : m + k]
                 parents.update(zip(run, pids[m : m + k], strict=True))
-                stamps.update(zip(run, ts[m : m + k], strict=True))
-                store_slots.update(zip(run, lazies[m : m + k], strict=True))
-                kinds.update(dict.fromkeys(run, "message"))
                 self.leaf = run[-1]
                 m += k
             if rec is not None:
@@ -179,19 +305,20 @@ class SessionState:
     def ingest_record(self, rec: Any) -> None:
         """Index one decoded record (anything but a lazy message)."""
         report = self.load_report
-        store_slots = self.slots
+        store_slots = self.slots.by_id
+        entries = self.tree.parent  # every tree entry (the slots' keys)
         rid = rec.id
         if rec.tree:
             if rid is None:
                 return  # an unknown record without id: kept in the file only
-            if rid in store_slots:
+            if rid in entries:
                 report.duplicate_ids.append(rid)
                 return
             kind = rec.type
             self.tree.add(rid, rec.parent_id, rec.timestamp or "")
             store_slots[rid] = rec
-            self.types[rid] = kind
             if kind != "message":
+                self.types.named[rid] = kind
                 self.special.add(rid)
             if not isinstance(rec, UnknownRecord):  # only known tree entries move the leaf
                 self.leaf = rid
@@ -215,7 +342,7 @@ class SessionState:
         payload = rec.payload
         if kind == "leaf":
             target = payload.target_id
-            if target is None or target in store_slots:
+            if target is None or target in entries:
                 self.leaf = target
             else:
                 report.unknown_leaf.append(target)
@@ -253,7 +380,7 @@ class SessionState:
                 if isinstance(rec, PurgedEntry):
                     self.purged.add(rec.id)
             return
-        for eid, slot in self.slots.items():
+        for eid, slot in self.slots.by_id.items():
             if isinstance(slot, PurgedEntry):
                 self.purged.add(eid)
 
@@ -363,12 +490,15 @@ class SessionState:
         """The decoded entry. ``keep``: a decoded message replaces its lazy slot (what the
         context reads again and again); walks over the whole session (``tree()``,
         ``entries()``) pass False and go through a bounded cache instead."""
-        slot = self.slots[entry_id]
+        slot = self.slots.by_id.get(entry_id)  # (a decoded entry: the common case)
+        if slot is None:
+            slot = self.slots[entry_id]
         if isinstance(slot, LazyMessage):
             cache = self.decoded
             rec = cache.get(entry_id)
             if rec is not None:
                 if keep:
+                    self.keep_size(slot)
                     self.slots[entry_id] = cache.pop(entry_id)
                 return rec
             try:
@@ -383,9 +513,11 @@ class SessionState:
                         role="custom", content=[text(f"[unreadable entry {entry_id}]")]
                     ),
                 )
+                self.keep_size(slot)
                 self.slots[entry_id] = rec  # reported once
                 return rec
             if keep:
+                self.keep_size(slot)
                 self.slots[entry_id] = rec
                 return rec
             # A bounded cache (oldest out first): a session that showed its whole tree once
@@ -401,14 +533,36 @@ class SessionState:
         chunk): one read per span of the file instead of one per message. They replace their
         slots, as :meth:`record` does; a line that does not decode is left to it."""
         slots = self.slots
-        lazy = [s for s in map(slots.get, entry_ids) if isinstance(s, LazyMessage)]
+        lazy = slots.to_decode(entry_ids)
         if len(lazy) < 2:
             return
         cache = self.decoded
+        by_id = slots.by_id
+        rows = slots.rows()
         for slot, rec in zip(lazy, decode_run(lazy), strict=True):
-            if rec is not None and slots.get(slot.id) is slot:
-                slots[slot.id] = rec
-                cache.pop(slot.id, None)
+            # still lazy (an id given twice is replaced once)
+            if rec is not None and isinstance(by_id.get(slot.id, slot), LazyMessage):
+                if slot.id not in rows:  # (the index's messages: their row knows it)
+                    self.sizes.setdefault(slot.id, slot._end - slot._start)
+                by_id[slot.id] = rec
+                if cache:
+                    cache.pop(slot.id, None)
+
+    def size(self, entry_id: str) -> int:
+        """The length of a record's line (0 for an unknown id). ``sizes`` holds it for the
+        records of a parsed log, decoded at load or written since; the index's messages have
+        theirs in its columns (an open through it inserts none)."""
+        n = self.sizes.get(entry_id)
+        if n is None:
+            slot = self.slots.by_id.get(entry_id)
+            n = slot.size if isinstance(slot, LazyMessage) else self.slots.size(entry_id)
+        return n
+
+    def keep_size(self, slot: LazyMessage) -> None:
+        """A lazy message of a parsed log is about to be replaced by its record: its size stays
+        in ``sizes`` (the index's messages keep theirs in its columns)."""
+        if slot.id not in self.slots.rows():
+            self.sizes.setdefault(slot.id, slot.size)
 
     def payload(self, entry_id: str) -> Any:
         return self.record(entry_id).payload
@@ -452,7 +606,9 @@ class SessionState:
         return Context(view.ids, self, view.model, view.thinking_level, leaf)
 
     def message_for_view_id(self, view_id: str) -> Message:
-        kind = self.types.get(view_id)
+        kind = self.types.named.get(view_id)  # (inline EntryTypes.get: once per message)
+        if kind is None and view_id in self.tree.parent:
+            kind = "message"
         if kind == "message":
             rec = self.record(view_id)
             if isinstance(rec, PurgedEntry):  # purged, but its purge record was lost

@@ -8,7 +8,7 @@ file. Both are reported, never looped on.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 
 
@@ -28,11 +28,14 @@ def time_key(timestamp: str) -> float:
 class TreeIndex:
     """Effective parent of every tree entry, in file order."""
 
-    __slots__ = ("_children", "cycles", "forward", "orphans", "parent", "ts")
+    __slots__ = ("_children", "_stamps", "added_ts", "cycles", "forward", "orphans", "parent")
 
     def __init__(self) -> None:
         self.parent: dict[str, str | None] = {}  # insertion order is file order
-        self.ts: dict[str, str] = {}
+        # timestamps of the entries added one by one (loads write here directly), and the
+        # (ids, timestamps) columns given by add_stamps: both merged on first use of ts
+        self.added_ts: dict[str, str] = {}
+        self._stamps: list[tuple[Sequence[str], Iterable[str]]] = []
         self.orphans: list[str] = []
         self.cycles: list[str] = []
         self.forward: list[str] = []  # entries whose parent was not yet seen when added
@@ -50,12 +53,28 @@ class TreeIndex:
         if parent_id is not None and parent_id not in parent:
             self.forward.append(entry_id)
         parent[entry_id] = parent_id
-        self.ts[entry_id] = timestamp
+        self.added_ts[entry_id] = timestamp
         if self._children is not None:
             if parent_id is None or parent_id in parent:
                 self._insert_child(parent_id, entry_id)
             else:
                 self._children = None
+
+    def add_stamps(self, ids: Sequence[str], stamps: Iterable[str]) -> None:
+        """The timestamps of entries added to :attr:`parent` directly (a load by columns),
+        kept as given until siblings are first ordered: an open inserts none of them."""
+        self._stamps.append((ids, stamps))
+
+    @property
+    def ts(self) -> dict[str, str]:
+        """Every entry's timestamp (what orders siblings)."""
+        if self._stamps:
+            # in place: a load holds added_ts while it adds (the ids are distinct, an entry is
+            # in the tree once, so the order of the updates does not matter)
+            for ids, stamps in self._stamps:
+                self.added_ts.update(zip(ids, stamps, strict=True))
+            self._stamps = []
+        return self.added_ts
 
     def settle(self) -> None:
         """Resolve forward references: orphans become roots, cycles are broken."""

@@ -240,35 +240,114 @@ def load_rows(
     return slots
 
 
+class Stamps:
+    """Timestamps by row, kept as one string of UTF-8 bytes and their end offsets (an index of
+    a million messages would otherwise hold a million ``str`` of ~70 bytes each); each is
+    decoded when asked for."""
+
+    __slots__ = ("data", "ends")
+
+    def __init__(self, data: bytes, ends: Sequence[int]) -> None:
+        self.data, self.ends = data, ends
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def __getitem__(self, row: int) -> str:
+        if row < 0:
+            raise IndexError(row)
+        ends = self.ends
+        return self.data[ends[row - 1] if row else 0 : ends[row]].decode("utf-8", "surrogatepass")
+
+    def __iter__(self) -> Iterator[str]:
+        data = self.data
+        ends = list(self.ends)
+        spans = map(slice, [0, *ends[:-1]], ends)
+        if data.isascii():  # the usual case: one decode, then the offsets index the text
+            return map(data.decode("ascii").__getitem__, spans)
+        return (data[span].decode("utf-8", "surrogatepass") for span in spans)
+
+
 class Columns:
     """The first ``count`` slots of a load, by column (what a JSONL index gives): the messages'
-    ids, parents, timestamps and lazy slots, and the decoded records with their positions among
-    the slots. ``clean``: no message repeats an id or names a parent not seen before it, so the
-    session layer may index the messages a run at a time instead of one by one."""
+    ids, parents, timestamps and where their lines are in ``source`` (by message row), and the
+    decoded records with their positions among the slots. No lazy message exists until
+    :meth:`lazy` makes one. ``clean``: no message repeats an id or names a parent not seen
+    before it, so the session layer may index the messages a run at a time instead of one by
+    one."""
 
-    __slots__ = ("clean", "count", "ids", "lazies", "parents", "positions", "records", "stamps")
+    __slots__ = (
+        "clean",
+        "count",
+        "ids",
+        "lengths",
+        "parents",
+        "positions",
+        "records",
+        "source",
+        "stamps",
+        "starts",
+    )
 
     def __init__(
         self,
-        ids: list[str],
-        parents: list[str | None],
-        stamps: list[str],
-        lazies: list[LazyMessage],
+        ids: Sequence[str],
+        parents: Sequence[str | None],
+        stamps: Stamps,
+        source: Any,
+        starts: Sequence[int],
+        lengths: Sequence[int],
         positions: list[int],
         records: list[AnyRecord],
         clean: bool,
     ) -> None:
-        self.ids, self.parents, self.stamps, self.lazies = ids, parents, stamps, lazies
+        self.ids, self.parents, self.stamps = ids, parents, stamps
+        self.source, self.starts, self.lengths = source, starts, lengths
         self.positions, self.records, self.clean = positions, records, clean
         self.count = len(ids) + len(records)
+
+    def lazy(self, row: int) -> LazyMessage:
+        """The lazy slot of the message in ``row``."""
+        start = self.starts[row]
+        ends = self.stamps.ends
+        stamp = self.stamps.data[ends[row - 1] if row else 0 : ends[row]]
+        return LazyMessage(
+            self.ids[row],
+            self.parents[row],
+            stamp.decode("utf-8", "surrogatepass"),
+            self.source,
+            start,
+            start + self.lengths[row],
+        )
+
+    def slots(self) -> list[Slot]:
+        """The ``count`` slots in file order (a lazy message each: what the session layer
+        avoids making)."""
+        out: list[Slot] = []
+        row = 0
+        prev = 0
+        for p, rec in zip(self.positions, self.records, strict=True):
+            out += map(self.lazy, range(row, row + p - prev))
+            row += p - prev
+            out.append(rec)
+            prev = p + 1
+        out += map(self.lazy, range(row, len(self.ids)))
+        return out
 
 
 class Loaded(msgspec.Struct, kw_only=True):
     header: SessionHeader
-    slots: list[Any]  # list[Slot]
-    sizes: dict[str, int]  # encoded size of every record with an id
+    slots: list[Any]  # list[Slot]: the slots after the columns' (all of them without columns)
+    # encoded size of every record with an id (the lazy messages an index gave know their own)
+    sizes: dict[str, int]
     report: LoadReport
-    columns: Columns | None = None  # the same first slots by column, when an index gave them
+    columns: Columns | None = None  # the first slots by column, when an index gave them
+
+    def all_slots(self) -> list[Slot]:
+        """Every slot of the load, in file order."""
+        if self.columns is None:
+            return self.slots
+        return [*self.columns.slots(), *self.slots]
 
 
 def parse_lines(
@@ -628,7 +707,7 @@ class BaseStore:
         """The list row of one session (backends with an index read it from there)."""
         log = self.open_log(session_id)
         loaded = log.load()
-        return summarize_records(loaded.header, loaded.slots)
+        return summarize_records(loaded.header, loaded.all_slots())
 
     def list(self) -> SessionListing:
         """Every session, most recently modified first; unreadable ones in ``skipped``."""
@@ -655,7 +734,7 @@ class BaseStore:
         """The portable fallback: every record, every time (backends override it)."""
         log = self.open_log(session_id)
         loaded = log.load()
-        return True, list(loaded.slots), f"full:{log.size()}"
+        return True, list(loaded.all_slots()), f"full:{log.size()}"
 
     def catalog_location(self) -> CatalogLocation:
         return CatalogLocation(kind="sqlite", path=":memory:", exists=False)

@@ -227,9 +227,9 @@ class JsonlLog:
                 fd, head[:nl], indexed.end, end
             ):
                 try:
-                    slots, spans, columns = jsonl_index.slots_of(indexed, source, sizes)
+                    spans, columns = jsonl_index.slots_of(indexed, source, sizes)
                 except Exception:  # derived data that does not decode: parse the log instead
-                    slots, spans, columns = [], [], None
+                    spans, columns = [], None
                     sizes.clear()
                     self.index_state = "rebuilt"
                 else:
@@ -272,7 +272,7 @@ class JsonlLog:
                 if self.index_state == "extended" and indexed is not None and columns is not None:
                     body = jsonl_index.build(
                         indexed,
-                        slots[columns.count :],
+                        slots,
                         spans[len(columns.records) :],
                         report,
                         end,
@@ -291,7 +291,8 @@ class JsonlLog:
         self._end = self._synced_offset = end
         self._report = report
         self._sizes = sizes
-        self._lines = 2 + len(slots) + len(report.corrupt_lines)
+        indexed_slots = 0 if columns is None else columns.count
+        self._lines = 2 + indexed_slots + len(slots) + len(report.corrupt_lines)
         return Loaded(header=header, slots=slots, sizes=sizes, report=report, columns=columns)
 
     def raw_lines(self) -> Iterator[bytes]:

@@ -23,18 +23,16 @@ import contextlib
 import os
 import zlib
 from array import array
-from itertools import repeat
-from operator import add
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from threadline.model.entries import decode_record
-from threadline.store.base import Columns, LazyMessage, LoadReport, Slot
+from threadline.store.base import Columns, LazyMessage, LoadReport, Slot, Stamps
 
 MAGIC = b"TLIX"
-VERSION = 3
+VERSION = 4  # 4: timestamps as one string of bytes and end offsets
 TAIL = 4096  # bytes of the log's covered end that the tail checksum reads
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -53,10 +51,13 @@ class IndexBody(msgspec.Struct, array_like=True):
     kinds: bytes  # per slot: 0 a lazy message, 1 a record decoded at load
     starts: bytes  # array("q") per slot: byte offset in the log
     lengths: bytes  # array("I") per slot: line length without the newline
-    ids: list[str]  # per message
+    # per message; a tuple: the cyclic GC stops tracking a tuple of strings, and the session
+    # keeps this one (a list of 1M ids would be walked by every full collection, ~10 ms)
+    ids: tuple[str, ...]
     parents: bytes  # array("i") per message: row of the parent message, _NONE or _NAMED
     named: dict[int, str]  # message row -> parent id, for the _NAMED rows
-    stamps: list[str]  # per message
+    stamps: bytes  # per message, one after another: its timestamp in UTF-8
+    stamp_ends: bytes  # array("q") per message: where its timestamp ends in stamps
     corrupt: list[tuple[int, str]]
     clean: bool  # no message repeats an id or names a parent not seen before it (Columns)
     record_ids: list[str | None]  # per decoded record: its id when it is a tree entry
@@ -103,7 +104,7 @@ def read(path: Path) -> IndexBody | None:
         or len(body.starts) != 8 * n
         or len(body.lengths) != 4 * n
         or len(body.parents) != 4 * m
-        or len(body.stamps) != m
+        or len(body.stamp_ends) != 8 * m
         or body.kinds.count(0) != m
         or len(body.record_ids) != n - m
         or body.end < 0
@@ -131,7 +132,8 @@ def build(
         lengths = array("I")
         parents = array("i")
         ids: list[str] = []
-        stamps: list[str] = []
+        stamps = bytearray()
+        stamp_ends = array("q")
         named: dict[int, str] = {}
         record_ids: list[str | None] = []
         clean = True
@@ -140,7 +142,9 @@ def build(
         starts = array("q", base.starts)
         lengths = array("I", base.lengths)
         parents = array("i", base.parents)
-        ids, stamps = list(base.ids), list(base.stamps)
+        ids = list(base.ids)
+        stamps = bytearray(base.stamps)
+        stamp_ends = array("q", base.stamp_ends)
         named = dict(base.named)
         record_ids = list(base.record_ids)
         clean = base.clean
@@ -172,7 +176,8 @@ def build(
             if row is not None:
                 row[eid] = len(ids)
             ids.append(eid)
-            stamps.append(slot.timestamp)
+            stamps += slot.timestamp.encode("utf-8", "surrogatepass")
+            stamp_ends.append(len(stamps))
             kinds.append(0)
             starts.append(slot._start)
             lengths.append(slot._end - slot._start)
@@ -194,10 +199,11 @@ def build(
         kinds=bytes(kinds),
         starts=starts.tobytes(),
         lengths=lengths.tobytes(),
-        ids=ids,
+        ids=tuple(ids),
         parents=parents.tobytes(),
         named=named,
-        stamps=stamps,
+        stamps=bytes(stamps),
+        stamp_ends=stamp_ends.tobytes(),
         corrupt=list(report.corrupt_lines),
         clean=clean,
         record_ids=record_ids,
@@ -206,21 +212,34 @@ def build(
 
 def slots_of(
     body: IndexBody, source: Any, sizes: dict[str, int]
-) -> tuple[list[Slot], list[tuple[int, int]], Columns]:
-    """The slots the load of the indexed part would give (lazy messages read from ``source``,
-    records decoded now), the spans of the decoded records, and the same slots by column.
-    Raises on anything that does not decode (the caller then parses the log instead)."""
+) -> tuple[list[tuple[int, int]], Columns]:
+    """The load of the indexed part by column (lazy messages read from ``source``, made only
+    when asked for; records decoded now, their sizes put in ``sizes``) and the spans of the
+    decoded records. Raises on anything that does not decode (the caller then parses the log
+    instead)."""
     starts = array("q")
     starts.frombytes(body.starts)
     lengths = array("I")
     lengths.frombytes(body.lengths)
     rows = array("i")
     rows.frombytes(body.parents)
+    stamp_ends = array("q")
+    stamp_ends.frombytes(body.stamp_ends)
+    if stamp_ends and stamp_ends[-1] != len(body.stamps):
+        raise ValueError("the timestamps do not end where their last one does")
     ids = body.ids
     named = body.named
-    parents: list[str | None] = [
-        ids[r] if r >= 0 else (None if r == _NONE else named[i]) for i, r in enumerate(rows)
-    ]
+    if rows and (max(rows) >= len(ids) or min(rows) < _NAMED):
+        raise ValueError("a parent row out of range")
+    if rows.count(_NAMED) != len(named) or any(rows[i] != _NAMED for i in named):
+        raise ValueError("a named parent row without its name")
+    # a parent row indexes ids; -1 (_NONE) and -2 (_NAMED) index the two names put after them
+    by_row: list[str | None] = [*ids, "", None]
+    parents = list(map(by_row.__getitem__, rows))
+    for i, name in named.items():
+        parents[i] = name
+    parent_ids = tuple(parents)  # (a tuple, as ids)
+    del parents
     kinds = body.kinds
     positions: list[int] = []  # where the decoded records stand among the slots
     p = kinds.find(1)
@@ -228,40 +247,33 @@ def slots_of(
         positions.append(p)
         p = kinds.find(1, p + 1)
     n = len(kinds)
-    all_starts = starts.tolist()
-    all_lengths = lengths.tolist()
     if positions:
-        msg_starts: list[int] = []
-        msg_lengths: list[int] = []
+        msg_starts = array("q")
+        msg_lengths = array("I")
         prev = 0
         for p in [*positions, n]:
-            msg_starts += all_starts[prev:p]
-            msg_lengths += all_lengths[prev:p]
+            msg_starts += starts[prev:p]
+            msg_lengths += lengths[prev:p]
             prev = p + 1
     else:
-        msg_starts, msg_lengths = all_starts, all_lengths
-    ends = list(map(add, msg_starts, msg_lengths))
-    lazies: list[LazyMessage] = list(
-        map(LazyMessage, ids, parents, body.stamps, repeat(source), msg_starts, ends)
-    )
-    spans = [(all_starts[p], all_lengths[p]) for p in positions]
+        msg_starts, msg_lengths = starts, lengths
+    spans = [(starts[p], lengths[p]) for p in positions]
     records = [decode_record(source[a : a + n_]) for a, n_ in spans]
-    slots: list[Slot] = []
-    prev = m = 0
-    for p, rec, (_, size) in zip(positions, records, spans, strict=True):
-        k = p - prev
-        if k:
-            slots += lazies[m : m + k]
-            sizes.update(zip(ids[m : m + k], msg_lengths[m : m + k], strict=True))
-            m += k
-        slots.append(rec)
+    for rec, (_, size) in zip(records, spans, strict=True):
         if rec.id is not None:
             sizes[rec.id] = size
-        prev = p + 1
-    slots += lazies[m:]
-    sizes.update(zip(ids[m:], msg_lengths[m:], strict=True))
-    cols = Columns(ids, parents, body.stamps, lazies, positions, records, body.clean)
-    return slots, spans, cols
+    cols = Columns(
+        ids,
+        parent_ids,
+        Stamps(body.stamps, stamp_ends),
+        source,
+        msg_starts,
+        msg_lengths,
+        positions,
+        records,
+        body.clean,
+    )
+    return spans, cols
 
 
 def write(path: Path, body: IndexBody, tag: str) -> None:

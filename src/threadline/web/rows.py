@@ -215,7 +215,7 @@ def entry_details(session: Session, entry_id: str) -> dict[str, Any]:
         "parent_id": tree.parent[entry_id],
         "children": tree.children(entry_id),
         "timestamp": rec.timestamp,
-        "size": session.state.sizes.get(entry_id, 0),
+        "size": session.state.size(entry_id),
         "depth": tree.depth(entry_id),
         "label": session.state.labels.get(entry_id),
         "on_path": entry_id in set(session.path_ids()),
