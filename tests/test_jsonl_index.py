@@ -34,6 +34,7 @@ def index_every_log(monkeypatch: pytest.MonkeyPatch) -> None:
 def snapshot(s: tl.Session) -> dict[str, Any]:
     """Everything a load determines, in comparable form."""
     st_ = s.state
+    nested = nested_order(s.tree())  # first: before anything merges the timestamp columns
     ctx = s.context()
     log: Any = st_.log
     return {
@@ -42,6 +43,7 @@ def snapshot(s: tl.Session) -> dict[str, Any]:
         "parents": dict(st_.tree.parent),
         "timestamps": dict(st_.tree.ts),
         "children": {e: st_.tree.children(e) for e in [None, *st_.tree.parent]},
+        "nested tree": nested,
         "labels": s.labels(),
         "name": s.name,
         "report": msgspec.structs.asdict(s.load_report),
@@ -53,6 +55,51 @@ def snapshot(s: tl.Session) -> dict[str, Any]:
         "lines": log._lines,
         "end": log._end,
     }
+
+
+def nested_order(roots: list[Any]) -> list[tuple[str, int]]:
+    """The nested tree() in depth-first order: (entry id, depth)."""
+    out: list[tuple[str, int]] = []
+    stack = [(n, 0) for n in reversed(roots)]
+    while stack:
+        node, depth = stack.pop()
+        out.append((node.entry.id, depth))
+        stack.extend((c, depth + 1) for c in reversed(node.children))
+    return out
+
+
+def test_tree_orders_siblings_by_time_without_merging_every_timestamp(tmp_path: Path) -> None:
+    store = tl.open_store(tmp_path, durability="flush")
+    s = store.create()
+    ids = [s.append_message("user", f"m{i}") for i in range(50)]
+    # three children of ids[10] written out of time order, then the branch moved back
+    late = s.append(
+        {
+            "type": "message",
+            "parent_id": ids[10],
+            "timestamp": "2030-01-01T00:00:03Z",
+            "message": {"role": "user", "content": [{"type": "text", "text": {"content": "c"}}]},
+        }
+    )
+    early = s.append(
+        {
+            "type": "message",
+            "parent_id": ids[10],
+            "timestamp": "2000-01-01T00:00:01Z",
+            "message": {"role": "user", "content": [{"type": "text", "text": {"content": "a"}}]},
+        }
+    )
+    s.branch(ids[-1])
+    s.close()
+    store.open(s.id).close()  # writes the index
+    again = store.open(s.id)
+    assert again.state.log.index_state == "used"  # type: ignore[attr-defined]
+    order = nested_order(again.tree())
+    kids = [e for e, d in order if d == 11]
+    assert kids == [early, ids[11], late]
+    assert again.state.tree._stamps  # the columns were not merged into ts
+    assert order == nested_order(store.open(s.id).tree())
+    store.close()
 
 
 def open_state(store: tl.Store, sid: str) -> tuple[dict[str, Any], str]:

@@ -603,17 +603,21 @@ class Session:
             kids.append(node)
             if len(kids) == 2:
                 branches.append(kids)
-        when = t.sibling_key
-        for kids in branches:
-            kids.sort(key=lambda n: when(n._entry))
-        if len(roots) > 1:
-            roots.sort(key=lambda n: when(n._entry))
         if late:
-            seq = t.file_order()
             for parent, node in late:
                 nodes[parent].children.append(node)
+        # the time of the entries that have siblings only (the whole column is not merged)
+        sorting = [*branches, roots] + [nodes[p].children for p in {p for p, _ in late}]
+        keys = t.sibling_keys(n._entry for kids in sorting if len(kids) > 1 for n in kids)
+        key = keys.__getitem__
+        for kids in branches:
+            kids.sort(key=lambda n: key(n._entry))
+        if len(roots) > 1:
+            roots.sort(key=lambda n: key(n._entry))
+        if late:
+            seq = t.file_order()
             for parent in {parent for parent, _ in late}:
-                nodes[parent].children.sort(key=lambda n: (when(n._entry), seq[n._entry]))
+                nodes[parent].children.sort(key=lambda n: (key(n._entry), seq[n._entry]))
         for eid, label in self._state.labels.items():
             labelled = find(eid)
             if labelled is not None:
