@@ -34,6 +34,19 @@ def lazy_sources(session: tl.Session) -> set[int]:
     return {id(slot._buf) for slot in session.state.slots.values() if isinstance(slot, LazyMessage)}
 
 
+def count_fetches(source: RowSource, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The (first, last) sequence numbers of every query ``source`` makes from now on."""
+    calls: list[tuple[int, int]] = []
+    fetch = source.fetch
+
+    def counting(first: int, last: int) -> Any:
+        calls.append((first, last))
+        return fetch(first, last)
+
+    monkeypatch.setattr(source, "fetch", counting)
+    return calls
+
+
 def fill(store: tl.Store, n: int) -> tuple[str, list[str]]:
     s = store.create()
     ids = [
@@ -59,14 +72,7 @@ def test_open_reads_no_message_and_the_context_reads_them_in_a_few_queries(
     assert all(isinstance(x, LazyMessage) for x in lazies)
     (source,) = {x._buf for x in lazies}  # type: ignore[union-attr]
     assert isinstance(source, RowSource)
-    calls: list[tuple[int, int]] = []
-    fetch = source.fetch
-
-    def counting(first: int, last: int, count: int) -> Any:
-        calls.append((first, last))
-        return fetch(first, last, count)
-
-    monkeypatch.setattr(source, "fetch", counting)
+    calls = count_fetches(source, monkeypatch)
     assert [m.text for m in again.context().messages] == expected
     assert len(expected) == 301 and expected[-1] == "after the model change"
     # 301 messages, one query: their rows lie within one span of the virtual file
@@ -148,14 +154,7 @@ def test_entries_read_one_by_one_near_each_other_cost_one_query(
     again = store.open(sid)
     source = again.state.slots[ids[50]]._buf  # type: ignore[union-attr]
     assert isinstance(source, RowSource)
-    calls: list[tuple[int, int]] = []
-    fetch = source.fetch
-
-    def counting(first: int, last: int, count: int) -> Any:
-        calls.append((first, last))
-        return fetch(first, last, count)
-
-    monkeypatch.setattr(source, "fetch", counting)
+    calls = count_fetches(source, monkeypatch)
     # walked back from the leaf one entry at a time, as a branch read does
     texts = [again.entry(e).message.text for e in reversed(ids[40:60])]  # type: ignore[union-attr]
     assert texts == [f"message {i} " * 20 for i in reversed(range(40, 60))]

@@ -152,9 +152,9 @@ class RowSource:
     :func:`decode_run` reads a context's messages in a few round trips. A small read (one
     message) takes along the rows within ``_WINDOW`` bytes on either side and keeps the last
     few such windows: entries read one by one near each other (a branch walked back, a tree
-    page) cost one query, not one each. ``fetch(first, last, count)`` returns the raw records
-    of the rows with sequence numbers ``first`` to ``last``, or fewer than ``count`` when the
-    session was rewritten since the load (a purge)."""
+    page) cost one query, not one each. ``fetch(first, last)`` returns the raw records of the
+    rows with sequence numbers ``first`` to ``last``, fewer when the session was rewritten
+    since the load (a purge)."""
 
     __slots__ = ("fetch", "seqs", "starts", "windows")
 
@@ -187,7 +187,7 @@ class RowSource:
         first = max(0, bisect.bisect_right(starts, start) - 1)
         last = max(first, min(len(starts), bisect.bisect_left(starts, stop)) - 1)
         count = last - first + 1
-        rows = self.fetch(self.seqs[first], self.seqs[last], count)
+        rows = self.fetch(self.seqs[first], self.seqs[last])
         if len(rows) != count:
             return starts[first], b""
         return starts[first], b"\n".join(rows)
@@ -309,12 +309,10 @@ class Columns:
     def lazy(self, row: int) -> LazyMessage:
         """The lazy slot of the message in ``row``."""
         start = self.starts[row]
-        ends = self.stamps.ends
-        stamp = self.stamps.data[ends[row - 1] if row else 0 : ends[row]]
         return LazyMessage(
             self.ids[row],
             self.parents[row],
-            stamp.decode("utf-8", "surrogatepass"),
+            self.stamps[row],
             self.source,
             start,
             start + self.lengths[row],

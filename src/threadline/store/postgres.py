@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import os
 import re
 import threading
@@ -340,10 +341,7 @@ class PostgresLog:
             ).fetchall()
         report = LoadReport()
         sizes: dict[str, int] = {}
-        generation = row[1]
-        slots = load_rows(
-            rows, lambda first, last, _n: self._fetch(generation, first, last), report, sizes, 2
-        )
+        slots = load_rows(rows, functools.partial(self._fetch, row[1]), report, sizes, 2)
         self._seen = rows[-1][0] if rows else 0
         return Loaded(header=decode_header(bytes(row[0])), slots=slots, sizes=sizes, report=report)
 

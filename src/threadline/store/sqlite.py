@@ -22,6 +22,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import fcntl
+import functools
 import os
 import socket
 import sqlite3
@@ -195,10 +196,7 @@ class SqliteLog:
         header = decode_header(row[0])
         report = LoadReport()
         sizes: dict[str, int] = {}
-        generation = row[1]
-        slots = load_rows(
-            rows, lambda first, last, _n: self._fetch(generation, first, last), report, sizes, 2
-        )
+        slots = load_rows(rows, functools.partial(self._fetch, row[1]), report, sizes, 2)
         self._seen = rows[-1][0] if rows else 0
         return Loaded(header=header, slots=slots, sizes=sizes, report=report)
 
