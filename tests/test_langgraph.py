@@ -898,13 +898,14 @@ def test_a_graph_whose_writes_ride_in_messages_keeps_pending_writes_exact(
     fresh.close()
 
 
-@pytest.mark.parametrize("name", ["r2", "r3"])
+@pytest.mark.parametrize("name", ["r2", "r3", "r4"])
 def test_a_thread_written_by_an_earlier_round_reads_back_exact_and_goes_on(
     name: str, tmp_path: Path
 ) -> None:
     """tests/data/langgraph_<name>: a thread (4 turns, then a turn from an earlier checkpoint)
-    written by the saver of round 2 (before message entries carried writes) or round 3
-    (before checkpoints were stored as changes to a predicted step), and what it listed then."""
+    written by the saver of round 2 (before message entries carried writes), round 3
+    (before checkpoints were stored as changes to a predicted step) or round 4 (before the
+    saver's own entries had short ids), and what it listed then."""
     import shutil
 
     src = HERE / "data" / f"langgraph_{name}"
