@@ -22,7 +22,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 import threadline as tl
 from _langgraph_chat import build, run, shape, user
 from conftest import PG_URL, make_store, pg_schema
-from threadline.integrations._langgraph_index import pack, unpack
+from threadline.integrations._langgraph_index import pack, pack_uuid, unpack
 from threadline.integrations.langgraph import ThreadlineSaver
 from threadline.model.entries import MessageEntry
 
@@ -190,7 +190,7 @@ def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) ->
             entry = parent[entry]
         return entry
 
-    entries = [r for r in records if r["type"] == "custom" and r["custom"]["custom_type"] == "lg.c"]
+    entries = [r for r in records if r["type"] == "custom" and r["custom"]["custom_type"] == "lg.s"]
     checkpoints = [r["custom"]["data"] for r in entries]
     kinds = [c["b"]["messages"][0] for c in checkpoints if "messages" in c["b"]]
     assert kinds[0] == "l" and set(kinds[1:]) == {"m"}  # whole once, then only what was added
@@ -216,12 +216,13 @@ def test_a_messages_channel_is_stored_as_the_messages_added(jsonl_store: Any) ->
         i if type(spec[1][0]) is int else [i, *spec[1][0][1:]]
         for i, spec in zip(ids, added, strict=True)
     ]
-    # the segment's UUIDs packed in one string (22 characters each), the others [place, ref]
+    # the segment's short ids in one string (each ended by "."), the others [place, ref]
     link = added[63][3]
     others = [[n, r] for n, r in enumerate(refs[:64]) if not isinstance(r, str)]
     assert (len(added[63]), added[63][2]) == (4, None)
-    assert link == ([first, link[1], others] if others else [first, link[1]])
-    assert len(link[1]) == 22 * (64 - len(others))
+    shorts = "".join(f"{r}." for r in refs[:64] if isinstance(r, str))
+    assert link == ([first, shorts, others] if others else [first, shorts])
+    assert {len(r) for r in refs if isinstance(r, str)} == {8}  # the saver's short ids
     assert unpack(link) == [first, refs[:64]]
     assert {len(spec[1]) for spec in added} == {1}  # each step adds one message
     saver.close()
@@ -235,12 +236,16 @@ def test_a_segment_packs_its_uuids_and_keeps_every_other_ref_in_place() -> None:
         "0B5E4A6E-2F0C-4D43-9A43-6D1F0C3B9E11",  # not canonical: kept as it is
         "imported-7",
         "c86bda74-deea-4e30-9bb3-2a95265dddfe",
+        "Ab3dE6g9",  # a short id the saver gave (8 letters and digits): as it is
     ]
     link = pack("e", ids)
-    assert link[0] == "e" and len(link[1]) == 3 * 22
+    assert link[0] == "e" and len(link[1]) == 3 * 23 + 9 and link[1].endswith(".Ab3dE6g9.")
     assert link[2] == [[1, ids[1]], [3, ids[3]], [4, ids[4]]]
     assert unpack(link) == ["e", ids]
-    assert pack("e", ids[:1]) == ["e", link[1][:22]] and unpack(pack("e", [])) == ["e", []]
+    assert pack("e", ids[:1]) == ["e", link[1][:23]] and unpack(pack("e", [])) == ["e", []]
+    # a link written before short ids: the UUIDs' 22 characters one after the other
+    old = [link[0], link[1][:22] + link[1][23:45] + link[1][46:68], link[2]]
+    assert unpack(old) == ["e", ids[:6]]
 
 
 def _nested(depth: int) -> Any:
@@ -352,7 +357,7 @@ def test_metadata_is_stored_as_changes_to_the_next_step_and_reads_back_exact(
         for line in (Path(jsonl_store.url) / "meta.jsonl").read_bytes().splitlines()[1:]
     ]
     data = [r["custom"]["data"] for r in records if r["type"] == "custom"]
-    assert [r["custom"]["custom_type"] for r in records if r["type"] == "custom"] == ["lg.c"] * 13
+    assert [r["custom"]["custom_type"] for r in records if r["type"] == "custom"] == ["lg.s"] * 13
     assert [d.get("d", {}).get("mj") for d in data] == [
         [{"source": "input", "step": -1, "parents": {}}],
         None,
@@ -406,9 +411,9 @@ def test_a_trigger_channel_is_written_short_and_one_named_like_it_keeps_the_earl
         if r["type"] == "custom"
     ]
     assert stored == [
-        ("lg.c", [">agent", "x"]),
+        ("lg.s", [">agent", "x"]),
         ("lg.cp", [">agent", "branch:to:agent"]),
-        ("lg.c", [">", ">agent"]),
+        ("lg.s", [">", ">agent"]),
     ]
     with ThreadlineSaver(jsonl_store) as fresh:
         got = fresh.get_tuple({"configurable": {"thread_id": "short"}})
@@ -442,8 +447,10 @@ def test_time_travel_branches_the_session_tree_and_the_leaf_follows_the_new_bran
     ]
     # the abandoned branch stays in the tree, off the current path
     on_path = set(session.path_ids())
-    assert fork["configurable"]["checkpoint_id"] in on_path
-    assert abandoned in session.entry_ids() and abandoned not in on_path
+    # (a checkpoint's entry id is its id packed)
+    assert pack_uuid(fork["configurable"]["checkpoint_id"]) in on_path
+    gone = pack_uuid(abandoned)
+    assert gone in session.entry_ids() and gone not in on_path
     saver.close()
 
 
@@ -796,14 +803,16 @@ def test_writes_of_new_messages_ride_in_the_message_entries_and_read_back_exact(
     kinds = [r["custom"]["custom_type"] if r["type"] == "custom" else r["type"] for r in records]
     assert kinds == [
         "message",
-        "lg.c",
+        "lg.s",
         "message",
         "lg.w",
         "message",
         "message",
     ]
     hi_entry, cp_entry, carrier, writes, one, two = records
-    assert cp_entry["id"] == cid and carrier["parent_id"] == cid
+    # the checkpoint's entry id is its id packed (a UUID's 16 bytes, 22 characters)
+    assert cp_entry["id"] == pack_uuid(cid) and len(cp_entry["id"]) == 22
+    assert carrier["parent_id"] == cp_entry["id"]
     assert cp_entry["parent_id"] == hi_entry["id"]
     # no "cp": its tree parent is the checkpoint's entry
     assert carrier["message"]["provider_details"]["langgraph"] == {

@@ -76,6 +76,7 @@ from threadline.integrations._langgraph_index import (
     MAX_DEPTH,
     MSG_KEY,
     NEAR,
+    PACKED,
     SEGMENT,
     STEP,
     TRIGGER,
@@ -96,6 +97,7 @@ from threadline.integrations._langgraph_index import (
     message_ids,
     near_refs,
     pack,
+    pack_uuid,
     plain,
     predict,
     same,
@@ -536,7 +538,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             start = parent.tail if parent is not None else t.main_leaf if ns == "" else None
             if not ns:
                 start = t.follow(start, t.lineage(parent))
-            batch = Batch(start, t.recent, t.ancestors(start))
+            batch = Batch(start, t.recent, t.ancestors(start), t.taken)
             values = checkpoint["channel_values"]
             blobs: dict[str, Any] = {}
             deltas: dict[str, tuple[Any, ...]] = {}
@@ -561,8 +563,13 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 early = cps.get(cid) or t.orphans.get((ns, cid))
                 if early is not None and early.writes:
                     data["w"] = 1  # writes that came before it, on a side branch
-            entry_id = cid if not ns and not t.session.has_entry(cid) else new_id()
-            if entry_id != cid:
+            # a channel named like a short trigger (">x") keeps the earlier kind: no shorthands
+            stepped = not any(ch[:1] == ">" for ch in blobs)
+            packed = pack_uuid(cid) if stepped else None
+            kind = PACKED if packed is not None else STEP if stepped else CHECKPOINT
+            entry_id = packed or cid  # the checkpoint id, packed when it is a UUID
+            if ns or t.session.has_entry(entry_id):
+                entry_id = batch.new_id()
                 data["id"] = cid
             above = t.owner_of(start)
             # no "p" when the tree says which parent it is
@@ -579,8 +586,6 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             prev = t.doc(parent) if parent is not None and parent.depth + 1 < CHAIN else EMPTY_DOC
             if parent_id and prev is EMPTY_DOC:
                 data["f"] = 1
-            # a channel named like a short trigger (">x") keeps the earlier kind: no shorthands
-            stepped = not any(ch[:1] == ">" for ch in blobs)
             change = data["d"] = diff_doc(predict(prev, blobs) if stepped else prev, doc)
             near = batch.ancestors(t.parents, NEAR)
 
@@ -610,7 +615,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                     data["bv"] = odd
             if not change:
                 del data["d"]  # nothing but what the step predicts
-            batch.custom(STEP if stepped else CHECKPOINT, data, entry_id=entry_id, timestamp=ts)
+            batch.custom(kind, data, entry_id=entry_id, timestamp=ts)
             self._append(t, batch, main=not ns)
             self._put_done.notify_all()
             cp = cps[cid]
@@ -738,7 +743,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 on_main = start == t.main_leaf
             else:
                 on_main = False
-            batch = Batch(start, t.recent)
+            batch = Batch(start, t.recent, taken=t.taken)
             rows: list[list[Any]] = []
             for idx, (channel, value) in enumerate(writes):
                 key_idx = WRITES_IDX_MAP.get(channel, idx)
@@ -919,7 +924,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             cur = None if "f" in t.data[cur.entry] else cur.base
         if not moved and not keeps_doc and not lost_parent:
             return
-        batch = Batch(cp.tail, {})
+        batch = Batch(cp.tail, {}, taken=t.taken)
         data_b: dict[str, Any] = {"cp": cp.id, "b": moved}
         if keeps_doc:
             data_b["doc"] = doc
