@@ -885,6 +885,16 @@ def test_a_graph_whose_writes_ride_in_messages_keeps_pending_writes_exact(
         if line.startswith(b'{"type":"message"') and b'"langgraph":{' in line
     ]
     assert not any(b'"task"' in line for line in records)
+    # the input task's writes (the input's messages, then the trigger of the first node) are
+    # said by the node they trigger; they read back from the checkpoint's input
+    writes = [
+        r["custom"]["data"]
+        for r in map(json.loads, records)
+        if r["type"] == "custom" and r["custom"]["custom_type"] == "lg.w"
+    ]
+    inputs = [{k: v for k, v in d.items() if k != "cp"} for d in writes if "in" in d]
+    assert inputs == [{"in": ["agent"]}] * 6  # one per turn
+    assert not any(d.get("pp") == "__start__" for d in writes)
     # an answer's writes are the node's usual rows (the message itself, on "messages"): its
     # name says them; a tool call's also route to the tools. (Which writes ride in messages
     # and which in writes entries depends on when LangGraph's background saves land.)

@@ -87,7 +87,10 @@ NEAR = 8  # a checkpoint refers to a message among the entries this near above i
 # the path ``PULL_PATH`` + name, LangGraph's usual one; then no "task" when it is the id
 # LangGraph derives for that node's task on its root-namespace checkpoint: ``derived_task``);
 # "cp" and "ns" name its
-# checkpoint unless it is the one owning its nearest indexed ancestor in the tree.
+# checkpoint unless it is the one owning its nearest indexed ancestor in the tree. The input
+# task's writes (path ``INPUT_PATH``, derived task id) whose rows are what ``input_rows``
+# rebuilds from the checkpoint's own ``__start__`` value say "in" (the nodes they trigger)
+# instead of "w" and "pp".
 # A put_writes that writes new messages needs no writes entry: the last message entry it writes
 # carries the same data in ``provider_details["langgraph"]``, "" in a reference standing for
 # that entry itself (no "w" when it has "pp" and its rows are ``CARRIED``, a node's usual);
@@ -320,6 +323,37 @@ def compact_writes(data: dict[str, Any]) -> dict[str, Any]:
         out["pp"] = path[len(PULL_PATH) :]
         del out["path"]
     return out
+
+
+INPUT_PATH = PULL_PATH + "__start__"  # the task that writes the graph's input
+
+
+def input_rows(start: Any, nodes: Any) -> list[list[Any]] | None:
+    """The rows LangGraph's input task writes (path ``INPUT_PATH``) for a checkpoint whose
+    ``__start__`` value is ``start`` (a spec, message references as entry ids): each of the
+    input's keys in order (a list of messages as ["l", refs], JSON as ["j", value]), then
+    ``TRIGGER`` + node with null for each of ``nodes``; None when that is not how they look.
+    A writes entry whose rows are these says ``"in": nodes`` instead of its rows and path."""
+    if not (isinstance(start, list) and len(start) == 2 and start[0] in ("x", "j")):
+        return None
+    if type(start[1]) is not dict or not isinstance(nodes, list):
+        return None
+    rows: list[list[Any]] = []
+    for key, value in start[1].items():
+        refs = ordered_refs(value) if start[0] == "x" else []
+        if not refs:
+            rows.append([len(rows), key, ["j", value]])
+        elif type(value) is list and all(
+            type(v) is dict and len(v) == 1 and MSG_KEY in v for v in value
+        ):
+            rows.append([len(rows), key, ["l", refs]])
+        else:
+            return None
+    for node in nodes:
+        if type(node) is not str:
+            return None
+        rows.append([len(rows), TRIGGER + node, ["j", None]])
+    return rows
 
 
 def derived_task(cid: str, doc: dict[str, Any], path: str) -> str | None:
@@ -592,6 +626,8 @@ class ThreadIndex:
             cp = found
         self.owner[rec.id] = (cp.ns, cp.id)
         cp.tail = rec.id
+        if "in" in data:
+            data = self.data[rec.id] = self.inputs(cp, data)
         if kind == BLOBS:
             for ch in data["b"]:
                 cp.blobs[ch] = rec.id
@@ -622,6 +658,19 @@ class ThreadIndex:
         self.owner[rec.id] = (cp.ns, cp.id)
         cp.tail = rec.id
         self.add_writes(cp, data, rec.id)
+
+    def inputs(self, cp: CheckpointInfo, data: dict[str, Any]) -> dict[str, Any]:
+        """Writes ``data`` of ``cp`` that say ``"in"`` with their rows and path written out
+        (``input_rows``, from the ``__start__`` value in the checkpoint's own entry)."""
+        stored = self.entry_data(cp.entry).get("b", {}) if cp.entry else {}
+        rows = input_rows(stored.get("__start__"), data["in"])
+        if rows is None:
+            raise UserError(
+                f"The input writes of checkpoint '{cp.id}' in session '{self.session.id}' "
+                "cannot be rebuilt: the checkpoint's input is not stored with it"
+            )
+        out = {k: v for k, v in data.items() if k != "in"}
+        return {**out, "path": INPUT_PATH, "w": rows}
 
     def add_writes(self, cp: CheckpointInfo, data: dict[str, Any], entry_id: str) -> None:
         if "task" not in data and not self.complete:
@@ -1181,6 +1230,8 @@ class PathIndex(ThreadIndex):
             data = self.data[wid]
             if "ns" in data or data.get("cp", cp.id) != cp.id:
                 raise Incomplete(wid)
+            if "in" in data:
+                data = self.data[wid] = self.inputs(cp, data)
             add_writes(cp, data, wid, self.task(cp, data))
         return cp
 

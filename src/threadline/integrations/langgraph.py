@@ -73,6 +73,7 @@ from threadline.integrations._langgraph_index import (
     CHAIN,
     CHECKPOINT,
     EMPTY_DOC,
+    INPUT_PATH,
     MAX_DEPTH,
     MSG_KEY,
     NEAR,
@@ -94,6 +95,7 @@ from threadline.integrations._langgraph_index import (
     delta_refs,
     derived_task,
     diff_doc,
+    input_rows,
     message_ids,
     near_refs,
     pack,
@@ -115,6 +117,8 @@ __all__ = ["ThreadlineSaver"]
 # (``list`` is a method name inside the saver)
 _Tuples = list[CheckpointTuple]
 _Spec = list[Any]
+_Rows = list[list[Any]]
+_Names = list[str]
 
 
 class ThreadlineSaver(BaseCheckpointSaver[int]):
@@ -781,10 +785,35 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                     data["cp"] = cid
                     if ns:
                         data["ns"] = ns
-                near = batch.ancestors(t.parents, NEAR)
-                data["w"] = [[i, ch, near_refs(spec, near)] for i, ch, spec in rows]
-                batch.custom(WRITES, compact_writes(data))
+                nodes = self._input_nodes(t, cp, data, rows)
+                if nodes is not None:  # the input task's usual rows: its nodes say them
+                    data = {k: v for k, v in data.items() if k not in ("w", "path")}
+                    data["in"] = nodes
+                    batch.custom(WRITES, data)
+                else:
+                    near = batch.ancestors(t.parents, NEAR)
+                    data["w"] = [[i, ch, near_refs(spec, near)] for i, ch, spec in rows]
+                    batch.custom(WRITES, compact_writes(data))
             self._append(t, batch, main=on_main)
+
+    @staticmethod
+    def _input_nodes(
+        t: ThreadIndex, cp: CheckpointInfo, data: dict[str, Any], rows: _Rows
+    ) -> _Names | None:
+        """The nodes the input task's ``rows`` trigger, when the rows are exactly what
+        ``input_rows`` rebuilds from the checkpoint's stored input, and its task id is
+        derived; else None (the rows are stored)."""
+        if "task" in data or data.get("path") != INPUT_PATH or not cp.entry or "ns" in data:
+            return None
+        nodes: _Names = []
+        for _i, ch, spec in rows[::-1]:
+            if not (ch.startswith(TRIGGER) and spec == ["j", None]):
+                break
+            nodes.append(ch[len(TRIGGER) :])
+        nodes.reverse()
+        start = t.data[cp.entry].get("b", {}).get("__start__")
+        want = input_rows(start, nodes)
+        return nodes if want is not None and same(want, rows) else None
 
     # -- deleting and copying ------------------------------------------------------------------
 
