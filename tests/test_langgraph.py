@@ -423,6 +423,41 @@ def test_a_trigger_channel_is_written_short_and_one_named_like_it_keeps_the_earl
         assert got.metadata == {"source": "loop", "step": 3}
 
 
+def test_a_checkpoint_ts_reads_back_exact_whatever_its_offset(jsonl_store: Any) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver = ThreadlineSaver(jsonl_store)
+    config: Any = {"configurable": {"thread_id": "ts", "checkpoint_ns": ""}}
+    stamps = [
+        "2026-11-25T16:36:40.699417+00:00",  # LangGraph's: written with "Z"
+        "2026-11-25T16:36:41Z",  # a "Z" of its own: kept in the data
+        "2026-11-25T18:36:42.5+02:00",
+    ]
+    ids = []
+    for n, ts in enumerate(stamps, 1):
+        checkpoint = empty_checkpoint()
+        checkpoint["ts"] = ts
+        checkpoint["channel_values"] = {"x": n}
+        checkpoint["channel_versions"] = {"x": n}
+        config = saver.put(config, checkpoint, {"step": n}, {"x": n})
+        ids.append(checkpoint["id"])
+    saver.close()
+    records = [
+        json.loads(line)
+        for line in (Path(jsonl_store.url) / "ts.jsonl").read_bytes().splitlines()[1:]
+    ]
+    assert [(r["timestamp"], "ts" in r["custom"]["data"]) for r in records] == [
+        ("2026-11-25T16:36:40.699417Z", False),
+        ("2026-11-25T16:36:41Z", True),
+        ("2026-11-25T18:36:42.5+02:00", False),
+    ]
+    thread = {"configurable": {"thread_id": "ts"}}
+    with ThreadlineSaver(jsonl_store) as fresh:  # from the branch, then the whole index
+        latest = fresh.get_tuple(thread)
+        assert latest is not None and latest.checkpoint["ts"] == stamps[-1]
+        assert [t.checkpoint["ts"] for t in fresh.list(thread)] == stamps[::-1]
+
+
 def test_time_travel_branches_the_session_tree_and_the_leaf_follows_the_new_branch(
     jsonl_store: Any,
 ) -> None:

@@ -78,7 +78,8 @@ NEAR = 8  # a checkpoint refers to a message among the entries this near above i
 #        else "bv" their versions where "d" does not hold them;
 #   "p"  the parent checkpoint id (null: none), unless it is the checkpoint that the nearest
 #        indexed ancestor in the tree belongs to; "ns" the namespace; "id" the checkpoint id
-#        when it is not the entry id; "ts" the checkpoint's ts when it is not the entry's;
+#        when it is not the entry id; "ts" the checkpoint's ts when it is not the entry's
+#        (in a ``PACKED`` entry a timestamp ending "Z" says "+00:00": ``stamp``);
 #   "x"  1: a root-namespace checkpoint whose id was not the thread's greatest when put;
 #   "w"  1: a root-namespace checkpoint that had pending writes before it was put (they wait
 #        on a side branch). Without these two, the root checkpoint nearest the session's leaf
@@ -124,6 +125,14 @@ def checkpoint_id(entry_id: str, kind: str, data: dict[str, Any]) -> str:
     if "id" in data:
         return str(data["id"])
     return unpack_uuid(entry_id) if kind == PACKED else entry_id
+
+
+def stamp(kind: str, timestamp: str) -> str:
+    """The checkpoint ts a checkpoint entry's timestamp says: in a ``PACKED`` entry a "Z"
+    stands for LangGraph's "+00:00"."""
+    if kind == PACKED and timestamp.endswith("Z"):
+        return timestamp[:-1] + "+00:00"
+    return timestamp
 
 
 def same(a: Any, b: Any) -> bool:
@@ -595,7 +604,7 @@ class ThreadIndex:
                 id=cid,
                 parent=parent,
                 tail=rec.id,
-                ts=data.get("ts", rec.timestamp),
+                ts=data.get("ts", stamp(rec.custom.custom_type, rec.timestamp)),
                 base=base,
                 depth=base.depth + 1 if base is not None and "f" not in data else 0,
             )
@@ -1123,7 +1132,7 @@ class PathIndex(ThreadIndex):
                 if kind == CHECKPOINT and "id" not in data:
                     self.cids[entry_id] = checkpoint_id(entry_id, rec.custom.custom_type, data)
                 self.data[entry_id] = data
-                self.stamps[entry_id] = rec.timestamp
+                self.stamps[entry_id] = stamp(rec.custom.custom_type, rec.timestamp)
         else:
             kind = "other"
         self.kinds[entry_id] = kind

@@ -583,6 +583,10 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if not isinstance(ts, str) or not ts:
                 data["ts"] = ts
                 ts = now()
+            elif kind == PACKED and ts.endswith("+00:00"):
+                ts = ts[:-6] + "Z"  # LangGraph's UTC offset, as threadline writes it
+            elif kind == PACKED and ts.endswith("Z"):
+                data["ts"] = ts  # (a "Z" of a ``PACKED`` entry reads as "+00:00")
             doc = self._doc(checkpoint, blobs, config, metadata, batch)
             if not (plain(doc["cv"]) and plain(doc["vs"]) and plain(new_versions)):
                 raise UserError("LangGraph channel versions must be strings or numbers")
