@@ -53,7 +53,8 @@ NEAR = 8  # a checkpoint refers to a message among the entries this near above i
 # added since]]], so a read follows one link in ``SEGMENT``; ["s", type, base64] LangGraph's
 # serializer; ["e"] no value (a channel cleared at this version); ["u"] (``updated_channels``
 # only) the checkpoint's stored channels that have a value, sorted. Where a checkpoint's "b" or a
-# writes row holds a spec, new entries write ["e"] as 0 and ["j", null] as null (``compact``),
+# writes row holds a spec, new entries write ["e"] as 0 and ["j", null] as null (``compact``;
+# since short ids also ["m", [place]], one message added by its place, as the place),
 # and a segment's ids that are UUIDs (as 22 characters: ``pack_uuid``) or the saver's short ids
 # (``short_id``) as one string, each ended by ".", the others as [place in the list, ref] rows:
 # [entry, string, rows] (``pack``; before short ids, the string held UUIDs only, without ".").
@@ -207,11 +208,16 @@ def predict(doc: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
 
 
 def compact(spec: list[Any]) -> Any:
-    """A spec as a new entry writes it: ["e"] as 0, ["j", null] as null (see the format)."""
+    """A spec as a new entry writes it: ["e"] as 0, ["j", null] as null, ["m", [place]] (one
+    message added, by its place above) as the place (see the format)."""
     if spec == ["e"]:
         return 0
     if len(spec) == 2 and spec[0] == "j" and spec[1] is None:
         return None
+    if len(spec) == 2 and spec[0] == "m" and len(spec[1]) == 1:
+        place = spec[1][0]
+        if type(place) is int and place > 0:
+            return place
     return spec
 
 
@@ -284,7 +290,7 @@ def _full(spec: Any) -> Any:
     if spec is None:
         return ["j", None]
     if type(spec) is int:
-        return ["e"]
+        return ["m", [spec]] if spec > 0 else ["e"]
     if _packed(spec):
         return [*spec[:3], unpack(spec[3]), *spec[4:]]
     return spec
