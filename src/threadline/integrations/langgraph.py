@@ -9,8 +9,9 @@ One LangGraph thread is one threadline session (its id is the thread id when tha
 session id, else ``lg-`` and a hash; the header's ``metadata.langgraph.thread_id`` names it).
 Checkpoints, their pending writes and the channel values live in that session's tree:
 
-- a checkpoint is a ``custom`` entry (``custom_type="lg.c"``; ``"lg.cp"`` and
-  ``"langgraph.checkpoint"`` before)
+- a checkpoint is a ``custom`` entry (``custom_type="lg.s"``, its id the checkpoint id packed;
+  ``"lg.c"``, ``"lg.cp"`` and ``"langgraph.checkpoint"`` before; the saver's other entries have
+  short ids)
   whose tree parent is the last entry of its parent checkpoint (time travel appends under an
   earlier checkpoint, so it branches; ``copy_thread`` copies the whole tree into a new
   session). It holds only what the
