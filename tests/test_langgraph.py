@@ -462,57 +462,6 @@ def test_a_checkpoint_ts_reads_back_exact_whatever_its_offset(jsonl_store: Any) 
         assert [t.checkpoint["ts"] for t in fresh.list(thread)] == stamps[::-1]
 
 
-def test_a_step_version_is_left_out_only_when_it_is_the_next_one(jsonl_store: Any) -> None:
-    from langgraph.checkpoint.base import empty_checkpoint
-
-    saver = ThreadlineSaver(jsonl_store)
-    config: Any = {"configurable": {"thread_id": "ver", "checkpoint_ns": ""}}
-    steps: list[dict[str, Any]] = [
-        {"a": 1, "b": 1},  # the first: said
-        {"a": 2},  # the greatest version plus one: left out
-        {"b": 7},  # a jump: said
-        {"a": 8, "b": 9},  # two versions: "nn"
-        {"a": 10},  # the next again
-        {"c": "v2"},  # not an int: said
-        {"a": 11},  # after a version that is not an int: said
-    ]
-    versions: dict[str, Any] = {}
-    values: dict[str, Any] = {}
-    for step in steps:
-        checkpoint = empty_checkpoint()
-        values = {**values, **{ch: f"{ch}{v}" for ch, v in step.items()}}
-        versions = {**versions, **step}
-        checkpoint["channel_values"] = dict(values)
-        checkpoint["channel_versions"] = dict(versions)
-        config = saver.put(config, checkpoint, {"step": len(versions)}, dict(step))
-    saver.close()
-    records = [
-        json.loads(line)
-        for line in (Path(jsonl_store.url) / "ver.jsonl").read_bytes().splitlines()[1:]
-    ]
-    said = [(r["custom"]["data"].get("n"), r["custom"]["data"].get("nn")) for r in records]
-    assert said == [
-        (1, None),
-        (None, None),
-        (7, None),
-        (None, 1),
-        (None, None),
-        ("v2", None),
-        (11, None),
-    ]
-    thread = {"configurable": {"thread_id": "ver"}}
-    with ThreadlineSaver(jsonl_store) as fresh:  # from the branch, then the whole index
-        latest = fresh.get_tuple(thread)
-        assert latest is not None and fresh.path_reads > 0
-        assert latest.checkpoint["channel_versions"] == versions
-        assert latest.checkpoint["channel_values"] == values
-        listed = [t.checkpoint["channel_versions"] for t in fresh.list(thread)]
-    want: list[dict[str, Any]] = []
-    for step in steps:
-        want.append({**(want[-1] if want else {}), **step})
-    assert listed == want[::-1]
-
-
 def test_time_travel_branches_the_session_tree_and_the_leaf_follows_the_new_branch(
     jsonl_store: Any,
 ) -> None:

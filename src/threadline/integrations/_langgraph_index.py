@@ -76,9 +76,7 @@ NEAR = 8  # a checkpoint refers to a message among the entries this near above i
 #        ``TRIGGER`` + node written ">" + node; a message among the ``NEAR`` entries
 #        above referred to by its place, 1: the tree parent, in "m", "l" and, in new entries,
 #        "x" specs; the same in a writes entry's rows); "n" their one version (not in "d"),
-#        else "bv" their versions where "d" does not hold them; in a ``PACKED`` entry no "n"
-#        when it is ``next_version`` of the parent's channel versions, and "nn": 1 when the
-#        channels have no one version (``step_version``);
+#        else "bv" their versions where "d" does not hold them;
 #   "p"  the parent checkpoint id (null: none), unless it is the checkpoint that the nearest
 #        indexed ancestor in the tree belongs to; "ns" the namespace; "id" the checkpoint id
 #        when it is not the entry id; "ts" the checkpoint's ts when it is not the entry's
@@ -128,33 +126,6 @@ def checkpoint_id(entry_id: str, kind: str, data: dict[str, Any]) -> str:
     if "id" in data:
         return str(data["id"])
     return unpack_uuid(entry_id) if kind == PACKED else entry_id
-
-
-def next_version(cv: dict[str, Any]) -> int | None:
-    """The version LangGraph's next step gives the channels it writes, after channel versions
-    ``cv`` (the base saver's integer versions: the greatest one plus one); None when that is
-    not how they look."""
-    versions = [v for v in cv.values() if type(v) is int]
-    if not versions or len(versions) != len(cv):
-        return None
-    return max(versions) + 1
-
-
-def step_version(data: dict[str, Any], parent_doc: dict[str, Any], packed: bool) -> Any:
-    """The one version of the channels checkpoint ``data`` stored ("n"; in a ``PACKED`` entry
-    with no "n" nor "nn", ``next_version`` of its parent's channel versions), or
-    ``NO_VERSION``."""
-    if "n" in data:
-        return data["n"]
-    if packed and data.get("b") and "nn" not in data:
-        n = next_version(parent_doc["cv"])
-        if n is None:
-            raise UserError("A stored LangGraph checkpoint's channel version cannot be rebuilt")
-        return n
-    return NO_VERSION
-
-
-NO_VERSION = object()  # (step_version: the checkpoint's channels have no one version)
 
 
 def stamp(kind: str, timestamp: str) -> str:
@@ -580,10 +551,6 @@ class ThreadIndex:
         self.recent: dict[int, tuple[Any, str, Any]] = {}
         self.carriers: set[str] = set()  # message entries that carry writes
         self.stepped: set[str] = set()  # ``STEP`` checkpoint entries (see ``predict``)
-        self.packed: set[str] = set()  # ``PACKED`` checkpoint entries (see ``step_version``)
-        # checkpoints whose version is rebuilt from their parent's fields, indexed once every
-        # entry is (a re-homed doc of a purged parent is appended after them)
-        self.unversioned: list[CheckpointInfo] = []
         # writes whose task id is derived from their checkpoint's fields, indexed once every
         # entry is (a re-homed doc that the fields come from is appended after them)
         self.derive: list[tuple[CheckpointInfo, dict[str, Any], str]] = []
@@ -611,9 +578,6 @@ class ThreadIndex:
                     elif isinstance(rec, MessageEntry):
                         self.ingest_message(rec)
             self.complete = True
-            for cp in self.unversioned:
-                self.index_values(cp)
-            self.unversioned.clear()
             for cp, data, entry_id in self.derive:
                 add_writes(cp, data, entry_id, self.task(cp, data))
             self.derive.clear()
@@ -631,8 +595,6 @@ class ThreadIndex:
         if kind == CHECKPOINT:
             if rec.custom.custom_type in STEPPED:
                 self.stepped.add(rec.id)
-            if rec.custom.custom_type == PACKED:
-                self.packed.add(rec.id)
             ns = data.get("ns", "")
             cid = checkpoint_id(rec.id, rec.custom.custom_type, data)
             cps = self.cps.setdefault(ns, {})
@@ -660,13 +622,15 @@ class ThreadIndex:
                 self.newest[ns] = cid
             self.by_entry[rec.id] = cp
             self.owner[rec.id] = (ns, cid)
-            if rec.id in self.packed and "n" not in data and "nn" not in data and data.get("b"):
-                if self.complete:  # its version: from its parent's fields (``step_version``)
-                    self.index_values(cp)
+            changed = data["d"].get("cv", [{}])[0]
+            versions = data.get("bv", {})
+            for ch in data.get("b", {}):
+                if ch in versions:
+                    version = versions[ch]
                 else:
-                    self.unversioned.append(cp)
-                return
-            self.index_values(cp)
+                    version = data["n"] if "n" in data else changed.get(ch)
+                key = (ns, ch, version)
+                self.blobs.setdefault(key, []).append((cid, rec.id))
             return
         if "cp" in data:
             cp = self.target(data.get("ns", ""), data["cp"])
@@ -689,23 +653,6 @@ class ThreadIndex:
             self.docs.clear()
             return
         self.add_writes(cp, data, rec.id)
-
-    def index_values(self, cp: CheckpointInfo) -> None:
-        """Index the values checkpoint ``cp``'s entry stores by (ns, channel, version)."""
-        data = self.data[cp.entry]
-        changed = data["d"].get("cv", [{}])[0]
-        versions = data.get("bv", {})
-        n = data.get("n", NO_VERSION)
-        if n is NO_VERSION and cp.entry in self.packed and "nn" not in data and data.get("b"):
-            cv = self.doc(cp)["cv"]
-            changed = {ch: cv.get(ch) for ch in data["b"]}
-        for ch in data.get("b", {}):
-            if ch in versions:
-                version = versions[ch]
-            else:
-                version = n if n is not NO_VERSION else changed.get(ch)
-            key = (cp.ns, ch, version)
-            self.blobs.setdefault(key, []).append((cp.id, cp.entry))
 
     def ingest_message(self, rec: MessageEntry) -> None:
         """Index the writes a message entry carries (see the format above), if any."""
@@ -812,10 +759,9 @@ class ThreadIndex:
         for c in reversed(chain):
             data = self.data[c.entry]
             base = predict(doc, data.get("b", {})) if c.entry in self.stepped else doc
-            n = step_version(data, doc, c.entry in self.packed)
             doc = apply_doc(base, data["d"])
-            if n is not NO_VERSION:  # the version of every channel it stored
-                doc["cv"] = {**doc["cv"], **dict.fromkeys(data["b"], n)}
+            if "n" in data:  # the version of every channel it stored
+                doc["cv"] = {**doc["cv"], **dict.fromkeys(data["b"], data["n"])}
             self.docs[c.entry] = doc
         return doc
 
@@ -1189,8 +1135,6 @@ class PathIndex(ThreadIndex):
                     data = resolve_near(expand(data, stepped), entry_id, self.up)
                 if rec.custom.custom_type in STEPPED:
                     self.stepped.add(entry_id)
-                if rec.custom.custom_type == PACKED:
-                    self.packed.add(entry_id)
                 if kind == CHECKPOINT and "id" not in data:
                     self.cids[entry_id] = checkpoint_id(entry_id, rec.custom.custom_type, data)
                 self.data[entry_id] = data
@@ -1309,40 +1253,27 @@ class PathIndex(ThreadIndex):
     # what ThreadIndex answers from its index, answered by walks
 
     def doc(self, cp: CheckpointInfo) -> dict[str, Any]:
-        return self.doc_of(cp.entry)
-
-    def doc_of(self, entry_id: str) -> dict[str, Any]:
-        """The fields of checkpoint entry ``entry_id`` (kept for every entry rebuilt)."""
+        hit = self.docs.get(cp.entry)
+        if hit is not None:
+            return hit
         chain = []
-        cur: str | None = entry_id
-        doc = EMPTY_DOC
+        cur: str | None = cp.entry
         while cur is not None:
-            hit = self.docs.get(cur)
-            if hit is not None:
-                doc = hit
-                break
             chain.append(cur)
             if len(chain) > CHAIN + 1:
-                raise Incomplete(entry_id)
+                raise Incomplete(cp.entry)
             if "f" in self.checkpoint(cur):
                 break
             cur = self.base_of(cur)
+        doc = EMPTY_DOC
         for entry in reversed(chain):
             data = self.data[entry]
             base = predict(doc, data.get("b", {})) if entry in self.stepped else doc
-            n = step_version(data, doc, entry in self.packed)
             doc = apply_doc(base, data["d"])
-            if n is not NO_VERSION:
-                doc["cv"] = {**doc["cv"], **dict.fromkeys(data["b"], n)}
-            self.docs[entry] = doc
+            if "n" in data:
+                doc["cv"] = {**doc["cv"], **dict.fromkeys(data["b"], data["n"])}
+        self.docs[cp.entry] = doc
         return doc
-
-    def version(self, entry_id: str, channel: str) -> Any:
-        """The version of ``channel`` checkpoint entry ``entry_id`` stores."""
-        data = self.checkpoint(entry_id)
-        if entry_id in self.packed and "n" not in data and "nn" not in data and data.get("b"):
-            return self.doc_of(entry_id)["cv"].get(channel)
-        return stored_version(data, channel)
 
     def entry_data(self, entry_id: str) -> dict[str, Any]:
         return self.checkpoint(entry_id)
@@ -1353,7 +1284,7 @@ class PathIndex(ThreadIndex):
             if cur is None:
                 break
             data = self.checkpoint(cur)
-            if channel in data.get("b", {}) and same(self.version(cur, channel), version):
+            if channel in data.get("b", {}) and same(stored_version(data, channel), version):
                 return cur
             cur = self.base_of(cur)
         raise Incomplete(f"{channel} {version!r}")

@@ -99,7 +99,6 @@ from threadline.integrations._langgraph_index import (
     input_rows,
     message_ids,
     near_refs,
-    next_version,
     pack,
     pack_uuid,
     plain,
@@ -607,14 +606,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if step and all(
                 same(v, step[0]) and ch in doc["cv"] and same(doc["cv"][ch], v)
                 for ch, v in zip(blobs, step, strict=True)
-            ):  # one version for the step's channels (LangGraph's way): said once, or not
-                # at all when it is the one after its parent's (``step_version``)
-                if not (
-                    kind == PACKED
-                    and prev is not EMPTY_DOC
-                    and same(next_version(prev["cv"]), step[0])
-                ):
-                    data["n"] = step[0]
+            ):  # one version for the step's channels (LangGraph's way): said once
+                data["n"] = step[0]
                 cv = change.pop("cv", None)
                 if cv is not None:
                     rest = {k: v for k, v in cv[0].items() if k not in blobs}
@@ -629,8 +622,6 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 }
                 if odd:
                     data["bv"] = odd
-                if kind == PACKED and blobs:
-                    data["nn"] = 1  # no one version: not the one after the parent's
             if not change:
                 del data["d"]  # nothing but what the step predicts
             batch.custom(kind, data, entry_id=entry_id, timestamp=ts)
