@@ -935,6 +935,13 @@ def test_a_graph_whose_writes_ride_in_messages_keeps_pending_writes_exact(
     ]
     inputs = [{k: v for k, v in d.items() if k != "cp"} for d in writes if "in" in d]
     assert inputs == [{"in": ["agent"]}] * 6  # one per turn
+    # and the input itself, stored by its checkpoint: each key's messages by their places
+    starts = [
+        r["custom"]["data"]["b"]["__start__"]
+        for r in map(json.loads, records)
+        if r["type"] == "custom" and r["custom"]["data"].get("b", {}).get("__start__")
+    ]
+    assert starts == [{"messages": [1]}] * 6
     assert not any(d.get("pp") == "__start__" for d in writes)
     # an answer's writes are the node's usual rows (the message itself, on "messages"): its
     # name says them; a tool call's also route to the tools. (Which writes ride in messages

@@ -54,7 +54,8 @@ NEAR = 8  # a checkpoint refers to a message among the entries this near above i
 # serializer; ["e"] no value (a channel cleared at this version); ["u"] (``updated_channels``
 # only) the checkpoint's stored channels that have a value, sorted. Where a checkpoint's "b" or a
 # writes row holds a spec, new entries write ["e"] as 0 and ["j", null] as null (``compact``;
-# since short ids also ["m", [place]], one message added by its place, as the place),
+# since short ids also ["m", [place]], one message added by its place, as the place, and an
+# ["x", tree] whose keys each hold a list of messages as {key: [refs]}),
 # and a segment's ids that are UUIDs (as 22 characters: ``pack_uuid``) or the saver's short ids
 # (``short_id``) as one string, each ended by ".", the others as [place in the list, ref] rows:
 # [entry, string, rows] (``pack``; before short ids, the string held UUIDs only, without ".").
@@ -218,6 +219,15 @@ def compact(spec: list[Any]) -> Any:
         place = spec[1][0]
         if type(place) is int and place > 0:
             return place
+    if len(spec) == 2 and spec[0] == "x" and type(spec[1]) is dict and spec[1]:
+        tree = spec[1]
+        if all(
+            type(v) is list
+            and v
+            and all(type(m) is dict and len(m) == 1 and MSG_KEY in m for m in v)
+            for v in tree.values()
+        ):  # an input: its keys' lists of messages, as their references
+            return {k: [m[MSG_KEY] for m in v] for k, v in tree.items()}
     return spec
 
 
@@ -291,6 +301,8 @@ def _full(spec: Any) -> Any:
         return ["j", None]
     if type(spec) is int:
         return ["m", [spec]] if spec > 0 else ["e"]
+    if type(spec) is dict:
+        return ["x", {k: [{MSG_KEY: r} for r in v] for k, v in spec.items()}]
     if _packed(spec):
         return [*spec[:3], unpack(spec[3]), *spec[4:]]
     return spec
