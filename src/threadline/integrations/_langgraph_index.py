@@ -7,8 +7,10 @@ import base64
 import binascii
 import hashlib
 import math
+import os
+import string
 import uuid
-from collections.abc import Set
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,15 +18,22 @@ import msgspec
 
 from threadline.errors import UserError
 from threadline.formats import langchain as lc
-from threadline.model.entries import Custom, CustomEntry, MessageEntry, new_id, now
+from threadline.model.entries import Custom, CustomEntry, MessageEntry, now
 from threadline.session import Session
 from threadline.store.base import SESSION_ID_RE, bulk_load
 
 CHECKPOINT = "lg.cp"
 STEP = "lg.c"  # a checkpoint stored as changes to its parent's next step (``predict``)
+PACKED = "lg.s"  # a ``STEP`` entry whose id is its checkpoint id packed (``pack_uuid``)
+STEPPED = (STEP, PACKED)
 WRITES = "lg.w"
 # the names the saver wrote before (read as ever)
-KINDS = {"langgraph.checkpoint": CHECKPOINT, "langgraph.writes": WRITES, STEP: CHECKPOINT}
+KINDS = {
+    "langgraph.checkpoint": CHECKPOINT,
+    "langgraph.writes": WRITES,
+    STEP: CHECKPOINT,
+    PACKED: CHECKPOINT,
+}
 PULL_PATH = "~__pregel_pull, "  # LangGraph's task path of a node it runs (PULL, name)
 TRIGGER = "branch:to:"  # LangGraph's channel that triggers a node: TRIGGER + its name
 BLOBS = "langgraph.blobs"  # channel values re-homed by prune / delete_for_runs
@@ -44,14 +53,23 @@ NEAR = 8  # a checkpoint refers to a message among the entries this near above i
 # added since]]], so a read follows one link in ``SEGMENT``; ["s", type, base64] LangGraph's
 # serializer; ["e"] no value (a channel cleared at this version); ["u"] (``updated_channels``
 # only) the checkpoint's stored channels that have a value, sorted. Where a checkpoint's "b" or a
-# writes row holds a spec, new entries write ["e"] as 0 and ["j", null] as null (``compact``),
-# and a segment's ids that are UUIDs as one string of their 16 bytes in URL-safe base64 (22
-# characters each), the others as [place in the list, ref] rows: [entry, string, rows] (``pack``).
+# writes row holds a spec, new entries write ["e"] as 0 and ["j", null] as null (``compact``;
+# since short ids also ["m", [place]], one message added by its place, as the place, and an
+# ["x", tree] whose keys each hold a list of messages as {key: [refs]}),
+# and a segment's ids that are UUIDs (as 22 characters: ``pack_uuid``) or the saver's short ids
+# (``short_id``) as one string, each ended by ".", the others as [place in the list, ref] rows:
+# [entry, string, rows] (``pack``; before short ids, the string held UUIDs only, without ".").
+#
+# Entry ids: a root-namespace checkpoint's entry is its checkpoint id (``PACKED`` entries,
+# ``lg.s``: its 16 bytes as 22 characters of URL-safe base64 when it is a UUID; ``lg.c`` and
+# earlier: as it is); every other entry the saver writes (messages, writes, a checkpoint whose
+# id is taken or in a subgraph namespace, whose data then says "id") gets ``short_id``.
 #
 # A checkpoint entry's data (every key but "d" optional):
 #   "d"  its fields as a change to its parent checkpoint's (``diff_doc``); in an ``STEP`` entry
-#        (``lg.c``, the one written now; no "d": no change; written as ``lg.cp`` when a channel
-#        it stores starts with ">") to what ``predict`` makes of its parent's: "v", "cv"
+#        (``lg.c``; ``lg.s``, ``PACKED``, the one written now; no "d": no change; written as
+#        ``lg.cp`` when a channel it stores starts with ">") to what ``predict`` makes of its
+#        parent's: "v", "cv"
 #        (channel_versions), "vs" (versions_seen), "o" (other checkpoint keys, as specs), "mj"
 #        (metadata, a JSON object) or "md" (metadata, a spec);
 #   "f"  1: "d" is against nothing (a new chain: every 64th checkpoint, or an unknown parent);
@@ -62,7 +80,8 @@ NEAR = 8  # a checkpoint refers to a message among the entries this near above i
 #        else "bv" their versions where "d" does not hold them;
 #   "p"  the parent checkpoint id (null: none), unless it is the checkpoint that the nearest
 #        indexed ancestor in the tree belongs to; "ns" the namespace; "id" the checkpoint id
-#        when it is not the entry id; "ts" the checkpoint's ts when it is not the entry's;
+#        when it is not the entry id; "ts" the checkpoint's ts when it is not the entry's
+#        (in a ``PACKED`` entry a timestamp ending "Z" says "+00:00": ``stamp``);
 #   "x"  1: a root-namespace checkpoint whose id was not the thread's greatest when put;
 #   "w"  1: a root-namespace checkpoint that had pending writes before it was put (they wait
 #        on a side branch). Without these two, the root checkpoint nearest the session's leaf
@@ -71,7 +90,10 @@ NEAR = 8  # a checkpoint refers to a message among the entries this near above i
 # the path ``PULL_PATH`` + name, LangGraph's usual one; then no "task" when it is the id
 # LangGraph derives for that node's task on its root-namespace checkpoint: ``derived_task``);
 # "cp" and "ns" name its
-# checkpoint unless it is the one owning its nearest indexed ancestor in the tree.
+# checkpoint unless it is the one owning its nearest indexed ancestor in the tree. The input
+# task's writes (path ``INPUT_PATH``, derived task id) whose rows are what ``input_rows``
+# rebuilds from the checkpoint's own ``__start__`` value say "in" (the nodes they trigger)
+# instead of "w" and "pp".
 # A put_writes that writes new messages needs no writes entry: the last message entry it writes
 # carries the same data in ``provider_details["langgraph"]``, "" in a reference standing for
 # that entry itself (no "w" when it has "pp" and its rows are ``CARRIED``, a node's usual);
@@ -83,6 +105,36 @@ DOC_KEYS = ("cv", "vs", "o", "mj")  # the doc's dict fields, stored as changes
 CHAIN = 64  # a checkpoint's doc is rebuilt from at most this many changes
 SEGMENT = 64  # a message list is read through at most this many links per segment
 EMPTY_DOC: dict[str, Any] = {"cv": {}, "vs": {}, "o": {}}
+
+
+_ID_CHARS = string.ascii_letters + string.digits
+
+
+def short_id(taken: Callable[[str], bool]) -> str:
+    """A new id for an entry the saver writes (a message, writes, re-homed values): 8 random
+    letters and digits (~47 bits), not ``taken`` in the session. An id only has to be unique
+    in its session; a UUID's 36 characters, in the entry and in its child's ``parent_id``,
+    were a tenth of a thread's bytes."""
+    while True:
+        eid = "".join(_ID_CHARS[b % 62] for b in os.urandom(8))
+        if not taken(eid):
+            return eid
+
+
+def checkpoint_id(entry_id: str, kind: str, data: dict[str, Any]) -> str:
+    """The checkpoint id of a checkpoint entry: its "id", else its entry id (unpacked in a
+    ``PACKED`` entry)."""
+    if "id" in data:
+        return str(data["id"])
+    return unpack_uuid(entry_id) if kind == PACKED else entry_id
+
+
+def stamp(kind: str, timestamp: str) -> str:
+    """The checkpoint ts a checkpoint entry's timestamp says: in a ``PACKED`` entry a "Z"
+    stands for LangGraph's "+00:00"."""
+    if kind == PACKED and timestamp.endswith("Z"):
+        return timestamp[:-1] + "+00:00"
+    return timestamp
 
 
 def same(a: Any, b: Any) -> bool:
@@ -157,42 +209,77 @@ def predict(doc: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
 
 
 def compact(spec: list[Any]) -> Any:
-    """A spec as a new entry writes it: ["e"] as 0, ["j", null] as null (see the format)."""
+    """A spec as a new entry writes it: ["e"] as 0, ["j", null] as null, ["m", [place]] (one
+    message added, by its place above) as the place (see the format)."""
     if spec == ["e"]:
         return 0
     if len(spec) == 2 and spec[0] == "j" and spec[1] is None:
         return None
+    if len(spec) == 2 and spec[0] == "m" and len(spec[1]) == 1:
+        place = spec[1][0]
+        if type(place) is int and place > 0:
+            return place
+    if len(spec) == 2 and spec[0] == "x" and type(spec[1]) is dict and spec[1]:
+        tree = spec[1]
+        if all(
+            type(v) is list
+            and v
+            and all(type(m) is dict and len(m) == 1 and MSG_KEY in m for m in v)
+            for v in tree.values()
+        ):  # an input: its keys' lists of messages, as their references
+            return {k: [m[MSG_KEY] for m in v] for k, v in tree.items()}
     return spec
+
+
+def pack_uuid(ref: Any) -> str | None:
+    """A canonical UUID string as 22 characters of URL-safe base64 (its 16 bytes), else None."""
+    if type(ref) is not str or len(ref) != 36:
+        return None
+    try:
+        raw = uuid.UUID(ref)
+    except ValueError:
+        return None
+    return base64.urlsafe_b64encode(raw.bytes)[:22].decode("ascii") if str(raw) == ref else None
+
+
+def unpack_uuid(packed: str) -> str:
+    return str(uuid.UUID(bytes=base64.urlsafe_b64decode(packed + "==")))
+
+
+def _short(ref: Any) -> bool:
+    return type(ref) is str and len(ref) == 8 and ref.isascii() and ref.isalnum()
 
 
 def pack(entry: str, ids: list[Any]) -> list[Any]:
     """A segment link's [entry, ids] as it is written (see the format): the canonical UUIDs
-    among ``ids`` as one string, the others as [place, ref] rows."""
+    (22 characters each) and the saver's short ids (``short_id``) among ``ids`` as one string,
+    each ended by ".", the others as [place, ref] rows."""
     packed = []
     rows = []
     for n, ref in enumerate(ids):
-        raw = None
-        if type(ref) is str and len(ref) == 36:
-            try:
-                raw = uuid.UUID(ref)
-            except ValueError:
-                raw = None
-        if raw is not None and str(raw) == ref:
-            packed.append(base64.urlsafe_b64encode(raw.bytes)[:22].decode("ascii"))
+        raw = pack_uuid(ref)
+        if raw is not None:
+            packed.append(raw + ".")
+        elif _short(ref):
+            packed.append(ref + ".")
         else:
             rows.append([n, ref])
     return [entry, "".join(packed), rows] if rows else [entry, "".join(packed)]
 
 
 def unpack(link: list[Any]) -> list[Any]:
-    """[entry, ids] from a segment link written by :func:`pack`."""
+    """[entry, ids] from a segment link written by :func:`pack` (or, before short ids, with
+    the UUIDs' 22 characters one after the other, no ".")."""
     packed = link[1]
-    if len(packed) % 22:
-        raise UserError(f"A stored LangGraph message list segment is damaged: {packed[:40]!r}")
-    ids: list[Any] = [
-        str(uuid.UUID(bytes=base64.urlsafe_b64decode(packed[i : i + 22] + "==")))
-        for i in range(0, len(packed), 22)
-    ]
+    if "." in packed:
+        parts = packed.split(".")
+        if parts[-1] or any(len(p) not in (8, 22) for p in parts[:-1]):
+            raise UserError(f"A stored LangGraph message list segment is damaged: {packed[:40]!r}")
+        ids: list[Any] = [unpack_uuid(p) if len(p) == 22 else p for p in parts[:-1]]
+    else:
+        if len(packed) % 22:
+            raise UserError(f"A stored LangGraph message list segment is damaged: {packed[:40]!r}")
+        ids = [unpack_uuid(packed[i : i + 22]) for i in range(0, len(packed), 22)]
     for n, ref in link[2] if len(link) > 2 else ():
         ids.insert(n, ref)
     return [link[0], ids]
@@ -213,7 +300,9 @@ def _full(spec: Any) -> Any:
     if spec is None:
         return ["j", None]
     if type(spec) is int:
-        return ["e"]
+        return ["m", [spec]] if spec > 0 else ["e"]
+    if type(spec) is dict:
+        return ["x", {k: [{MSG_KEY: r} for r in v] for k, v in spec.items()}]
     if _packed(spec):
         return [*spec[:3], unpack(spec[3]), *spec[4:]]
     return spec
@@ -261,6 +350,37 @@ def compact_writes(data: dict[str, Any]) -> dict[str, Any]:
         out["pp"] = path[len(PULL_PATH) :]
         del out["path"]
     return out
+
+
+INPUT_PATH = PULL_PATH + "__start__"  # the task that writes the graph's input
+
+
+def input_rows(start: Any, nodes: Any) -> list[list[Any]] | None:
+    """The rows LangGraph's input task writes (path ``INPUT_PATH``) for a checkpoint whose
+    ``__start__`` value is ``start`` (a spec, message references as entry ids): each of the
+    input's keys in order (a list of messages as ["l", refs], JSON as ["j", value]), then
+    ``TRIGGER`` + node with null for each of ``nodes``; None when that is not how they look.
+    A writes entry whose rows are these says ``"in": nodes`` instead of its rows and path."""
+    if not (isinstance(start, list) and len(start) == 2 and start[0] in ("x", "j")):
+        return None
+    if type(start[1]) is not dict or not isinstance(nodes, list):
+        return None
+    rows: list[list[Any]] = []
+    for key, value in start[1].items():
+        refs = ordered_refs(value) if start[0] == "x" else []
+        if not refs:
+            rows.append([len(rows), key, ["j", value]])
+        elif type(value) is list and all(
+            type(v) is dict and len(v) == 1 and MSG_KEY in v for v in value
+        ):
+            rows.append([len(rows), key, ["l", refs]])
+        else:
+            return None
+    for node in nodes:
+        if type(node) is not str:
+            return None
+        rows.append([len(rows), TRIGGER + node, ["j", None]])
+    return rows
 
 
 def derived_task(cid: str, doc: dict[str, Any], path: str) -> str | None:
@@ -338,8 +458,14 @@ class Batch:
     # the entries a reused message may be in (None: any): a checkpoint's messages must be on
     # its path, so that the session's branch reads as the conversation
     allowed: set[str] | None = None
+    # whether an id is in use in the session (new entries get short ids: ``short_id``)
+    taken: Callable[[str], bool] = lambda _eid: False
     records: list[Any] = field(default_factory=list)
     written: dict[int, tuple[Any, str, Any]] = field(default_factory=dict)
+
+    def new_id(self) -> str:
+        """A short id unused in the session and in this batch."""
+        return short_id(lambda eid: self.taken(eid) or any(r.id == eid for r in self.records))
 
     def add(self, rec: Any) -> str:
         self.records.append(rec)
@@ -352,7 +478,7 @@ class Batch:
         """Chain a ``custom`` entry of ``kind`` (a checkpoint, writes, blobs) holding ``data``."""
         return self.add(
             CustomEntry(
-                id=entry_id or new_id(),
+                id=entry_id or self.new_id(),
                 parent_id=self.parent,
                 timestamp=timestamp or now(),
                 custom=Custom(custom_type=kind, data=data),
@@ -387,7 +513,9 @@ class Batch:
         if not lc.round_trips(msg, converted):
             return None
         eid = self.add(
-            MessageEntry(id=new_id(), parent_id=self.parent, timestamp=now(), message=converted)
+            MessageEntry(
+                id=self.new_id(), parent_id=self.parent, timestamp=now(), message=converted
+            )
         )
         self.written[id(msg)] = (msg, eid, msg.id)
         return eid
@@ -443,6 +571,10 @@ class ThreadIndex:
         if index:
             self.index_all()
 
+    def taken(self, entry_id: str) -> bool:
+        """Whether ``entry_id`` is an entry of the session (for new ids)."""
+        return entry_id in self.parents or self.session.has_entry(entry_id)
+
     def index_all(self) -> None:
         """Index every checkpoint, write and blob entry of the session (once)."""
         if self.complete:
@@ -470,13 +602,13 @@ class ThreadIndex:
         if kind not in (CHECKPOINT, WRITES, BLOBS) or not isinstance(data, dict):
             return
         if kind in (CHECKPOINT, WRITES):
-            data = resolve_near(expand(data, rec.custom.custom_type == STEP), rec.id, self.up)
+            data = resolve_near(expand(data, rec.custom.custom_type in STEPPED), rec.id, self.up)
         self.data[rec.id] = data
         if kind == CHECKPOINT:
-            if rec.custom.custom_type == STEP:
+            if rec.custom.custom_type in STEPPED:
                 self.stepped.add(rec.id)
             ns = data.get("ns", "")
-            cid = data.get("id", rec.id)
+            cid = checkpoint_id(rec.id, rec.custom.custom_type, data)
             cps = self.cps.setdefault(ns, {})
             if "p" in data:
                 parent = data["p"]
@@ -490,7 +622,7 @@ class ThreadIndex:
                 id=cid,
                 parent=parent,
                 tail=rec.id,
-                ts=data.get("ts", rec.timestamp),
+                ts=data.get("ts", stamp(rec.custom.custom_type, rec.timestamp)),
                 base=base,
                 depth=base.depth + 1 if base is not None and "f" not in data else 0,
             )
@@ -521,6 +653,8 @@ class ThreadIndex:
             cp = found
         self.owner[rec.id] = (cp.ns, cp.id)
         cp.tail = rec.id
+        if "in" in data:
+            data = self.data[rec.id] = self.inputs(cp, data)
         if kind == BLOBS:
             for ch in data["b"]:
                 cp.blobs[ch] = rec.id
@@ -551,6 +685,19 @@ class ThreadIndex:
         self.owner[rec.id] = (cp.ns, cp.id)
         cp.tail = rec.id
         self.add_writes(cp, data, rec.id)
+
+    def inputs(self, cp: CheckpointInfo, data: dict[str, Any]) -> dict[str, Any]:
+        """Writes ``data`` of ``cp`` that say ``"in"`` with their rows and path written out
+        (``input_rows``, from the ``__start__`` value in the checkpoint's own entry)."""
+        stored = self.entry_data(cp.entry).get("b", {}) if cp.entry else {}
+        rows = input_rows(stored.get("__start__"), data["in"])
+        if rows is None:
+            raise UserError(
+                f"The input writes of checkpoint '{cp.id}' in session '{self.session.id}' "
+                "cannot be rebuilt: the checkpoint's input is not stored with it"
+            )
+        out = {k: v for k, v in data.items() if k != "in"}
+        return {**out, "path": INPUT_PATH, "w": rows}
 
     def add_writes(self, cp: CheckpointInfo, data: dict[str, Any], entry_id: str) -> None:
         if "task" not in data and not self.complete:
@@ -968,6 +1115,7 @@ class PathIndex(ThreadIndex):
         self.reads = 0  # checkpoint, writes and blobs entries read (tests count them)
         self.kinds: dict[str, str] = {}  # entry id -> custom type, or the entry type
         self.owners: dict[str, str | None] = {}  # entry id -> owner_id(entry id)
+        self.cids: dict[str, str] = {}  # checkpoint entry id -> its checkpoint id
 
     # entries
 
@@ -995,12 +1143,14 @@ class PathIndex(ThreadIndex):
                 self.reads += 1
                 data = rec.custom.data
                 if kind in (CHECKPOINT, WRITES):
-                    stepped = rec.custom.custom_type == STEP
+                    stepped = rec.custom.custom_type in STEPPED
                     data = resolve_near(expand(data, stepped), entry_id, self.up)
-                if rec.custom.custom_type == STEP:
+                if rec.custom.custom_type in STEPPED:
                     self.stepped.add(entry_id)
+                if kind == CHECKPOINT and "id" not in data:
+                    self.cids[entry_id] = checkpoint_id(entry_id, rec.custom.custom_type, data)
                 self.data[entry_id] = data
-                self.stamps[entry_id] = rec.timestamp
+                self.stamps[entry_id] = stamp(rec.custom.custom_type, rec.timestamp)
         else:
             kind = "other"
         self.kinds[entry_id] = kind
@@ -1012,13 +1162,23 @@ class PathIndex(ThreadIndex):
         return self.parents[entry_id]
 
     def checkpoint(self, entry_id: str) -> dict[str, Any]:
-        """The data of a root-namespace checkpoint entry whose id is its checkpoint id."""
+        """The data of a root-namespace checkpoint entry whose id says its checkpoint id
+        (``checkpoint_id``: the id itself, or packed)."""
         if self.load(entry_id) != CHECKPOINT:
             raise Incomplete(entry_id)
         data = self.data[entry_id]
         if "ns" in data or "id" in data:
             raise Incomplete(entry_id)
         return data
+
+    def entry_of(self, cid: str) -> str:
+        """The entry of root-namespace checkpoint ``cid`` (its id packed, or itself)."""
+        packed = pack_uuid(cid)
+        entry = packed if packed is not None and self.session.has_entry(packed) else cid
+        self.checkpoint(entry)
+        if self.cids[entry] != cid:
+            raise Incomplete(cid)
+        return entry
 
     def owner_id(self, start: str | None) -> str | None:
         """The checkpoint id ``ThreadIndex.owner_of(start)`` finds, from the entries alone."""
@@ -1032,7 +1192,7 @@ class PathIndex(ThreadIndex):
             kind = self.load(cur)
             if kind == CHECKPOINT:
                 self.checkpoint(cur)
-                found = cur
+                found = self.cids[cur]
                 break
             if kind in (WRITES, BLOBS):
                 data = self.data[cur]
@@ -1057,8 +1217,7 @@ class PathIndex(ThreadIndex):
         parent = data["p"] if "p" in data else self.owner_id(self.parents[entry_id])
         if parent is None:
             return None
-        self.checkpoint(parent)
-        return str(parent)
+        return self.entry_of(str(parent))
 
     def info(self, entry_id: str) -> CheckpointInfo:
         data = self.checkpoint(entry_id)
@@ -1066,7 +1225,7 @@ class PathIndex(ThreadIndex):
         return CheckpointInfo(
             entry=entry_id,
             ns="",
-            id=entry_id,
+            id=self.cids[entry_id],
             parent=parent,
             tail=entry_id,
             ts=data.get("ts", self.stamps[entry_id]),
@@ -1098,6 +1257,8 @@ class PathIndex(ThreadIndex):
             data = self.data[wid]
             if "ns" in data or data.get("cp", cp.id) != cp.id:
                 raise Incomplete(wid)
+            if "in" in data:
+                data = self.data[wid] = self.inputs(cp, data)
             add_writes(cp, data, wid, self.task(cp, data))
         return cp
 

@@ -9,8 +9,9 @@ One LangGraph thread is one threadline session (its id is the thread id when tha
 session id, else ``lg-`` and a hash; the header's ``metadata.langgraph.thread_id`` names it).
 Checkpoints, their pending writes and the channel values live in that session's tree:
 
-- a checkpoint is a ``custom`` entry (``custom_type="lg.c"``; ``"lg.cp"`` and
-  ``"langgraph.checkpoint"`` before)
+- a checkpoint is a ``custom`` entry (``custom_type="lg.s"``, its id the checkpoint id packed;
+  ``"lg.c"``, ``"lg.cp"`` and ``"langgraph.checkpoint"`` before; the saver's other entries have
+  short ids)
   whose tree parent is the last entry of its parent checkpoint (time travel appends under an
   earlier checkpoint, so it branches; ``copy_thread`` copies the whole tree into a new
   session). It holds only what the
@@ -73,9 +74,11 @@ from threadline.integrations._langgraph_index import (
     CHAIN,
     CHECKPOINT,
     EMPTY_DOC,
+    INPUT_PATH,
     MAX_DEPTH,
     MSG_KEY,
     NEAR,
+    PACKED,
     SEGMENT,
     STEP,
     TRIGGER,
@@ -93,9 +96,11 @@ from threadline.integrations._langgraph_index import (
     delta_refs,
     derived_task,
     diff_doc,
+    input_rows,
     message_ids,
     near_refs,
     pack,
+    pack_uuid,
     plain,
     predict,
     same,
@@ -113,6 +118,8 @@ __all__ = ["ThreadlineSaver"]
 # (``list`` is a method name inside the saver)
 _Tuples = list[CheckpointTuple]
 _Spec = list[Any]
+_Rows = list[list[Any]]
+_Names = list[str]
 
 
 class ThreadlineSaver(BaseCheckpointSaver[int]):
@@ -536,7 +543,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             start = parent.tail if parent is not None else t.main_leaf if ns == "" else None
             if not ns:
                 start = t.follow(start, t.lineage(parent))
-            batch = Batch(start, t.recent, t.ancestors(start))
+            batch = Batch(start, t.recent, t.ancestors(start), t.taken)
             values = checkpoint["channel_values"]
             blobs: dict[str, Any] = {}
             deltas: dict[str, tuple[Any, ...]] = {}
@@ -561,8 +568,13 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 early = cps.get(cid) or t.orphans.get((ns, cid))
                 if early is not None and early.writes:
                     data["w"] = 1  # writes that came before it, on a side branch
-            entry_id = cid if not ns and not t.session.has_entry(cid) else new_id()
-            if entry_id != cid:
+            # a channel named like a short trigger (">x") keeps the earlier kind: no shorthands
+            stepped = not any(ch[:1] == ">" for ch in blobs)
+            packed = pack_uuid(cid) if stepped else None
+            kind = PACKED if packed is not None else STEP if stepped else CHECKPOINT
+            entry_id = packed or cid  # the checkpoint id, packed when it is a UUID
+            if ns or t.session.has_entry(entry_id):
+                entry_id = batch.new_id()
                 data["id"] = cid
             above = t.owner_of(start)
             # no "p" when the tree says which parent it is
@@ -572,6 +584,10 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             if not isinstance(ts, str) or not ts:
                 data["ts"] = ts
                 ts = now()
+            elif kind == PACKED and ts.endswith("+00:00"):
+                ts = ts[:-6] + "Z"  # LangGraph's UTC offset, as threadline writes it
+            elif kind == PACKED and ts.endswith("Z"):
+                data["ts"] = ts  # (a "Z" of a ``PACKED`` entry reads as "+00:00")
             doc = self._doc(checkpoint, blobs, config, metadata, batch)
             if not (plain(doc["cv"]) and plain(doc["vs"]) and plain(new_versions)):
                 raise UserError("LangGraph channel versions must be strings or numbers")
@@ -579,8 +595,6 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             prev = t.doc(parent) if parent is not None and parent.depth + 1 < CHAIN else EMPTY_DOC
             if parent_id and prev is EMPTY_DOC:
                 data["f"] = 1
-            # a channel named like a short trigger (">x") keeps the earlier kind: no shorthands
-            stepped = not any(ch[:1] == ">" for ch in blobs)
             change = data["d"] = diff_doc(predict(prev, blobs) if stepped else prev, doc)
             near = batch.ancestors(t.parents, NEAR)
 
@@ -610,7 +624,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                     data["bv"] = odd
             if not change:
                 del data["d"]  # nothing but what the step predicts
-            batch.custom(STEP if stepped else CHECKPOINT, data, entry_id=entry_id, timestamp=ts)
+            batch.custom(kind, data, entry_id=entry_id, timestamp=ts)
             self._append(t, batch, main=not ns)
             self._put_done.notify_all()
             cp = cps[cid]
@@ -738,7 +752,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 on_main = start == t.main_leaf
             else:
                 on_main = False
-            batch = Batch(start, t.recent)
+            batch = Batch(start, t.recent, taken=t.taken)
             rows: list[list[Any]] = []
             for idx, (channel, value) in enumerate(writes):
                 key_idx = WRITES_IDX_MAP.get(channel, idx)
@@ -776,10 +790,35 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                     data["cp"] = cid
                     if ns:
                         data["ns"] = ns
-                near = batch.ancestors(t.parents, NEAR)
-                data["w"] = [[i, ch, near_refs(spec, near)] for i, ch, spec in rows]
-                batch.custom(WRITES, compact_writes(data))
+                nodes = self._input_nodes(t, cp, data, rows)
+                if nodes is not None:  # the input task's usual rows: its nodes say them
+                    data = {k: v for k, v in data.items() if k not in ("w", "path")}
+                    data["in"] = nodes
+                    batch.custom(WRITES, data)
+                else:
+                    near = batch.ancestors(t.parents, NEAR)
+                    data["w"] = [[i, ch, near_refs(spec, near)] for i, ch, spec in rows]
+                    batch.custom(WRITES, compact_writes(data))
             self._append(t, batch, main=on_main)
+
+    @staticmethod
+    def _input_nodes(
+        t: ThreadIndex, cp: CheckpointInfo, data: dict[str, Any], rows: _Rows
+    ) -> _Names | None:
+        """The nodes the input task's ``rows`` trigger, when the rows are exactly what
+        ``input_rows`` rebuilds from the checkpoint's stored input, and its task id is
+        derived; else None (the rows are stored)."""
+        if "task" in data or data.get("path") != INPUT_PATH or not cp.entry or "ns" in data:
+            return None
+        nodes: _Names = []
+        for _i, ch, spec in rows[::-1]:
+            if not (ch.startswith(TRIGGER) and spec == ["j", None]):
+                break
+            nodes.append(ch[len(TRIGGER) :])
+        nodes.reverse()
+        start = t.data[cp.entry].get("b", {}).get("__start__")
+        want = input_rows(start, nodes)
+        return nodes if want is not None and same(want, rows) else None
 
     # -- deleting and copying ------------------------------------------------------------------
 
@@ -919,7 +958,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             cur = None if "f" in t.data[cur.entry] else cur.base
         if not moved and not keeps_doc and not lost_parent:
             return
-        batch = Batch(cp.tail, {})
+        batch = Batch(cp.tail, {}, taken=t.taken)
         data_b: dict[str, Any] = {"cp": cp.id, "b": moved}
         if keeps_doc:
             data_b["doc"] = doc
