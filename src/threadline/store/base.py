@@ -247,7 +247,7 @@ class Stamps:
 
     __slots__ = ("data", "ends")
 
-    def __init__(self, data: bytes, ends: Sequence[int]) -> None:
+    def __init__(self, data: bytes | memoryview, ends: Sequence[int]) -> None:
         self.data, self.ends = data, ends
 
     def __len__(self) -> int:
@@ -257,10 +257,10 @@ class Stamps:
         if row < 0:
             raise IndexError(row)
         ends = self.ends
-        return self.data[ends[row - 1] if row else 0 : ends[row]].decode("utf-8", "surrogatepass")
+        return str(self.data[ends[row - 1] if row else 0 : ends[row]], "utf-8", "surrogatepass")
 
     def __iter__(self) -> Iterator[str]:
-        data = self.data
+        data = bytes(self.data)
         ends = list(self.ends)
         spans = map(slice, [0, *ends[:-1]], ends)
         if data.isascii():  # the usual case: one decode, then the offsets index the text
