@@ -11,6 +11,7 @@ import math
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
+from itertools import islice
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -131,7 +132,29 @@ class TreeIndex:
         return entry_id in self._parent
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.parent)
+        if self._parent is None:
+            return iter(self._in_order())
+        return iter(self._parent)
+
+    def _in_order(self) -> list[str]:
+        """Every entry id in file order, from the columns (runs of ids, no dict)."""
+        cols = self._cols
+        assert cols is not None
+        tail = self._tail
+        ids = cols.ids
+        out: list[str] = []
+        prev = m = placed = 0
+        for p, rec in zip([*cols.positions, cols.count], [*cols.records, None], strict=True):
+            if p > prev:
+                out += ids[m : m + p - prev]
+                m += p - prev
+            if rec is not None and rec.tree and rec.id is not None and rec.id in tail:
+                out.append(rec.id)
+                placed += 1
+            prev = p + 1
+        # the tail holds the columns' records first (ingested with them), then what followed
+        out += islice(tail, placed, None)
+        return out
 
     def add(
         self,
