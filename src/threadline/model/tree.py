@@ -11,7 +11,7 @@ import math
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from itertools import islice
+from itertools import chain, islice
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -135,6 +135,29 @@ class TreeIndex:
         if self._parent is None:
             return iter(self._in_order())
         return iter(self._parent)
+
+    def items(self) -> Iterable[tuple[str, str | None]]:
+        """(entry, parent) of every entry in file order; from the columns (runs of ids and
+        parent ids) while :attr:`parent` is not built, without building it."""
+        if self._parent is not None:
+            return self._parent.items()
+        cols = self._cols
+        assert cols is not None
+        tail = self._tail
+        ids, pids = cols.ids, cols.parent_list()
+        pieces: list[Iterable[tuple[str, str | None]]] = []
+        prev = m = placed = 0
+        for p, rec in zip([*cols.positions, cols.count], [*cols.records, None], strict=True):
+            if p > prev:
+                k = p - prev
+                pieces.append(zip(ids[m : m + k], pids[m : m + k], strict=True))
+                m += k
+            if rec is not None and rec.tree and rec.id is not None and rec.id in tail:
+                pieces.append(((rec.id, tail[rec.id]),))
+                placed += 1
+            prev = p + 1
+        pieces.append(islice(tail.items(), placed, None))
+        return chain.from_iterable(pieces)
 
     def _in_order(self) -> list[str]:
         """Every entry id in file order, from the columns (runs of ids, no dict)."""
