@@ -291,8 +291,9 @@ class TreeIndex:
                 single.reverse()
                 runs.append((single, 0, len(single), False))
                 single = []
+            i = bisect_right(breaks, row) - 1  # the run's first row: the break at or before
             while True:  # down the rows, a run at a time
-                b = breaks[bisect_right(breaks, row) - 1]
+                b = breaks[i]
                 runs.append((ids, b, row + 1, True))
                 p = rows[b]
                 if p < 0:
@@ -301,6 +302,13 @@ class TreeIndex:
                 if p >= b:
                     raise RuntimeError("parent cycle in a settled tree")
                 row = p
+                # the parent's run starts at a break before this one: usually one or two
+                # breaks back (a side branch), else found by bisection
+                i -= 1
+                if breaks[i] > row:
+                    i -= 1
+                    if breaks[i] > row:
+                        i = bisect_right(breaks, row, 0, i) - 1
         if single:
             single.reverse()
             runs.append((single, 0, len(single), False))
