@@ -317,6 +317,7 @@ class Columns:
         clean: bool,
         breaks: Sequence[int],
         record_rows: Sequence[int],
+        id_lengths: Iterable[int] | None = None,
     ) -> None:
         self.ids, self.rows, self.named, self.stamps = ids, rows, named, stamps
         self.source, self.starts, self.lengths = source, starts, lengths
@@ -325,7 +326,8 @@ class Columns:
         self.count = len(ids) + len(records)
         self.hint: dict[str, int] = {}  # rows known without the map (the leaf's)
         self._row: dict[str, int] | None = None
-        self._id_lengths: set[int] | None = None
+        # the lengths of the ids (None: found on first use): an id of another length is not here
+        self._id_lengths: set[int] | None = None if id_lengths is None else set(id_lengths)
 
     def parent_of(self, row: int) -> str | None:
         """The parent id of the message in ``row``."""

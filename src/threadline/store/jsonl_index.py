@@ -40,7 +40,7 @@ from threadline.store.base import (
 )
 
 MAGIC = b"TLIX"
-VERSION = 5  # 5: the rows where a run of parents breaks, record rows, clean covers records
+VERSION = 5  # 5: where runs of parents break, record rows, id lengths, clean covers records
 TAIL = 4096  # bytes of the log's covered end that the tail checksum reads
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -76,6 +76,7 @@ class IndexBody(msgspec.Struct, array_like=True):
     # array("i") per decoded record: the row of the message that is its parent (a tree entry)
     # or its target (a leaf record), else _NONE or _NAMED
     record_rows: memoryview
+    id_lengths: list[int]  # the lengths of the message ids, each once (a filter for lookups)
 
 
 _decoder = msgspec.msgpack.Decoder(IndexBody)
@@ -252,6 +253,7 @@ def build(
         record_ids=record_ids,
         breaks=memoryview(breaks.tobytes()),
         record_rows=memoryview(record_rows.tobytes()),
+        id_lengths=sorted(set(map(len, ids))),
     )
 
 
@@ -311,6 +313,7 @@ def slots_of(
         body.clean,
         breaks,
         record_rows,
+        body.id_lengths,
     )
     return spans, cols
 
