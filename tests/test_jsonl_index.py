@@ -34,11 +34,17 @@ def index_every_log(monkeypatch: pytest.MonkeyPatch) -> None:
 def snapshot(s: tl.Session) -> dict[str, Any]:
     """Everything a load determines, in comparable form."""
     st_ = s.state
-    nested = nested_order(s.tree())  # first: before anything merges the timestamp columns
+    # first, while an open through the index has built no parents dict (the tree walks the
+    # columns' rows): the context, the path, the entries in file order
     ctx = s.context()
+    view = ctx.view.ids()
+    path = st_.path_ids()
+    ids = s.entry_ids()
+    nested = nested_order(s.tree())  # before anything merges the timestamp columns
     log: Any = st_.log
     return {
-        "ids": s.entry_ids(),
+        "ids": ids,
+        "path": path,
         "leaf": s.leaf_id,
         "parents": dict(st_.tree.parent),
         "timestamps": dict(st_.tree.ts),
@@ -48,7 +54,7 @@ def snapshot(s: tl.Session) -> dict[str, Any]:
         "name": s.name,
         "report": msgspec.structs.asdict(s.load_report),
         "context": [msgspec.json.encode(m) for m in ctx.messages],
-        "view": ctx.view.ids(),
+        "view": view,
         "sizes": {e: st_.size(e) for e in [*st_.sizes, *s.entry_ids()]},
         "entries": [msgspec.json.encode(e) for e in s.entries()],
         "purged": sorted(st_.purged),
@@ -160,6 +166,34 @@ def test_first_open_builds_the_index_next_opens_use_it_and_see_the_same(tmp_path
     assert body is not None
     assert body.end == (tmp_path / "s.jsonl").stat().st_size
     assert len(body.kinds) == len(first["ids"]) + 1  # every entry and the leaf-less records
+
+
+def test_open_context_and_appends_through_the_index_build_no_parents_dict(tmp_path: Path) -> None:
+    store = tl.open_store(tmp_path, durability="flush")
+    s = sample(store)
+    for i in range(30):  # a long run, a branch off its middle, then back on the main line
+        s.append_message("user", f"m{i}")
+    side = s.entry_ids()[-15]
+    s.branch(side)
+    s.append_message("user", "on the side")
+    s.close()
+    reference = full_parse(store, "s", tmp_path)
+    open_state(store, "s")  # builds the index
+    again = store.open("s")
+    assert again.state.log.index_state == "used"  # type: ignore[attr-defined]
+    tree = again.state.tree
+    ctx = again.context()
+    assert (ctx.view.ids(), again.state.path_ids()) == (reference["view"], reference["path"])
+    assert again.entry_ids() == reference["ids"]
+    assert [msgspec.json.encode(m) for m in ctx.messages] == reference["context"]
+    new = again.append_message("assistant", "appended after a lazy open")
+    assert again.context().view.ids() == [*reference["view"], new]
+    assert again.state.path_ids() == [*reference["path"], new]
+    assert tree.lazy  # nothing above needed the dict of every entry's parent
+    assert dict(tree.parent) == {**reference["parents"], new: reference["leaf"]}
+    assert not tree.lazy
+    assert again.context().view.ids() == [*reference["view"], new]
+    again.close()
 
 
 def test_the_index_holds_no_message_text(tmp_path: Path) -> None:

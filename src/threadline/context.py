@@ -9,6 +9,7 @@ session costs a walk of ids, and decoding happens only for the messages a caller
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, overload
@@ -20,6 +21,7 @@ from threadline.model.entries import ModelChange
 from threadline.store.base import bulk_load
 
 if TYPE_CHECKING:
+    from threadline.model.tree import Run
     from threadline.state import SessionState
 
 
@@ -169,11 +171,20 @@ class ViewState:
 
 
 def build_view(
-    session: SessionState, path: Sequence[str], active_tags: frozenset[str], *, markers: bool = True
+    session: SessionState,
+    path: Sequence[str],
+    active_tags: frozenset[str],
+    *,
+    markers: bool = True,
+    runs: Sequence[Run] | None = None,
+    leaf: str | None = None,
 ) -> ViewState:
     """Steps 1-4 of DESIGN §5 over ``path`` (root .. leaf entry ids), in one pass.
 
-    ``markers=False`` leaves the revise/snip markers out (a bare payload)."""
+    ``markers=False`` leaves the revise/snip markers out (a bare payload). ``runs``: instead
+    of ``path``, the same path in runs (``TreeIndex.path_runs``) and its ``leaf``: a plain run
+    (consecutive messages) is taken whole, and only the part of the path the view shows (after
+    the latest compaction) becomes a list."""
     special = session.special  # the few non-message entries; everything else is a message
     types = session.types
     model: ModelChange | None = None
@@ -182,20 +193,17 @@ def build_view(
     op_ids: list[str] = []
     ids: list[str] = []  # entries that become messages, in path order
     seen_at: dict[str, int] = {}  # len(ids) when each non-message entry was passed
-    append = ids.append
     purged = session.purged
-    for eid in path:
-        if eid not in special:
-            append(eid)
-            continue
-        seen_at[eid] = len(ids)
+
+    def passed(eid: str) -> bool:
+        """Take in a non-message entry; True when it becomes a message of the view."""
+        nonlocal model, thinking, last_compaction
         if eid in purged:  # a purged summary, model change, op…: its payload is gone
-            continue
+            return False
         t = types[eid]
         if t == "branch_summary":
-            if session.payload(eid).summary:  # empty summaries are skipped
-                append(eid)
-        elif t == "compaction":
+            return bool(session.payload(eid).summary)  # empty summaries are skipped
+        if t == "compaction":
             last_compaction = eid
         elif t == "model_change":
             model = session.payload(eid)
@@ -203,18 +211,56 @@ def build_view(
             thinking = session.payload(eid).thinking_level
         elif t == "context_op":
             op_ids.append(eid)
-    if last_compaction is not None:
-        # the latest compaction wins: its summary, then the path from its first kept entry
-        # (or, when that is not on the path, from after the compaction) to the leaf
-        start = seen_at[last_compaction]
-        first_kept = session.payload(last_compaction).first_kept_entry_id
-        if first_kept is not None and first_kept != last_compaction:
-            if first_kept in seen_at:
-                start = seen_at[first_kept]
-            elif first_kept not in special:
-                with contextlib.suppress(ValueError):  # not on this path: keep the default
-                    start = ids.index(first_kept)
-        ids = [last_compaction, *ids[start:]]
+        return False
+
+    if runs is None:
+        leaf = path[-1] if path else None
+        append = ids.append
+        for eid in path:
+            if eid not in special:
+                append(eid)
+                continue
+            seen_at[eid] = len(ids)
+            if passed(eid):
+                append(eid)
+        if last_compaction is not None:
+            start = _kept_from(session, last_compaction, seen_at, ids.index)
+            ids = [last_compaction, *ids[start:]]
+    else:
+        # the view's entries as pieces (ids, lo, hi): runs of the columns' ids, or lists
+        parts: list[tuple[Sequence[str], int, int]] = []
+        n = 0
+        single: list[str] | None = None  # the list piece being filled
+        for seq, lo, hi, plain in runs:
+            if plain:
+                if hi > lo:
+                    parts.append((seq, lo, hi))
+                    n += hi - lo
+                    single = None
+                continue
+            for eid in seq[lo:hi]:
+                if eid in special:
+                    seen_at[eid] = n
+                    if not passed(eid):
+                        continue
+                if single is None:
+                    single = []
+                    parts.append((single, 0, -1))
+                single.append(eid)
+                n += 1
+        parts = [(seq, lo, len(seq) if hi < 0 else hi) for seq, lo, hi in parts]
+        start = 0
+        if last_compaction is not None:
+            near = seen_at[last_compaction]
+            start = _kept_from(session, last_compaction, seen_at, lambda x: _find(parts, x, near))
+            ids.append(last_compaction)
+        for seq, lo, hi in parts:  # the view: the path from ``start`` on
+            k = hi - lo
+            if start >= k:
+                start -= k
+                continue
+            ids += seq[lo + start : hi]
+            start = 0
     if purged:
         ids = [x for x in ids if x not in purged]
         ids = _drop_orphaned_tool_partners(session, ids)
@@ -226,7 +272,46 @@ def build_view(
             from threadline.operations import is_marker
 
             ids = [x for x in ids if not is_marker(session, x)]
-    return ViewState(path[-1] if path else None, active_tags, ids, model, thinking)
+    return ViewState(leaf, active_tags, ids, model, thinking)
+
+
+def _kept_from(
+    session: SessionState,
+    compaction: str,
+    seen_at: dict[str, int],
+    index: Callable[[str], int],
+) -> int:
+    """Where the view starts after the latest compaction: at its first kept entry (or, when
+    that is not on the path, after the compaction); ``index`` finds a message on the path."""
+    start = seen_at[compaction]
+    first_kept = session.payload(compaction).first_kept_entry_id
+    if first_kept is not None and first_kept != compaction:
+        if first_kept in seen_at:
+            start = seen_at[first_kept]
+        elif first_kept not in session.special:
+            with contextlib.suppress(ValueError):  # not on this path: keep the default
+                start = index(first_kept)
+    return start
+
+
+def _find(parts: list[tuple[Sequence[str], int, int]], entry_id: str, near: int) -> int:
+    """The position of ``entry_id`` among the pieces, searched outwards from position
+    ``near`` (a compaction keeps the entries just before it): one C-speed scan per piece."""
+    offsets: list[int] = []
+    n = 0
+    for _, lo, hi in parts:
+        offsets.append(n)
+        n += hi - lo
+    at = max(0, bisect.bisect_right(offsets, near) - 1)
+    order: list[int] = [*range(at, -1, -1), *range(at + 1, len(parts))]
+    for i in order:
+        seq, lo, hi = parts[i]
+        try:
+            pos: int = seq.index(entry_id, lo, hi)
+        except ValueError:
+            continue
+        return offsets[i] + pos - lo
+    raise ValueError(entry_id)
 
 
 def _drop_orphaned_tool_partners(session: SessionState, ids: list[str]) -> list[str]:

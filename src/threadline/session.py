@@ -589,7 +589,7 @@ class Session:
         branches: list[list[TreeNode]] = []  # children lists that need sorting
         late: list[tuple[str, TreeNode]] = []
         find = nodes.get
-        for eid, parent in t.parent.items():
+        for eid, parent in t.items():  # (an open through the index builds no parents dict)
             node = TreeNode(_entry=eid, _load=self)
             nodes[eid] = node
             if parent is None:

@@ -58,8 +58,8 @@ DECODED_CACHE = 4096  # decoded messages kept from whole-session walks (tree, en
 class Slots:
     """Every tree entry's slot (a record, or a lazy message), by id, in file order.
 
-    The tree entries are the keys of ``keys`` (the tree's parents: the same entries, added in
-    the same order); ``by_id`` holds the records, the decoded messages and the lazy messages of
+    The tree entries are the entries of ``keys`` (the tree: the same entries, added in the
+    same order); ``by_id`` holds the records, the decoded messages and the lazy messages of
     a parsed log. The messages an open read by column (``Columns``, what the JSONL index gives)
     are in neither: an open inserts nothing here for them and makes no lazy message. One asked
     for is made from its row in the columns and not kept (a walk over the whole session keeps
@@ -67,7 +67,7 @@ class Slots:
 
     __slots__ = ("_rows", "by_id", "cols", "keys")
 
-    def __init__(self, keys: dict[str, str | None]) -> None:
+    def __init__(self, keys: TreeIndex) -> None:
         self.keys = keys
         self.by_id: dict[str, Slot] = {}
         self.cols: Columns | None = None
@@ -87,7 +87,7 @@ class Slots:
         assert cols is not None  # an entry of the tree with no slot came from the columns
         rows = self._rows
         if rows is None:
-            self._rows = rows = dict(zip(cols.ids, range(len(cols.ids)), strict=True))
+            self._rows = rows = cols.row_map()
         return cols, rows
 
     def rows(self) -> Mapping[str, int]:
@@ -210,9 +210,9 @@ class SessionState:
         self.read_only = read_only
         self.sizes: dict[str, int] = loaded.sizes
         self.tree = TreeIndex()
-        self.slots = Slots(self.tree.parent)
+        self.slots = Slots(self.tree)
         self.decoded: OrderedDict[str, AnyRecord] = OrderedDict()  # DECODED_CACHE at most
-        self.types = EntryTypes(self.tree.parent)
+        self.types = EntryTypes(self.tree)
         # tree entries that are not messages (about 1% of a real session): context building
         # tests this small set instead of looking every path entry's type up
         self.special: set[str] = set()
@@ -255,6 +255,11 @@ class SessionState:
     def ingest(self, slots: Iterable[Slot]) -> None:
         report = self.load_report
         tree = self.tree
+        if tree.lazy:  # on an index's columns: one by one (a log's tail, other writers' appends)
+            for rec in slots:
+                self.ingest_record(rec)
+            tree.drop_children()
+            return
         store_slots = self.slots.by_id
         parents = tree.parent
         stamps = tree.added_ts
@@ -283,39 +288,51 @@ class SessionState:
         tree.drop_children()
 
     def ingest_columns(self, cols: Columns) -> None:
-        """What :meth:`ingest` does with the first ``cols.count`` slots, a run of messages at
-        a time (a clean load has no duplicate or forward reference among its messages)."""
-        parents = self.tree.parent
+        """What :meth:`ingest` does with the first ``cols.count`` slots, without a dict or an
+        object per message: the tree takes the columns as they are (a clean load has no
+        duplicate or forward reference), and only the decoded records are indexed one by one."""
+        tree = self.tree
         self.slots.cols = cols
-        ids, pids = cols.ids, cols.parents
-        self.tree.add_stamps(ids, cols.stamps)
+        tree.attach(cols)
+        ids, record_rows = cols.ids, cols.record_rows
+        tree.add_stamps(ids, cols.stamps)
+        hint = cols.hint
         prev = m = 0
-        for p, rec in zip([*cols.positions, cols.count], [*cols.records, None], strict=True):
-            k = p - prev
-            if k:
-                run = ids[m : m + k]
-                parents.update(zip(run, pids[m : m + k], strict=True))
-                self.leaf = run[-1]
-                m += k
-            if rec is not None:
-                self.ingest_record(rec)
+        leaf_row = -1
+        for i, p in enumerate(cols.positions):
+            if p > prev:
+                m += p - prev
+                leaf_row = m - 1
+                self.leaf = ids[leaf_row]
+            rec = cols.records[i]
+            r = record_rows[i]
+            self.ingest_record(rec, known=True, row=r if r >= 0 else None)
+            if r >= 0 and not rec.tree:  # a leaf record: where its target message is
+                hint[ids[r]] = r
             prev = p + 1
-        self.tree.drop_children()
+        if cols.count > prev:
+            leaf_row = len(ids) - 1
+            self.leaf = ids[leaf_row]
+        if leaf_row >= 0:
+            hint[ids[leaf_row]] = leaf_row
+        tree.drop_children()
 
-    def ingest_record(self, rec: Any) -> None:
-        """Index one decoded record (anything but a lazy message)."""
+    def ingest_record(self, rec: Any, known: bool = False, row: int | None = None) -> None:
+        """Index one record (a decoded one, or a lazy message). ``known``: (a clean index's
+        record) no id to check for a duplicate or a forward reference; ``row``: there, the
+        row of the message that is its parent."""
         report = self.load_report
         store_slots = self.slots.by_id
-        entries = self.tree.parent  # every tree entry (the slots' keys)
+        entries = self.tree  # every tree entry (the slots' keys)
         rid = rec.id
         if rec.tree:
             if rid is None:
                 return  # an unknown record without id: kept in the file only
-            if rid in entries:
+            if not known and rid in entries:
                 report.duplicate_ids.append(rid)
                 return
             kind = rec.type
-            self.tree.add(rid, rec.parent_id, rec.timestamp or "")
+            self.tree.add(rid, rec.parent_id, rec.timestamp or "", known=known, row=row)
             store_slots[rid] = rec
             if kind != "message":
                 self.types.named[rid] = kind
@@ -342,7 +359,7 @@ class SessionState:
         payload = rec.payload
         if kind == "leaf":
             target = payload.target_id
-            if target is None or target in entries:
+            if known or target is None or target in entries:
                 self.leaf = target
             else:
                 report.unknown_leaf.append(target)
@@ -599,15 +616,18 @@ class SessionState:
             return Context(bare.ids, self, bare.model, bare.thinking_level, leaf)
         view = self.view
         if view is None or view.leaf != leaf or view.active_tags != tags:
-            path = self.path_ids() if leaf == self.leaf else self.tree.path(leaf)
-            view = build_view(self, path, tags)
+            if self.tree.lazy:  # on an index's columns: runs of messages, never a path list
+                view = build_view(self, (), tags, runs=self.tree.path_runs(leaf), leaf=leaf)
+            else:
+                path = self.path_ids() if leaf == self.leaf else self.tree.path(leaf)
+                view = build_view(self, path, tags)
             if leaf == self.leaf:
                 self.view = view
         return Context(view.ids, self, view.model, view.thinking_level, leaf)
 
     def message_for_view_id(self, view_id: str) -> Message:
         kind = self.types.named.get(view_id)  # (inline EntryTypes.get: once per message)
-        if kind is None and view_id in self.tree.parent:
+        if kind is None and view_id in self.tree:
             kind = "message"
         if kind == "message":
             rec = self.record(view_id)

@@ -247,7 +247,7 @@ class Stamps:
 
     __slots__ = ("data", "ends")
 
-    def __init__(self, data: bytes, ends: Sequence[int]) -> None:
+    def __init__(self, data: bytes | memoryview, ends: Sequence[int]) -> None:
         self.data, self.ends = data, ends
 
     def __len__(self) -> int:
@@ -257,10 +257,10 @@ class Stamps:
         if row < 0:
             raise IndexError(row)
         ends = self.ends
-        return self.data[ends[row - 1] if row else 0 : ends[row]].decode("utf-8", "surrogatepass")
+        return str(self.data[ends[row - 1] if row else 0 : ends[row]], "utf-8", "surrogatepass")
 
     def __iter__(self) -> Iterator[str]:
-        data = self.data
+        data = bytes(self.data)
         ends = list(self.ends)
         spans = map(slice, [0, *ends[:-1]], ends)
         if data.isascii():  # the usual case: one decode, then the offsets index the text
@@ -268,22 +268,36 @@ class Stamps:
         return (data[span].decode("utf-8", "surrogatepass") for span in spans)
 
 
+NO_PARENT = -1  # a parent row of Columns: no parent
+NAMED_PARENT = -2  # a parent row of Columns: the parent is kept by name (a record, not a message)
+
+
 class Columns:
     """The first ``count`` slots of a load, by column (what a JSONL index gives): the messages'
     ids, parents, timestamps and where their lines are in ``source`` (by message row), and the
     decoded records with their positions among the slots. No lazy message exists until
-    :meth:`lazy` makes one. ``clean``: no message repeats an id or names a parent not seen
-    before it, so the session layer may index the messages a run at a time instead of one by
-    one."""
+    :meth:`lazy` makes one, and no per-message object but the id: a message's parent is the
+    row of another message in ``rows`` (:data:`NO_PARENT`, or :data:`NAMED_PARENT` with the id
+    in ``named``). ``breaks``: the rows whose parent is not the row before them (row 0 first),
+    so a path is a few runs of consecutive rows. ``record_rows``: per decoded record, the row of
+    the message its parent (a tree entry) or its target (a ``leaf`` record) is, else a negative
+    row. ``clean``: no entry repeats an id, names a parent, or moves the leaf to an entry not
+    seen before it, so the session layer may index it without looking anything up."""
 
     __slots__ = (
+        "_id_lengths",
+        "_row",
+        "breaks",
         "clean",
         "count",
+        "hint",
         "ids",
         "lengths",
-        "parents",
+        "named",
         "positions",
+        "record_rows",
         "records",
+        "rows",
         "source",
         "stamps",
         "starts",
@@ -292,7 +306,8 @@ class Columns:
     def __init__(
         self,
         ids: Sequence[str],
-        parents: Sequence[str | None],
+        rows: Sequence[int],
+        named: dict[int, str],
         stamps: Stamps,
         source: Any,
         starts: Sequence[int],
@@ -300,18 +315,66 @@ class Columns:
         positions: list[int],
         records: list[AnyRecord],
         clean: bool,
+        breaks: Sequence[int],
+        record_rows: Sequence[int],
+        id_lengths: Iterable[int] | None = None,
     ) -> None:
-        self.ids, self.parents, self.stamps = ids, parents, stamps
+        self.ids, self.rows, self.named, self.stamps = ids, rows, named, stamps
         self.source, self.starts, self.lengths = source, starts, lengths
         self.positions, self.records, self.clean = positions, records, clean
+        self.breaks, self.record_rows = breaks, record_rows
         self.count = len(ids) + len(records)
+        self.hint: dict[str, int] = {}  # rows known without the map (the leaf's)
+        self._row: dict[str, int] | None = None
+        # the lengths of the ids (None: found on first use): an id of another length is not here
+        self._id_lengths: set[int] | None = None if id_lengths is None else set(id_lengths)
+
+    def parent_of(self, row: int) -> str | None:
+        """The parent id of the message in ``row``."""
+        p = self.rows[row]
+        if p >= 0:
+            return self.ids[p]
+        if p == NO_PARENT:
+            return None
+        return self.named[row]
+
+    def parent_list(self) -> list[str | None]:
+        """Every message's parent id, by row (built when asked for, not kept)."""
+        rows = self.rows
+        if rows and min(rows) < NAMED_PARENT:
+            raise StoreError("The session index names a parent row out of range")
+        # a parent row indexes ids; -1 and -2 index the two names put after them
+        by_row: list[str | None] = [*self.ids, "", None]
+        parents = list(map(by_row.__getitem__, rows))
+        for i, name in self.named.items():
+            parents[i] = name
+        return parents
+
+    def row_map(self) -> dict[str, int]:
+        """The row of every message id (built on first use)."""
+        rows = self._row
+        if rows is None:
+            self._row = rows = dict(zip(self.ids, range(len(self.ids)), strict=True))
+        return rows
+
+    def row(self, entry_id: str) -> int | None:
+        """The row of a message id, None for any other id."""
+        r = self.hint.get(entry_id)
+        if r is not None:
+            return r
+        lengths = self._id_lengths
+        if lengths is None:  # one C-speed pass: an id of another length is not here
+            self._id_lengths = lengths = set(map(len, self.ids))
+        if len(entry_id) not in lengths:
+            return None
+        return self.row_map().get(entry_id)
 
     def lazy(self, row: int) -> LazyMessage:
         """The lazy slot of the message in ``row``."""
         start = self.starts[row]
         return LazyMessage(
             self.ids[row],
-            self.parents[row],
+            self.parent_of(row),
             self.stamps[row],
             self.source,
             start,

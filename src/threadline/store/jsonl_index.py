@@ -29,19 +29,28 @@ from typing import Any
 import msgspec
 
 from threadline.model.entries import decode_record
-from threadline.store.base import Columns, LazyMessage, LoadReport, Slot, Stamps
+from threadline.store.base import (
+    NAMED_PARENT,
+    NO_PARENT,
+    Columns,
+    LazyMessage,
+    LoadReport,
+    Slot,
+    Stamps,
+)
 
 MAGIC = b"TLIX"
-VERSION = 4  # 4: timestamps as one string of bytes and end offsets
+VERSION = 5  # 5: where runs of parents break, record rows, id lengths, clean covers records
 TAIL = 4096  # bytes of the log's covered end that the tail checksum reads
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_NONE = -1  # parent row: no parent
-_NAMED = -2  # parent row: the parent id is kept by name (not a message, or not in the file)
+_NONE = NO_PARENT  # parent row: no parent
+_NAMED = NAMED_PARENT  # parent row: the parent id is kept by name (not a message)
 
 
 class IndexBody(msgspec.Struct, array_like=True):
-    """The index file after its 8-byte prefix (magic, crc32 of this body)."""
+    """The index file after its 8-byte prefix (magic, crc32 of this body). The arrays decode
+    as views of the file's bytes (no copy): an open of 1M entries reads ~55 MB once."""
 
     version: int
     end: int  # bytes of the log covered: the offset after the last complete line
@@ -49,18 +58,25 @@ class IndexBody(msgspec.Struct, array_like=True):
     head_crc: int  # crc32 of the header line
     tail_crc: int  # crc32 of the TAIL bytes before ``end``
     kinds: bytes  # per slot: 0 a lazy message, 1 a record decoded at load
-    starts: bytes  # array("q") per slot: byte offset in the log
-    lengths: bytes  # array("I") per slot: line length without the newline
+    starts: memoryview  # array("q") per slot: byte offset in the log
+    lengths: memoryview  # array("I") per slot: line length without the newline
     # per message; a tuple: the cyclic GC stops tracking a tuple of strings, and the session
     # keeps this one (a list of 1M ids would be walked by every full collection, ~10 ms)
     ids: tuple[str, ...]
-    parents: bytes  # array("i") per message: row of the parent message, _NONE or _NAMED
+    parents: memoryview  # array("i") per message: row of the parent message, _NONE or _NAMED
     named: dict[int, str]  # message row -> parent id, for the _NAMED rows
-    stamps: bytes  # per message, one after another: its timestamp in UTF-8
-    stamp_ends: bytes  # array("q") per message: where its timestamp ends in stamps
+    stamps: memoryview  # per message, one after another: its timestamp in UTF-8
+    stamp_ends: memoryview  # array("q") per message: where its timestamp ends in stamps
     corrupt: list[tuple[int, str]]
-    clean: bool  # no message repeats an id or names a parent not seen before it (Columns)
+    # no entry repeats an id, names a parent or moves the leaf to an entry not seen before it
+    clean: bool
     record_ids: list[str | None]  # per decoded record: its id when it is a tree entry
+    # array("i"), ascending: the message rows whose parent is not the row before (row 0 first)
+    breaks: memoryview
+    # array("i") per decoded record: the row of the message that is its parent (a tree entry)
+    # or its target (a leaf record), else _NONE or _NAMED
+    record_rows: memoryview
+    id_lengths: list[int]  # the lengths of the message ids, each once (a filter for lookups)
 
 
 _decoder = msgspec.msgpack.Decoder(IndexBody)
@@ -107,6 +123,9 @@ def read(path: Path) -> IndexBody | None:
         or len(body.stamp_ends) != 8 * m
         or body.kinds.count(0) != m
         or len(body.record_ids) != n - m
+        or len(body.record_rows) != 4 * (n - m)
+        or len(body.breaks) % 4
+        or (m and body.breaks[:4] != bytes(4))
         or body.end < 0
     ):
         return None
@@ -125,7 +144,7 @@ def build(
     """The index of a load: ``base`` (the index of the log's first part, None for none)
     extended by ``slots``, the slots that follow it in file order, and the spans of the
     decoded records among them. Costs what the new slots cost, plus one C-speed pass over the
-    old ids when a new message names a parent other than the message before it."""
+    old ids when a new entry names a parent other than the message before it."""
     if base is None:
         kinds = bytearray()
         starts = array("q")
@@ -136,43 +155,57 @@ def build(
         stamp_ends = array("q")
         named: dict[int, str] = {}
         record_ids: list[str | None] = []
+        breaks = array("i")
+        record_rows = array("i")
         clean = True
     else:
         kinds = bytearray(base.kinds)
-        starts = array("q", base.starts)
-        lengths = array("I", base.lengths)
-        parents = array("i", base.parents)
+        starts = _array("q", base.starts)
+        lengths = _array("I", base.lengths)
+        parents = _array("i", base.parents)
         ids = list(base.ids)
         stamps = bytearray(base.stamps)
-        stamp_ends = array("q", base.stamp_ends)
+        stamp_ends = _array("q", base.stamp_ends)
         named = dict(base.named)
         record_ids = list(base.record_ids)
+        breaks = _array("i", base.breaks)
+        record_rows = _array("i", base.record_rows)
         clean = base.clean
     seen: set[str] | None = None  # every tree id so far (for ``clean``), built when needed
     row: dict[str, int] | None = None  # a row of every message id so far, built when needed
+
+    def row_of(name: str | None) -> int:
+        nonlocal row
+        if name is None:
+            return _NONE
+        if ids and ids[-1] == name:  # the common case: the message before it
+            return len(ids) - 1
+        if row is None:
+            row = dict(zip(ids, range(len(ids)), strict=True))
+        return row.get(name, _NAMED)
+
+    def seen_ids() -> set[str]:
+        nonlocal seen
+        if seen is None:
+            seen = set(ids)
+            seen.update(r for r in record_ids if r is not None)
+        return seen
+
     decoded = iter(spans)
     for slot in slots:
         if slot.__class__ is LazyMessage:
             eid, p = slot.id, slot.parent_id
             if clean:
-                if seen is None:
-                    seen = set(ids)
-                    seen.update(r for r in record_ids if r is not None)
-                clean = eid not in seen and (p is None or p in seen)
+                known = seen_ids()
+                clean = eid not in known and (p is None or p in known)
+            if seen is not None:
                 seen.add(eid)
-            if p is None:
-                parents.append(_NONE)
-            elif ids and ids[-1] == p:  # the common case: under the message before it
-                parents.append(len(ids) - 1)
-            else:
-                if row is None:
-                    row = dict(zip(ids, range(len(ids)), strict=True))
-                r = row.get(p)
-                if r is None:
-                    parents.append(_NAMED)
-                    named[len(ids)] = p
-                else:
-                    parents.append(r)
+            r = row_of(p)
+            if r == _NAMED:
+                named[len(ids)] = p  # type: ignore[assignment]  # (p is not None here)
+            if not ids or r != len(ids) - 1:
+                breaks.append(len(ids))
+            parents.append(r)
             if row is not None:
                 row[eid] = len(ids)
             ids.append(eid)
@@ -184,9 +217,20 @@ def build(
         else:
             kinds.append(1)
             rid = slot.id if slot.tree else None
+            target: str | None = None
+            if rid is not None:  # a tree entry: it points at its parent
+                target = slot.parent_id
+                if clean:
+                    known = seen_ids()
+                    clean = rid not in known and (target is None or target in known)
+                if seen is not None:
+                    seen.add(rid)
+            elif slot.type == "leaf":  # a leaf record: at its target
+                target = getattr(getattr(slot, "payload", None), "target_id", None)
+                if clean:
+                    clean = target is None or target in seen_ids()
             record_ids.append(rid)
-            if seen is not None and rid is not None:
-                seen.add(rid)
+            record_rows.append(row_of(target))
             start, length = next(decoded)
             starts.append(start)
             lengths.append(length)
@@ -197,16 +241,19 @@ def build(
         head_crc=crcs[0],
         tail_crc=crcs[1],
         kinds=bytes(kinds),
-        starts=starts.tobytes(),
-        lengths=lengths.tobytes(),
+        starts=memoryview(starts.tobytes()),
+        lengths=memoryview(lengths.tobytes()),
         ids=tuple(ids),
-        parents=parents.tobytes(),
+        parents=memoryview(parents.tobytes()),
         named=named,
-        stamps=bytes(stamps),
-        stamp_ends=stamp_ends.tobytes(),
+        stamps=memoryview(bytes(stamps)),
+        stamp_ends=memoryview(stamp_ends.tobytes()),
         corrupt=list(report.corrupt_lines),
         clean=clean,
         record_ids=record_ids,
+        breaks=memoryview(breaks.tobytes()),
+        record_rows=memoryview(record_rows.tobytes()),
+        id_lengths=sorted(set(map(len, ids))),
     )
 
 
@@ -215,31 +262,22 @@ def slots_of(
 ) -> tuple[list[tuple[int, int]], Columns]:
     """The load of the indexed part by column (lazy messages read from ``source``, made only
     when asked for; records decoded now, their sizes put in ``sizes``) and the spans of the
-    decoded records. Raises on anything that does not decode (the caller then parses the log
-    instead)."""
-    starts = array("q")
-    starts.frombytes(body.starts)
-    lengths = array("I")
-    lengths.frombytes(body.lengths)
-    rows = array("i")
-    rows.frombytes(body.parents)
-    stamp_ends = array("q")
-    stamp_ends.frombytes(body.stamp_ends)
+    decoded records. Makes no object per message: the ids are the index's, the parents stay
+    rows (the session layer walks them). Raises on anything that does not decode (the caller
+    then parses the log instead)."""
+    # views of the index's bytes as typed arrays (no copy)
+    starts = body.starts.cast("q")
+    lengths = body.lengths.cast("I")
+    rows = body.parents.cast("i")
+    breaks = body.breaks.cast("i")
+    record_rows = body.record_rows.cast("i")
+    stamp_ends = body.stamp_ends.cast("q")
     if stamp_ends and stamp_ends[-1] != len(body.stamps):
         raise ValueError("the timestamps do not end where their last one does")
     ids = body.ids
     named = body.named
-    if rows and (max(rows) >= len(ids) or min(rows) < _NAMED):
-        raise ValueError("a parent row out of range")
-    if rows.count(_NAMED) != len(named) or any(rows[i] != _NAMED for i in named):
+    if any(not 0 <= i < len(rows) or rows[i] != _NAMED for i in named):
         raise ValueError("a named parent row without its name")
-    # a parent row indexes ids; -1 (_NONE) and -2 (_NAMED) index the two names put after them
-    by_row: list[str | None] = [*ids, "", None]
-    parents = list(map(by_row.__getitem__, rows))
-    for i, name in named.items():
-        parents[i] = name
-    parent_ids = tuple(parents)  # (a tuple, as ids)
-    del parents
     kinds = body.kinds
     positions: list[int] = []  # where the decoded records stand among the slots
     p = kinds.find(1)
@@ -252,11 +290,11 @@ def slots_of(
         msg_lengths = array("I")
         prev = 0
         for p in [*positions, n]:
-            msg_starts += starts[prev:p]
-            msg_lengths += lengths[prev:p]
+            msg_starts.frombytes(body.starts[8 * prev : 8 * p])
+            msg_lengths.frombytes(body.lengths[4 * prev : 4 * p])
             prev = p + 1
     else:
-        msg_starts, msg_lengths = starts, lengths
+        msg_starts, msg_lengths = starts, lengths  # type: ignore[assignment]
     spans = [(starts[p], lengths[p]) for p in positions]
     records = [decode_record(source[a : a + n_]) for a, n_ in spans]
     for rec, (_, size) in zip(records, spans, strict=True):
@@ -264,7 +302,8 @@ def slots_of(
             sizes[rec.id] = size
     cols = Columns(
         ids,
-        parent_ids,
+        rows,
+        named,
         Stamps(body.stamps, stamp_ends),
         source,
         msg_starts,
@@ -272,8 +311,17 @@ def slots_of(
         positions,
         records,
         body.clean,
+        breaks,
+        record_rows,
+        body.id_lengths,
     )
     return spans, cols
+
+
+def _array(typecode: str, data: memoryview) -> array[Any]:
+    out = array(typecode)
+    out.frombytes(data)
+    return out
 
 
 def write(path: Path, body: IndexBody, tag: str) -> None:
