@@ -108,6 +108,30 @@ def test_written_lines_have_exactly_the_design_shape(jsonl_store: tl.Store) -> N
     assert list(leaf_line) == ["type", "id", "parent_id", "timestamp", "leaf"]
 
 
+def test_generated_ids_are_distinct_uuid4_strings_and_timestamps_rfc3339_milliseconds(
+    jsonl_store: tl.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uuid
+
+    from threadline.model import entries
+
+    s = jsonl_store.create()
+    ids = [s.append_message("user", f"m{i}") for i in range(600)]  # more than two id pools
+    assert len(set(ids)) == 600
+    for eid in ids:
+        u = uuid.UUID(eid)
+        assert str(u) == eid and u.version == 4 and u.variant == uuid.RFC_4122
+    # the second's text is formatted once and reused for the milliseconds within it
+    clock = iter([1_700_000_000_123_456_789, 1_700_000_000_999_000_000, 1_700_000_001_004_000_000])
+    monkeypatch.setattr(entries.time, "time_ns", lambda: next(clock))
+    stamps = [s.entry(s.append_message("user", "t")).timestamp for _ in range(3)]
+    assert stamps == [
+        "2023-11-14T22:13:20.123Z",
+        "2023-11-14T22:13:20.999Z",
+        "2023-11-14T22:13:21.004Z",
+    ]
+
+
 def test_line_separators_inside_text_round_trip(jsonl_store: tl.Store) -> None:
     body = "a\u2028b\u2029c\x85d\re\nf\x0bg\x0ch"
     s = jsonl_store.create()

@@ -26,7 +26,7 @@ from threadline.bookmarks import TagEvent, TagImport, TagListing, TagStatus, Und
 from threadline.context import Context
 from threadline.errors import StoreError, UserError
 from threadline.history import PurgePlan
-from threadline.model.content import ROLES, Message, Usage, coerce_content
+from threadline.model.content import ROLES, Message, Text, TextBlock, Usage, coerce_content
 from threadline.model.entries import (
     RECORD_CLASSES,
     AnyRecord,
@@ -354,6 +354,10 @@ class Session:
             raise self._state.unknown(str(parent_id))
         if isinstance(role, Message):
             msg = role
+            if msg.role not in ROLES:
+                raise UserError(
+                    f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}"
+                )
         else:
             if role not in ROLES:
                 raise UserError(f"Unknown role {role!r}; use one of: {', '.join(sorted(ROLES))}")
@@ -363,14 +367,15 @@ class Session:
                 usage = msgspec.convert(usage, Usage)
             msg = Message(
                 role=role,
-                content=coerce_content(content),
+                # a string is one text block (what coerce_content makes of it, without its calls)
+                content=[TextBlock(text=Text(content=content))]
+                if content.__class__ is str
+                else coerce_content(content),
                 model=model,
                 usage=usage,
                 stop_reason=stop_reason,
                 provider_details=provider_details,
             )
-        if msg.role not in ROLES:
-            raise UserError(f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}")
         return self._state.write("message", msg, parent_id=parent_id)
 
     @serialized
