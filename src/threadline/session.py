@@ -123,6 +123,7 @@ class EntryMeta(msgspec.Struct, kw_only=True):
     parent_id: str | None = None
 
 
+_NO_ENTRY = object()
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -591,23 +592,34 @@ class Session:
         t = self._state.tree
         nodes: dict[str, TreeNode] = {}
         roots: list[TreeNode] = []
-        branches: list[list[TreeNode]] = []  # children lists that need sorting
+        grown: list[list[TreeNode]] = []  # a children list each time it gets one more child
         late: list[tuple[str, TreeNode]] = []
         find = nodes.get
+        # the parent of most entries is the entry just before them: it is taken from there, not
+        # looked up (the first entry has none before it: a marker no parent equals)
+        prev_id: object = _NO_ENTRY
+        prev = TreeNode()
         for eid, parent in t.parent.items():
             node = TreeNode(_entry=eid, _load=self)
             nodes[eid] = node
-            if parent is None:
+            if parent == prev_id:
+                kids = prev.children
+            elif parent is None:
                 roots.append(node)
+                prev_id, prev = eid, node
                 continue
-            above = find(parent)
-            if above is None:
-                late.append((parent, node))
-                continue
-            kids = above.children
+            else:
+                above = find(parent)
+                if above is None:
+                    late.append((parent, node))
+                    prev_id, prev = eid, node
+                    continue
+                kids = above.children
+            if kids:  # a second child or more: the list is sorted below
+                grown.append(kids)
             kids.append(node)
-            if len(kids) == 2:
-                branches.append(kids)
+            prev_id, prev = eid, node
+        branches = list({id(kids): kids for kids in grown}.values())
         if late:
             for parent, node in late:
                 nodes[parent].children.append(node)
@@ -622,7 +634,9 @@ class Session:
         if late:
             seq = t.file_order()
             for parent in {parent for parent, _ in late}:
-                nodes[parent].children.sort(key=lambda n: (key(n._entry), seq[n._entry]))
+                kids = nodes[parent].children
+                if len(kids) > 1:  # (an only child has no time in keys)
+                    kids.sort(key=lambda n: (key(n._entry), seq[n._entry]))
         for eid, label in self._state.labels.items():
             labelled = find(eid)
             if labelled is not None:
