@@ -327,7 +327,6 @@ class Session:
             st.invalidate()
         return [r.id for r in records]
 
-    @serialized
     def append_message(
         self,
         role: str | Message,
@@ -347,37 +346,42 @@ class Session:
         (``[{"type": "text", "text": "x"}]``, Anthropic tool blocks, Gemini parts), or a whole
         :class:`Message`.
         """
-        if (
-            parent_id is not AT_LEAF
-            and parent_id is not None
-            and parent_id not in self._state.slots
-        ):
-            raise self._state.unknown(str(parent_id))
-        if isinstance(role, Message):
-            msg = role
-            if msg.role not in ROLES:
-                raise UserError(
-                    f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}"
+        # serialized like every method, by hand: the decorator's forwarding of *args and
+        # **kwargs costs a tenth of a small append
+        with self._state.lock:
+            if (
+                parent_id is not AT_LEAF
+                and parent_id is not None
+                and parent_id not in self._state.slots
+            ):
+                raise self._state.unknown(str(parent_id))
+            if isinstance(role, Message):
+                msg = role
+                if msg.role not in ROLES:
+                    raise UserError(
+                        f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}"
+                    )
+            else:
+                if role not in ROLES:
+                    raise UserError(
+                        f"Unknown role {role!r}; use one of: {', '.join(sorted(ROLES))}"
+                    )
+                if content is None:
+                    raise UserError("append_message needs content (a string or a list of blocks)")
+                if isinstance(usage, dict):
+                    usage = msgspec.convert(usage, Usage)
+                msg = Message(
+                    role=role,
+                    # a string: one text block (coerce_content would make it, in three calls)
+                    content=[TextBlock(text=Text(content=content))]
+                    if content.__class__ is str
+                    else coerce_content(content),
+                    model=model,
+                    usage=usage,
+                    stop_reason=stop_reason,
+                    provider_details=provider_details,
                 )
-        else:
-            if role not in ROLES:
-                raise UserError(f"Unknown role {role!r}; use one of: {', '.join(sorted(ROLES))}")
-            if content is None:
-                raise UserError("append_message needs content (a string or a list of blocks)")
-            if isinstance(usage, dict):
-                usage = msgspec.convert(usage, Usage)
-            msg = Message(
-                role=role,
-                # a string is one text block (what coerce_content makes of it, without its calls)
-                content=[TextBlock(text=Text(content=content))]
-                if content.__class__ is str
-                else coerce_content(content),
-                model=model,
-                usage=usage,
-                stop_reason=stop_reason,
-                provider_details=provider_details,
-            )
-        return self._state.write("message", msg, parent_id=parent_id)
+            return self._state.write("message", msg, parent_id=parent_id)
 
     @serialized
     def append_model_change(self, provider: str, model_id: str) -> str:
