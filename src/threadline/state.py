@@ -458,7 +458,7 @@ class SessionState:
         prev_leaf = self.leaf
         rid = rec.id
         tree = self.tree
-        if rec.__class__ is MessageEntry and rid not in tree.parent:
+        if rec.__class__ is MessageEntry and rid not in tree:
             # what ingest_record does with a new message, inline (the hot path)
             tree.add(rid, rec.parent_id, rec.timestamp or "")
             self.slots.by_id[rid] = rec
