@@ -13,12 +13,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import threadline as tl
 from threadline.errors import LimitError, UserError
-from threadline.model.content import Message, text, tool_use
-from threadline.model.entries import CustomEntry, MessageEntry
-from threadline.model.limits import MAX_DEPTH, MAX_RECORD_BYTES
+from threadline.model.content import (
+    Message,
+    Text,
+    TextBlock,
+    ToolResult,
+    ToolResultBlock,
+    Usage,
+    text,
+    tool_result,
+    tool_use,
+)
+from threadline.model.entries import CustomEntry, MessageEntry, encode
+from threadline.model.limits import (
+    MAX_DEPTH,
+    MAX_RECORD_BYTES,
+    check_record,
+    check_value,
+    plain_message,
+)
 from threadline.store.jsonl import JsonlStore
 
 TS = "2024-01-01T00:00:00.000Z"
@@ -293,3 +311,101 @@ def test_the_longest_valid_session_id_is_accepted(store: tl.Store) -> None:
     s.append_message("user", "ok")
     s.close()
     assert store.open(sid).id == sid
+
+
+# -- the appended message checked from its fields (model/limits.plain_message) -------------------
+
+
+@pytest.mark.parametrize("where", ["model", "stop_reason", "tool_use_id", "tool result"])
+def test_a_nul_in_any_string_of_a_plain_message_is_refused(
+    store: tl.Store, session: tl.Session, where: str
+) -> None:
+    bad = "a\x00b"
+    parts: dict[str, Any] = {"role": "assistant", "content": [text("fine")]}
+    if where == "tool_use_id":
+        parts["content"] = [tool_result(bad, "fine")]
+    elif where == "tool result":
+        parts["content"] = [text("fine"), tool_result("t1", bad)]
+    else:
+        parts[where] = bad
+    refused(
+        store,
+        session,
+        lambda: session.append_message(Message(**parts)),
+        r"NUL character \(\\u0000\)",
+    )
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf])
+def test_a_float_in_a_messages_usage_is_refused(
+    store: tl.Store, session: tl.Session, number: float
+) -> None:
+    # msgspec does not check a Struct's field types when it is built: the usage holds a float
+    msg = Message(role="assistant", content=[text("x")], usage=Usage(input=number))  # type: ignore[arg-type]
+    refused(store, session, lambda: session.append_message(msg), "JSON has no NaN or Infinity")
+
+
+def test_what_a_plain_message_may_hold_is_pinned() -> None:
+    # plain_message reads these fields by name: a new field must be added to it (or make it
+    # answer False), else the field would go unchecked
+    assert Message.__struct_fields__ == (
+        "role",
+        "content",
+        "model",
+        "usage",
+        "stop_reason",
+        "provider_details",
+    )
+    assert Usage.__struct_fields__ == ("input", "output", "cache_read", "cache_write", "total")
+    assert TextBlock.__struct_fields__ == ("text", "provider_details")
+    assert Text.__struct_fields__ == ("content",)
+    assert ToolResultBlock.__struct_fields__ == ("tool_result", "provider_details")
+    assert ToolResult.__struct_fields__ == ("tool_use_id", "content", "is_error")
+
+
+_texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8) | st.sampled_from(
+    ["a\x00", "null", "u0000", "{[", "\\u0000"]
+)
+_numbers = st.integers(-5, 5) | st.booleans() | st.floats(allow_nan=True)
+_blocks = st.one_of(
+    st.builds(text, _texts),
+    st.builds(tool_result, _texts, _texts | st.lists(st.builds(text, _texts), max_size=2)),
+    st.builds(tool_use, _texts, _texts, st.dictionaries(_texts, _numbers, max_size=2)),
+    st.builds(
+        TextBlock,
+        text=st.builds(Text, content=_texts),
+        provider_details=st.none() | st.dictionaries(_texts, _numbers, max_size=2),
+    ),
+)
+_messages = st.builds(
+    Message,
+    role=_texts,
+    content=st.lists(_blocks, max_size=3),
+    model=st.none() | _texts,
+    usage=st.none() | st.builds(Usage, input=_numbers, total=_numbers),
+    stop_reason=st.none() | _texts,
+    provider_details=st.none() | st.dictionaries(_texts, _numbers, max_size=2),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(msg=_messages, root=st.booleans())
+def test_the_check_from_a_messages_fields_refuses_exactly_what_the_full_walk_refuses(
+    msg: Message, root: bool
+) -> None:
+    rec = MessageEntry(id="m", parent_id=None if root else "p", timestamp=TS, message=msg)
+    line = encode(rec)
+    try:
+        check_value(msg, depth=2)
+    except LimitError as exc:
+        expected: str | None = str(exc)
+    else:
+        expected = None
+    if plain_message(msg):
+        assert expected is None
+    try:
+        check_record(msg, line, 1 if root else 0)
+    except LimitError as exc:
+        assert str(exc) == expected
+    else:
+        assert expected is None

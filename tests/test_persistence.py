@@ -108,6 +108,30 @@ def test_written_lines_have_exactly_the_design_shape(jsonl_store: tl.Store) -> N
     assert list(leaf_line) == ["type", "id", "parent_id", "timestamp", "leaf"]
 
 
+def test_generated_ids_are_distinct_uuid4_strings_and_timestamps_rfc3339_milliseconds(
+    jsonl_store: tl.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uuid
+
+    from threadline.model import entries
+
+    s = jsonl_store.create()
+    ids = [s.append_message("user", f"m{i}") for i in range(600)]  # more than two id pools
+    assert len(set(ids)) == 600
+    for eid in ids:
+        u = uuid.UUID(eid)
+        assert str(u) == eid and u.version == 4 and u.variant == uuid.RFC_4122
+    # the second's text is formatted once and reused for the milliseconds within it
+    clock = iter([1_700_000_000_123_456_789, 1_700_000_000_999_000_000, 1_700_000_001_004_000_000])
+    monkeypatch.setattr(entries.time, "time_ns", lambda: next(clock))
+    stamps = [s.entry(s.append_message("user", "t")).timestamp for _ in range(3)]
+    assert stamps == [
+        "2023-11-14T22:13:20.123Z",
+        "2023-11-14T22:13:20.999Z",
+        "2023-11-14T22:13:21.004Z",
+    ]
+
+
 def test_line_separators_inside_text_round_trip(jsonl_store: tl.Store) -> None:
     body = "a\u2028b\u2029c\x85d\re\nf\x0bg\x0ch"
     s = jsonl_store.create()
@@ -424,6 +448,39 @@ def test_the_nested_tree_orders_siblings_by_time_then_file_order_with_parents_wr
         ("r1", [("q", []), ("p", [("c", []), ("e", []), ("d", [])])]),
     ]
     assert [f.entry.id for f in s.tree(flat=True)] == ["r0", "r1", "q", "p", "c", "e", "d"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    parents=st.lists(st.integers(-2, 40), min_size=1, max_size=40),
+    stamps=st.lists(st.integers(0, 3), min_size=40, max_size=40),
+    shuffle=st.none() | st.randoms(use_true_random=False),
+)
+def test_the_nested_tree_has_the_flat_trees_order_whatever_the_file_order(
+    parents: list[int], stamps: list[int], shuffle: Any
+) -> None:
+    # entry i: a root (-1), a child of the entry before it (-2, the usual chain) or of any
+    # earlier one; few distinct times, so siblings tie; shuffled, children come before parents
+    records = []
+    for i, p in enumerate(parents):
+        parent = None if i == 0 or p == -1 else f"e{i - 1}" if p == -2 else f"e{p % i}"
+        stamp = f"2024-01-01T12:00:0{stamps[i]}Z"
+        records.append(m(f"e{i}", parent, f"e{i}", timestamp=stamp))
+    if shuffle is not None:
+        shuffle.shuffle(records)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = tl.open_store(tmp)
+        write_session(store, records)
+        s = store.open("s1")
+        nested: list[tuple[str, list[str], int]] = []
+        stack = [(n, 0) for n in reversed(s.tree())]  # type: ignore[arg-type]
+        while stack:
+            node, depth = stack.pop()
+            nested.append((node.entry.id, [c.entry.id for c in node.children], depth))
+            stack.extend((c, depth + 1) for c in reversed(node.children))
+        flat = [(f.entry.id, f.children, f.depth) for f in s.tree(flat=True)]  # type: ignore[union-attr]
+        assert nested == flat
+        assert len(flat) == len(parents)
 
 
 # -- unknown record types and fields ------------------------------------------------------------

@@ -26,7 +26,7 @@ from threadline.bookmarks import TagEvent, TagImport, TagListing, TagStatus, Und
 from threadline.context import Context
 from threadline.errors import StoreError, UserError
 from threadline.history import PurgePlan
-from threadline.model.content import ROLES, Message, Usage, coerce_content
+from threadline.model.content import ROLES, Message, Text, TextBlock, Usage, coerce_content
 from threadline.model.entries import (
     RECORD_CLASSES,
     AnyRecord,
@@ -123,6 +123,7 @@ class EntryMeta(msgspec.Struct, kw_only=True):
     parent_id: str | None = None
 
 
+_NO_ENTRY = object()
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -326,7 +327,6 @@ class Session:
             st.invalidate()
         return [r.id for r in records]
 
-    @serialized
     def append_message(
         self,
         role: str | Message,
@@ -346,32 +346,42 @@ class Session:
         (``[{"type": "text", "text": "x"}]``, Anthropic tool blocks, Gemini parts), or a whole
         :class:`Message`.
         """
-        if (
-            parent_id is not AT_LEAF
-            and parent_id is not None
-            and parent_id not in self._state.slots
-        ):
-            raise self._state.unknown(str(parent_id))
-        if isinstance(role, Message):
-            msg = role
-        else:
-            if role not in ROLES:
-                raise UserError(f"Unknown role {role!r}; use one of: {', '.join(sorted(ROLES))}")
-            if content is None:
-                raise UserError("append_message needs content (a string or a list of blocks)")
-            if isinstance(usage, dict):
-                usage = msgspec.convert(usage, Usage)
-            msg = Message(
-                role=role,
-                content=coerce_content(content),
-                model=model,
-                usage=usage,
-                stop_reason=stop_reason,
-                provider_details=provider_details,
-            )
-        if msg.role not in ROLES:
-            raise UserError(f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}")
-        return self._state.write("message", msg, parent_id=parent_id)
+        # serialized like every method, by hand: the decorator's forwarding of *args and
+        # **kwargs costs a tenth of a small append
+        with self._state.lock:
+            if (
+                parent_id is not AT_LEAF
+                and parent_id is not None
+                and parent_id not in self._state.slots
+            ):
+                raise self._state.unknown(str(parent_id))
+            if isinstance(role, Message):
+                msg = role
+                if msg.role not in ROLES:
+                    raise UserError(
+                        f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}"
+                    )
+            else:
+                if role not in ROLES:
+                    raise UserError(
+                        f"Unknown role {role!r}; use one of: {', '.join(sorted(ROLES))}"
+                    )
+                if content is None:
+                    raise UserError("append_message needs content (a string or a list of blocks)")
+                if isinstance(usage, dict):
+                    usage = msgspec.convert(usage, Usage)
+                msg = Message(
+                    role=role,
+                    # a string: one text block (coerce_content would make it, in three calls)
+                    content=[TextBlock(text=Text(content=content))]
+                    if content.__class__ is str
+                    else coerce_content(content),
+                    model=model,
+                    usage=usage,
+                    stop_reason=stop_reason,
+                    provider_details=provider_details,
+                )
+            return self._state.write("message", msg, parent_id=parent_id)
 
     @serialized
     def append_model_change(self, provider: str, model_id: str) -> str:
@@ -586,23 +596,34 @@ class Session:
         t = self._state.tree
         nodes: dict[str, TreeNode] = {}
         roots: list[TreeNode] = []
-        branches: list[list[TreeNode]] = []  # children lists that need sorting
+        grown: list[list[TreeNode]] = []  # a children list each time it gets one more child
         late: list[tuple[str, TreeNode]] = []
         find = nodes.get
+        # the parent of most entries is the entry just before them: it is taken from there, not
+        # looked up (the first entry has none before it: a marker no parent equals)
+        prev_id: object = _NO_ENTRY
+        prev = TreeNode()
         for eid, parent in t.items():  # (an open through the index builds no parents dict)
             node = TreeNode(_entry=eid, _load=self)
             nodes[eid] = node
-            if parent is None:
+            if parent == prev_id:
+                kids = prev.children
+            elif parent is None:
                 roots.append(node)
+                prev_id, prev = eid, node
                 continue
-            above = find(parent)
-            if above is None:
-                late.append((parent, node))
-                continue
-            kids = above.children
+            else:
+                above = find(parent)
+                if above is None:
+                    late.append((parent, node))
+                    prev_id, prev = eid, node
+                    continue
+                kids = above.children
+            if kids:  # a second child or more: the list is sorted below
+                grown.append(kids)
             kids.append(node)
-            if len(kids) == 2:
-                branches.append(kids)
+            prev_id, prev = eid, node
+        branches = list({id(kids): kids for kids in grown}.values())
         if late:
             for parent, node in late:
                 nodes[parent].children.append(node)
@@ -617,7 +638,9 @@ class Session:
         if late:
             seq = t.file_order()
             for parent in {parent for parent, _ in late}:
-                nodes[parent].children.sort(key=lambda n: (key(n._entry), seq[n._entry]))
+                kids = nodes[parent].children
+                if len(kids) > 1:  # (an only child has no time in keys)
+                    kids.sort(key=lambda n: (key(n._entry), seq[n._entry]))
         for eid, label in self._state.labels.items():
             labelled = find(eid)
             if labelled is not None:

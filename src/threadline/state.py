@@ -444,48 +444,69 @@ class SessionState:
         """Append one record of ``kind``: a tree entry (under the leaf, or under ``parent_id``)
         or a meta record (``tree=False``)."""
         first = not self.writer
-        self.ensure_writer()
-        cls = RECORD_CLASSES[kind]
+        if first:  # a writer is never read-only: ensure_writer refused it the lock
+            self.ensure_writer()
         if not tree:
             parent = None
         elif parent_id is AT_LEAF:
             parent = self.leaf
         else:
             parent = parent_id if isinstance(parent_id, str) else None
-        rec: Any = cls(id=new_id(), parent_id=parent, timestamp=now(), **{kind: payload})
-        line = encode_checked(encode, rec)
+        rid = new_id()
+        rec: Any
+        if kind == "message":  # the hot path: no keyword dict
+            rec = MessageEntry(id=rid, parent_id=parent, timestamp=now(), message=payload)
+        else:
+            rec = RECORD_CLASSES[kind](id=rid, parent_id=parent, timestamp=now(), **{kind: payload})
+        try:
+            line = encode(rec)
+        except UnicodeEncodeError:
+            line = encode_checked(encode, rec)  # raises the LimitError
         check_record(payload, line, 1 if parent is None else 0)
-        self.append_lines([line], first)
-        self.sizes[rec.id] = len(line)
+        if first:
+            self.append_lines([line], True)
+        else:
+            self.log.append([line])
+        self.sizes[rid] = len(line)
         self.after_write(rec)
-        return str(rec.id)
+        return rid
 
     def after_write(self, rec: KnownRecord) -> None:
         prev_leaf = self.leaf
-        self.ingest_record(rec)
-        view = self.view
-        if not rec.tree:
-            if rec.type in ("leaf", "op_state", "purge"):
-                self.invalidate()
-            return
+        rid = rec.id
+        tree = self.tree
+        if rec.__class__ is MessageEntry and rid not in tree:
+            # what ingest_record does with a new message, inline (the hot path)
+            # the leaf is in the tree (or None): no membership test for the usual parent
+            tree.add(rid, rec.parent_id, rec.timestamp or "", known=rec.parent_id == prev_leaf)
+            self.slots.by_id[rid] = rec
+            self.leaf = rid
+            kind = "message"
+        else:
+            self.ingest_record(rec)
+            if not rec.tree:
+                if rec.type in ("leaf", "op_state", "purge"):
+                    self.invalidate()
+                return
+            kind = rec.type
         if rec.parent_id != prev_leaf:  # written under another entry (branch_with_summary)
             self.invalidate()
             return
         path = self.path_cache
         if path is not None and path[0] == prev_leaf:
-            path[1].append(rec.id)
-            self.path_cache = (rec.id, path[1])
+            path[1].append(rid)
+            self.path_cache = (rid, path[1])
         else:
             self.path_cache = None
+        view = self.view
         if view is None or view.leaf != prev_leaf:
             self.view = None
             return
-        kind = rec.type
         if kind == "message":
-            view.ids.append(rec.id)
+            view.ids.append(rid)
         elif kind == "branch_summary":
             if rec.payload.summary:
-                view.ids.append(rec.id)
+                view.ids.append(rid)
         elif kind == "model_change":
             view.model = rec.payload
         elif kind == "thinking_level":
@@ -493,7 +514,7 @@ class SessionState:
         elif kind in ("compaction", "context_op"):
             self.view = None
             return
-        view.leaf = rec.id
+        view.leaf = rid
 
     # -- reading -----------------------------------------------------------------------------
 

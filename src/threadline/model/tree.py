@@ -11,7 +11,7 @@ import math
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from itertools import chain, islice
+from itertools import chain, compress, islice
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -360,9 +360,10 @@ class TreeIndex:
             if len(found) == len(wanted):
                 break
             at = stamps.__getitem__ if hasattr(stamps, "__getitem__") else list(stamps).__getitem__
-            for row, eid in enumerate(ids):
-                if eid in wanted:
-                    found[eid] = at(row)
+            # the rows of the wanted ids, picked out by C loops (no bytecode per row)
+            rows = compress(range(len(ids)), map(wanted.__contains__, ids))
+            for row in rows:
+                found[ids[row]] = at(row)
         return {e: time_key(t) for e, t in found.items()}
 
     def file_order(self) -> dict[str, int]:

@@ -59,13 +59,22 @@ INDEX_MIN_BYTES = 256 * 1024
 _write = os.write
 
 
-def _write_all(fd: int, data: bytes | bytearray) -> None:
+def _write_all(fd: int, data: bytes | bytearray, n: int | None = None) -> None:
+    """Write all of ``data``; ``n``: what a first write of it (by the caller) wrote."""
+    if n is None:
+        if not data:
+            return
+        n = _write(fd, data)
+    if n == len(data):  # the usual case: one call, no view
+        return
     view = memoryview(data)
-    while view:
-        n = _write(fd, view)
+    while True:
         if n <= 0:
             raise OSError(errno.EIO, "write returned 0")
         view = view[n:]
+        if not view:
+            return
+        n = _write(fd, view)
 
 
 def _holder_pid(lfd: int) -> int | None:
@@ -432,12 +441,16 @@ class JsonlLog:
     def append(self, lines: Sequence[bytes]) -> None:
         if self._lock_fd is None:
             raise StoreError(f"Session '{self.session_id}' is not held for writing")
-        data = b"\n".join(lines) + b"\n"
+        data = lines[0] + b"\n" if len(lines) == 1 else b"\n".join(lines) + b"\n"
         with self._wlock:
-            fd = self._open_rw()
+            fd = self._fd
+            if fd is None:
+                fd = self._open_rw()
             start = self._end
             try:
-                _write_all(fd, data)
+                n = _write(fd, data)
+                if n != len(data):  # a short write: the rest
+                    _write_all(fd, data, n)
                 if self.durability == "fsync" and not self._batch:
                     os.fdatasync(fd)
             except OSError as exc:
