@@ -39,7 +39,7 @@ from typing import Any
 
 from threadline.errors import SessionLockedError, StoreError, UserError
 from threadline.model.entries import SessionHeader, decode_header, decode_record, encode, now
-from threadline.model.search_text import embed_text, message_text
+from threadline.model.search_text import EMBED_LIMIT, embed_text, message_text
 from threadline.store import migrations
 from threadline.store.base import (
     CREATE_CHUNK,
@@ -608,7 +608,8 @@ def _parse(rows: list[Any], report: LoadReport, sizes: dict[str, int], first: in
 
 
 def _row(line: bytes) -> tuple[Any, ...]:
-    """Indexed columns of one record: id, parent_id, type, timestamp, role, body, etext."""
+    """Indexed columns of one record: id, parent_id, type, timestamp, role, body, etext (see
+    :func:`stored_etext`)."""
     return _decoded(line)[0]
 
 
@@ -625,8 +626,18 @@ def _decoded(line: bytes) -> tuple[tuple[Any, ...], Any]:
     if msg is not None:
         role = msg.role
         body = message_text(msg) or None
-        etext = embed_text(msg) if body else None
+        if body is not None:
+            etext = stored_etext(body, embed_text(msg))
     return (eid, parent, kind, stamp, role, body, etext), rec
+
+
+def stored_etext(body: str, etext: str | None) -> str | None:
+    """The ``etext`` column of a message whose searchable text is ``body`` (schema version 4):
+    NULL when the text to embed is ``body``'s first EMBED_LIMIT characters (a message of text
+    blocks only), '' when there is nothing to embed, the text itself otherwise."""
+    if etext is None:
+        return ""
+    return None if etext == body[:EMBED_LIMIT] else etext
 
 
 def _insert_records(
