@@ -96,15 +96,13 @@ def as_version_3(source: str, target: str) -> None:
             )
 
 
-def records(schema: str) -> list[tuple[Any, ...]]:
+def records(schema: str, body: str = "body") -> list[tuple[Any, ...]]:
+    """(seq, id, raw, role, searchable text) of every row; ``body`` reads the text."""
     with psycopg.connect(PG_URL) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         return [
             (r[0], r[1], bytes(r[2]), r[3], r[4])
-            for r in conn.execute(
-                sql.SQL("SELECT seq, id, raw, role, body FROM {}.tl_records ORDER BY seq").format(
-                    sql.Identifier(schema)
-                )
-            )
+            for r in conn.execute(f"SELECT seq, id, raw, role, {body} FROM tl_records ORDER BY seq")
         ]
 
 
@@ -141,7 +139,20 @@ def test_a_version_3_schema_upgrades_in_place_and_reads_back_exactly(
     before = records(old)
     assert upgrade(PG_URL, old) == [4]
     assert upgrade(PG_URL, old) == []
-    assert records(old) == before  # the JSON, roles and searchable text are unchanged
+    # the JSON, roles and searchable text are unchanged
+    assert records(old, "tl_body(raw, body)") == before
+    stored = {r[1]: r[4] for r in records(old)}
+    text_of = {r[1]: r[4] for r in before}
+    # body '' where the JSON's text blocks are it: the text is stored once, in raw
+    assert {k: stored[ids[k]] for k in ("plain", "long", "padded", "empty", "secret")} == {
+        "plain": "",
+        "long": "",
+        "padded": "",
+        "empty": None,
+        "secret": None,
+    }
+    for k in ("tools", "mixed", "result"):
+        assert stored[ids[k]] == text_of[ids[k]] != ""
     with psycopg.connect(PG_URL) as conn:
         columns = [
             r[0]
@@ -168,7 +179,9 @@ def test_a_version_3_schema_upgrades_in_place_and_reads_back_exactly(
     assert "tsv" not in columns and "etext" in columns
     assert set(indexes) == {"tl_records_pkey", "tl_records_id", "tl_records_text"}
     assert "WHERE (role IS NOT NULL)" in indexes["tl_records_id"]
-    assert "to_tsvector('english'::regconfig, body)" in indexes["tl_records_text"]
+    assert (
+        f"to_tsvector('english'::regconfig, {old}.tl_body(raw, body))" in indexes["tl_records_text"]
+    )
     # etext: NULL for body's start, '' for nothing to embed, the text otherwise
     assert etext == {
         ids["plain"]: None,
@@ -199,8 +212,41 @@ def test_a_version_3_schema_upgrades_in_place_and_reads_back_exactly(
         # a purge after the upgrade blanks the text and the role of the message
         st.catalog.forget(ids["session"], [ids["plain"], ids["tools"]])
         assert st.catalog.search("autovacuum", mode="keyword") == []
-        gone = {r[1]: (r[3], r[4]) for r in records(old)}
+        gone = {r[1]: (r[3], r[4]) for r in records(old, "tl_body(raw, body)")}
         assert gone[ids["plain"]] == gone[ids["tools"]] == (None, None)
         assert st.catalog._vector_counts(NamedEmbedder()) == (0, len(v3_etext) - 1)  # type: ignore[arg-type]
     finally:
         st.close()
+
+
+def test_an_appended_message_stores_its_text_once_where_the_server_reads_it_the_same() -> None:
+    schema = f"t_{uuid.uuid4().hex[:10]}"
+    PG_SCHEMAS.append(schema)
+    upgrade(PG_URL, schema)
+    st = tl.open_store(PG_URL, tenant=TENANT, schema=schema)
+    try:
+        with st.create() as s:
+            blocks = s.append_message("user", [text("first zanzibar"), text(""), text("second")])
+            control = s.append_message("user", "zanzibar with a \x01 control character")
+            slash = s.append_message("user", "zanzibar and a literal \\u0041 in it")
+            accents = s.append_message("assistant", "zanzibar, café, 日本語 and an emoji 🎉")
+        st.catalog.embedder = None
+        hits = {h.entry_id: h.snippet for h in st.catalog.search("zanzibar", mode="keyword")}
+        with psycopg.connect(PG_URL) as conn:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+            rows = {
+                r[0]: (r[1], r[2])
+                for r in conn.execute(
+                    "SELECT id, body, tl_body(raw, body) FROM tl_records WHERE type = 'message'"
+                )
+            }
+    finally:
+        st.close()
+    # text blocks only, read the same by jsonb: stored once (body ''), read back whole
+    assert rows[blocks] == ("", "first zanzibar\nsecond")
+    assert rows[accents] == ("", "zanzibar, café, 日本語 and an emoji 🎉")
+    # a \u escape in the line (a control character, a literal backslash-u): body kept as is
+    assert rows[control] == ("zanzibar with a \x01 control character",) * 2
+    assert rows[slash] == ("zanzibar and a literal \\u0041 in it",) * 2
+    assert set(hits) == {blocks, control, slash, accents}
+    assert hits[blocks] == "first [zanzibar]\nsecond"

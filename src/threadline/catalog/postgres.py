@@ -53,7 +53,8 @@ class PostgresCatalog(Catalog):
     # AND-ed (plainto_tsquery) for find_and_tag's matching set
     _OR_QUERY = "(SELECT replace(plainto_tsquery('english', %s)::text, '&', '|')::tsquery AS q)"
     # the indexed expression (schema version 4): a query names it exactly for the index to serve
-    _TSV = "to_tsvector('english', r.body)"
+    _BODY = "tl_body(r.raw, r.body)"  # body, or the text of the JSON where body is ''
+    _TSV = f"to_tsvector('english', {_BODY})"
 
     def _keyword(self, query: str, f: Filters, limit: int) -> list[Hit]:
         terms = sorted(set(fts_terms(query)))
@@ -65,9 +66,9 @@ class PostgresCatalog(Catalog):
             # v.tsv, the vector of a row that matched, is computed once for rank and count
             rows = conn.execute(
                 f"SELECT r.session_id, r.id, ts_rank_cd(v.tsv, query.q), "
-                f"ts_headline('english', r.body, query.q, 'StartSel=[, StopSel=], MaxWords=20, "
-                f"MinWords=8'), r.role, r.timestamp, (SELECT count(*) FROM unnest(%s::text[]) "
-                f"AS t(w) WHERE v.tsv @@ plainto_tsquery('english', t.w)) "
+                f"ts_headline('english', {self._BODY}, query.q, 'StartSel=[, StopSel=], "
+                f"MaxWords=20, MinWords=8'), r.role, r.timestamp, (SELECT count(*) FROM "
+                f"unnest(%s::text[]) AS t(w) WHERE v.tsv @@ plainto_tsquery('english', t.w)) "
                 f"FROM tl_records r, {self._OR_QUERY} query, "
                 f"LATERAL (SELECT {self._TSV} AS tsv OFFSET 0) v "
                 f"WHERE r.tenant_id = %s AND r.body IS NOT NULL AND {self._TSV} @@ query.q"
@@ -109,9 +110,9 @@ class PostgresCatalog(Catalog):
         with self.store.tx() as conn:
             for (sid, eid), score in found:
                 row = conn.execute(
-                    "SELECT role, timestamp, body FROM tl_records WHERE "
-                    "tenant_id = %s AND session_id = %s AND id = %s AND role IS NOT NULL "
-                    "AND body IS NOT NULL LIMIT 1",
+                    f"SELECT r.role, r.timestamp, {self._BODY} FROM tl_records r WHERE "
+                    "r.tenant_id = %s AND r.session_id = %s AND r.id = %s AND r.role IS NOT "
+                    "NULL AND r.body IS NOT NULL LIMIT 1",
                     (self.store.tenant, sid, eid),
                 ).fetchone()
                 if row is not None:
@@ -182,10 +183,11 @@ class PostgresCatalog(Catalog):
         with self.store.tx() as conn:
             # etext NULL: the text to embed is body's start (PostgresStore's stored_etext)
             rows = conn.execute(
-                "SELECT r.session_id, r.seq, coalesce(r.etext, left(r.body, %s)) FROM tl_records "
-                "r WHERE r.tenant_id = %s AND r.body IS NOT NULL AND r.etext IS DISTINCT FROM "
-                "'' AND NOT EXISTS (SELECT 1 FROM tl_vectors v WHERE v.tenant_id = r.tenant_id "
-                "AND v.session_id = r.session_id AND v.seq = r.seq AND v.model = %s) LIMIT %s",
+                f"SELECT r.session_id, r.seq, coalesce(r.etext, left({self._BODY}, %s)) FROM "
+                "tl_records r WHERE r.tenant_id = %s AND r.body IS NOT NULL AND r.etext IS "
+                "DISTINCT FROM '' AND NOT EXISTS (SELECT 1 FROM tl_vectors v WHERE "
+                "v.tenant_id = r.tenant_id AND v.session_id = r.session_id AND v.seq = r.seq "
+                "AND v.model = %s) LIMIT %s",
                 (EMBED_LIMIT, self.store.tenant, embedder.name, limit),
             ).fetchall()
         return [((r[0], r[1]), r[2]) for r in rows]
