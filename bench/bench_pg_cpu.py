@@ -3,8 +3,8 @@
     .venv/bin/python bench/bench_pg_cpu.py [--durability fsync|flush] [--appends 3000]
 
 One process alternates (6 rounds) threadline's ``Session.append_message`` with a raw prepared
-single-row ``INSERT`` into the same ``tl_records`` table (same indexes, same generated
-``tsvector``, same ``synchronous_commit``) and reports per append: the client's CPU
+single-row ``INSERT`` into the same ``tl_records`` table (same indexes, the keyword index's
+``tsvector`` among them, same ``synchronous_commit``) and reports per append: the client's CPU
 (``time.process_time``), the server backend's CPU (``utime + stime`` of the backend process in
 ``/proc``, so the server must run on this machine), and the wall time. Then the server CPU of
 the statement's parts on their own: the append's CTE, the bare INSERT through row-level
@@ -49,7 +49,8 @@ def row(tenant: str, sid: str, seq: int, parent: str, text: str) -> tuple[Any, .
         f'"message":{{"role":"user","content":[{{"type":"text","text":{{"content":"{text}"'
         "}}]}}"
     )
-    return (tenant, sid, seq, eid, parent, stamp, text, text, line.encode())
+    # etext NULL: the text to embed is the body's (schema version 4)
+    return (tenant, sid, seq, eid, parent, stamp, text, None, line.encode())
 
 
 def backend_cpu(pid: int) -> float:

@@ -71,6 +71,63 @@ def pg_bytes(schema: str) -> int:
     return int(row[0]) if row else 0
 
 
+def pg_breakdown(schema: str) -> list[tuple[str, int]]:
+    """Bytes of each relation of the schema: a table's main fork, its free space and visibility
+    maps, its TOAST table (with the TOAST index), then each of its indexes."""
+    import psycopg
+
+    out: list[tuple[str, int]] = []
+    with psycopg.connect(URL, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+        for oid, name, toast in conn.execute(
+            "SELECT c.oid, c.relname, c.reltoastrelid FROM pg_class c JOIN pg_namespace n ON "
+            "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r' ORDER BY 2",
+            (schema,),
+        ).fetchall():
+            for fork in ("main", "fsm", "vm"):
+                out.append(
+                    (
+                        f"{name} {fork}",
+                        conn.execute("SELECT pg_relation_size(%s, %s)", (oid, fork)).fetchone()[0],
+                    )
+                )
+            if toast:
+                out.append(
+                    (
+                        f"{name} TOAST",
+                        conn.execute("SELECT pg_total_relation_size(%s)", (toast,)).fetchone()[0],
+                    )
+                )
+            for idx, size in conn.execute(
+                "SELECT i.indexrelid::regclass::text, pg_total_relation_size(i.indexrelid) "
+                "FROM pg_index i WHERE i.indrelid = %s ORDER BY 1",
+                (oid,),
+            ).fetchall():
+                out.append((f"{name} index {idx.split('.')[-1]}", size))
+    return out
+
+
+def sqlite_breakdown(path: Path) -> list[tuple[str, int]]:
+    """Bytes of each b-tree of the database file (``dbstat``), the free pages, the WAL."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(
+            "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+        ).fetchall()
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    finally:
+        conn.close()
+    out = [(str(n), int(b)) for n, b in rows] + [("free pages", free * page)]
+    for extra in ("-wal", "-shm"):
+        f = Path(str(path) + extra)
+        if f.exists():
+            out.append((f.name, f.stat().st_size))
+    return out
+
+
 def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -78,10 +135,17 @@ def dir_bytes(path: Path) -> int:
 class Saver:
     """One saver under test: ``open()`` yields a fresh saver on the same storage."""
 
-    def __init__(self, name: str, opener: Callable[[], Any], size: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        name: str,
+        opener: Callable[[], Any],
+        size: Callable[[], int],
+        breakdown: Callable[[], list[tuple[str, int]]] | None = None,
+    ) -> None:
         self.name = name
         self.opener = opener
         self.size = size
+        self.breakdown = breakdown
 
     @contextmanager
     def open(self) -> Iterator[Any]:
@@ -132,11 +196,13 @@ def savers(root: Path, tag: str) -> list[Saver]:
             "ThreadlineSaver (SQLite)",
             lambda: tl_saver(f"sqlite:///{tl_db}"),
             lambda: sum(p.stat().st_size for p in root.glob(f"tl-{tag}.db*")),
+            lambda: sqlite_breakdown(tl_db),
         ),
         Saver(
             "ThreadlineSaver (PostgreSQL)",
             lambda: tl_saver(URL, tenant="bench", schema=tl_schema),
             lambda: pg_bytes(tl_schema),
+            lambda: pg_breakdown(tl_schema),
         ),
         Saver(
             "SqliteSaver",
@@ -195,6 +261,8 @@ def timed_turns(
 def measure(s: Saver, n: int, full: bool, pad: int, turns: int) -> dict[str, Any]:
     config = {"configurable": {"thread_id": f"bench-{n}"}}
     with s.open() as saver:
+        empty = s.size()  # the storage before the thread: its fixed part
+        before = s.breakdown() if s.breakdown else []
         graph = build(saver, pad)
         t0 = time.perf_counter()
         if full:
@@ -226,6 +294,8 @@ def measure(s: Saver, n: int, full: bool, pad: int, turns: int) -> dict[str, Any
         "n": len(messages),
         "mode": "turn by turn" if full else "prefill",
         "bytes": size,
+        "empty": empty,
+        "breakdown": (before, s.breakdown() if s.breakdown else []),
         "jsonl": jsonl,
         "ratio": size / jsonl,
         "turn_ms": per_turn,
@@ -261,6 +331,11 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=20)
     ap.add_argument("--only", nargs="*", default=None, help="savers whose name contains one")
     ap.add_argument("--loads", type=int, default=5, help="rounds of loads of the latest")
+    ap.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="print the bytes of each relation (PostgreSQL) or b-tree (SQLite), empty and full",
+    )
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -275,9 +350,15 @@ def main() -> None:
                         f"{row['saver']:30} n={row['n']:6} {row['mode']:12} "
                         f"bytes={row['bytes']:>13,} ({row['ratio']:.2f}x JSONL) "
                         f"turn={row['turn_ms']:.1f}ms saver/cp={row['cp_ms']:.2f}ms "
-                        f"build={row['build_s']:.0f}s",
+                        f"build={row['build_s']:.0f}s empty={row['empty']:,} "
+                        f"thread adds {(row['bytes'] - row['empty']) / row['jsonl']:.2f}x",
                         flush=True,
                     )
+                    if args.breakdown and row["breakdown"][1]:
+                        empty_parts = dict(row["breakdown"][0])
+                        for part, size in row["breakdown"][1]:
+                            if size or empty_parts.get(part):
+                                print(f"    {part:45} {empty_parts.get(part, 0):>10,} {size:>12,}")
             # loads last, taking turns (one load of each saver per round), so that a change in
             # the machine's load falls on every saver alike
             for _ in range(args.loads):

@@ -21,7 +21,7 @@ from threadline.store.postgres import PostgresStore
 # Refuses the message "probe" and names the synchronous_commit the appending transaction runs.
 PROBE = (
     "CREATE FUNCTION probe() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-    "IF new.body = 'probe' THEN RAISE EXCEPTION 'sync=%', "
+    "IF tl_body(new.raw, new.body) = 'probe' THEN RAISE EXCEPTION 'sync=%', "
     "current_setting('synchronous_commit'); END IF; RETURN new; END $$; "
     "CREATE TRIGGER probe BEFORE INSERT ON tl_records FOR EACH ROW "
     "EXECUTE FUNCTION probe();"

@@ -10,12 +10,14 @@ from threadline.catalog.base import Catalog, Filters, Hit, Key, fts_terms, terms
 from threadline.embedding import Embedder
 from threadline.errors import UserError
 from threadline.model.entries import now
+from threadline.model.search_text import EMBED_LIMIT
 from threadline.store.postgres import PostgresStore
 
 
 class PostgresCatalog(Catalog):
-    """The catalog over the store's own tables: ``tsvector`` + GIN for keywords (kept by the
-    append transaction itself), ``tl_vectors`` for embeddings, ``tl_session_tags``."""
+    """The catalog over the store's own tables: a GIN index on ``to_tsvector('english',
+    body)`` for keywords (kept by the append transaction itself), ``tl_vectors`` for
+    embeddings, ``tl_session_tags``."""
 
     store: PostgresStore
 
@@ -50,6 +52,9 @@ class PostgresCatalog(Catalog):
     # the tsquery is built by PostgreSQL from the bound text: the words OR-ed for ranking,
     # AND-ed (plainto_tsquery) for find_and_tag's matching set
     _OR_QUERY = "(SELECT replace(plainto_tsquery('english', %s)::text, '&', '|')::tsquery AS q)"
+    # the indexed expression (schema version 4): a query names it exactly for the index to serve
+    _BODY = "tl_body(r.raw, r.body)"  # body, or the text of the JSON where body is ''
+    _TSV = f"to_tsvector('english', {_BODY})"
 
     def _keyword(self, query: str, f: Filters, limit: int) -> list[Hit]:
         terms = sorted(set(fts_terms(query)))
@@ -57,14 +62,17 @@ class PostgresCatalog(Catalog):
             return []
         where, params = self._where(f)
         with self.store.tx() as conn:
-            # the last column counts the query's words each candidate holds (relevance floor)
+            # the last column counts the query's words each candidate holds (relevance floor);
+            # v.tsv, the vector of a row that matched, is computed once for rank and count
             rows = conn.execute(
-                f"SELECT r.session_id, r.id, ts_rank_cd(r.tsv, query.q), "
-                f"ts_headline('english', r.body, query.q, 'StartSel=[, StopSel=], MaxWords=20, "
-                f"MinWords=8'), r.role, r.timestamp, (SELECT count(*) FROM unnest(%s::text[]) "
-                f"AS t(w) WHERE r.tsv @@ plainto_tsquery('english', t.w)) "
-                f"FROM tl_records r, {self._OR_QUERY} query "
-                f"WHERE r.tenant_id = %s AND r.body IS NOT NULL AND r.tsv @@ query.q{where} "
+                f"SELECT r.session_id, r.id, ts_rank_cd(v.tsv, query.q), "
+                f"ts_headline('english', {self._BODY}, query.q, 'StartSel=[, StopSel=], "
+                f"MaxWords=20, MinWords=8'), r.role, r.timestamp, (SELECT count(*) FROM "
+                f"unnest(%s::text[]) AS t(w) WHERE v.tsv @@ plainto_tsquery('english', t.w)) "
+                f"FROM tl_records r, {self._OR_QUERY} query, "
+                f"LATERAL (SELECT {self._TSV} AS tsv OFFSET 0) v "
+                f"WHERE r.tenant_id = %s AND r.body IS NOT NULL AND {self._TSV} @@ query.q"
+                f"{where} "
                 "ORDER BY 3 DESC, r.session_id, r.seq LIMIT %s",
                 [terms, query, self.store.tenant, *params, limit],
             ).fetchall()
@@ -89,8 +97,8 @@ class PostgresCatalog(Catalog):
             return [
                 r[0]
                 for r in conn.execute(
-                    "SELECT DISTINCT session_id FROM tl_records WHERE tenant_id = %s AND "
-                    "body IS NOT NULL AND tsv @@ plainto_tsquery('english', %s)",
+                    "SELECT DISTINCT r.session_id FROM tl_records r WHERE r.tenant_id = %s AND "
+                    f"r.body IS NOT NULL AND {self._TSV} @@ plainto_tsquery('english', %s)",
                     (self.store.tenant, query),
                 )
             ]
@@ -102,9 +110,9 @@ class PostgresCatalog(Catalog):
         with self.store.tx() as conn:
             for (sid, eid), score in found:
                 row = conn.execute(
-                    "SELECT role, timestamp, body FROM tl_records WHERE "
-                    "tenant_id = %s AND session_id = %s AND id = %s AND body IS "
-                    "NOT NULL LIMIT 1",
+                    f"SELECT r.role, r.timestamp, {self._BODY} FROM tl_records r WHERE "
+                    "r.tenant_id = %s AND r.session_id = %s AND r.id = %s AND r.role IS NOT "
+                    "NULL AND r.body IS NOT NULL LIMIT 1",
                     (self.store.tenant, sid, eid),
                 ).fetchone()
                 if row is not None:
@@ -161,7 +169,8 @@ class PostgresCatalog(Catalog):
     def _vector_counts(self, embedder: Embedder) -> tuple[int, int]:
         with self.store.tx() as conn:
             total = conn.execute(
-                "SELECT count(*) FROM tl_records WHERE tenant_id = %s AND etext IS NOT NULL",
+                "SELECT count(*) FROM tl_records WHERE tenant_id = %s AND body IS NOT NULL "
+                "AND etext IS DISTINCT FROM ''",
                 (self.store.tenant,),
             ).fetchone()[0]
             done = conn.execute(
@@ -172,12 +181,14 @@ class PostgresCatalog(Catalog):
 
     def _pending_vectors(self, embedder: Embedder, limit: int) -> list[tuple[Any, str]]:
         with self.store.tx() as conn:
+            # etext NULL: the text to embed is body's start (PostgresStore's stored_etext)
             rows = conn.execute(
-                "SELECT r.session_id, r.seq, r.etext FROM tl_records r WHERE r.tenant_id = %s "
-                "AND r.etext IS NOT NULL AND NOT EXISTS (SELECT 1 FROM tl_vectors v WHERE "
+                f"SELECT r.session_id, r.seq, coalesce(r.etext, left({self._BODY}, %s)) FROM "
+                "tl_records r WHERE r.tenant_id = %s AND r.body IS NOT NULL AND r.etext IS "
+                "DISTINCT FROM '' AND NOT EXISTS (SELECT 1 FROM tl_vectors v WHERE "
                 "v.tenant_id = r.tenant_id AND v.session_id = r.session_id AND v.seq = r.seq "
                 "AND v.model = %s) LIMIT %s",
-                (self.store.tenant, embedder.name, limit),
+                (EMBED_LIMIT, self.store.tenant, embedder.name, limit),
             ).fetchall()
         return [((r[0], r[1]), r[2]) for r in rows]
 
@@ -192,7 +203,7 @@ class PostgresCatalog(Catalog):
 
     def rebuild(self) -> None:
         """Drop the tenant's vectors (they are recomputed on the next semantic search); the
-        keyword index is a generated column and never goes stale."""
+        keyword index is an expression index and never goes stale."""
         with self.store.tx() as conn:
             conn.execute("DELETE FROM tl_vectors WHERE tenant_id = %s", (self.store.tenant,))
         self._vec_cache = None
@@ -202,13 +213,14 @@ class PostgresCatalog(Catalog):
             conn.execute(
                 "DELETE FROM tl_vectors v USING tl_records r WHERE v.tenant_id = %s "
                 "AND r.tenant_id = v.tenant_id AND r.session_id = v.session_id AND "
-                "r.seq = v.seq AND r.session_id = %s AND r.id = ANY(%s)",
+                "r.seq = v.seq AND r.session_id = %s AND r.id = ANY(%s) AND r.role IS NOT NULL",
                 (self.store.tenant, session_id, list(entry_ids)),
             )
+            # a message not purged yet has a role (what tl_records_id holds); the purge blanks
+            # it with the text
             conn.execute(
                 "UPDATE tl_records SET body = NULL, etext = NULL, role = NULL WHERE "
-                "tenant_id = %s "
-                "AND session_id = %s AND id = ANY(%s)",
+                "tenant_id = %s AND session_id = %s AND id = ANY(%s) AND role IS NOT NULL",
                 (self.store.tenant, session_id, list(entry_ids)),
             )
         self._vec_cache = None

@@ -30,6 +30,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
+import json
 import os
 import re
 import threading
@@ -39,7 +40,7 @@ from typing import Any
 
 from threadline.errors import SessionLockedError, StoreError, UserError
 from threadline.model.entries import SessionHeader, decode_header, decode_record, encode, now
-from threadline.model.search_text import embed_text, message_text
+from threadline.model.search_text import BODY_LIMIT, EMBED_LIMIT, embed_text, message_text
 from threadline.store import migrations
 from threadline.store.base import (
     CREATE_CHUNK,
@@ -608,7 +609,8 @@ def _parse(rows: list[Any], report: LoadReport, sizes: dict[str, int], first: in
 
 
 def _row(line: bytes) -> tuple[Any, ...]:
-    """Indexed columns of one record: id, parent_id, type, timestamp, role, body, etext."""
+    """Indexed columns of one record: id, parent_id, type, timestamp, role, body ('' when the
+    server reads it from the JSON: :func:`_texts_of`), etext (:func:`stored_etext`)."""
     return _decoded(line)[0]
 
 
@@ -625,8 +627,62 @@ def _decoded(line: bytes) -> tuple[tuple[Any, ...], Any]:
     if msg is not None:
         role = msg.role
         body = message_text(msg) or None
-        etext = embed_text(msg) if body else None
+        if body is not None:
+            etext = stored_etext(body, embed_text(msg))
+            if body == _texts_of(line):
+                body = ""  # tl_body(raw, '') reads it from the JSON
     return (eid, parent, kind, stamp, role, body, etext), rec
+
+
+def _texts_of(line: bytes) -> str | None:
+    """What ``tl_body(raw, '')`` (schema version 4) returns for the record ``line``: the
+    non-empty ``text.content`` strings of the elements of ``message.content``, joined by
+    newlines, cut at BODY_LIMIT characters; None where the server's reading could differ or
+    fail (any ``\\u`` escape: jsonb refuses ``\\u0000`` and lone surrogates; a number jsonb may
+    not read; a content that is not a string). The index reads the text of a row whose body is
+    '' from its JSON, so that JSON must be one jsonb reads: the store never writes another."""
+    if b"\\u" in line:
+        return None
+    try:  # what Python reads and jsonb may not (NaN, 1e999999, deep nesting) reads as None
+        content = json.loads(
+            line, parse_constant=_refuse, parse_float=_plain_number, parse_int=_plain_number
+        )["message"]["content"]
+    except Exception:
+        return None
+    if not isinstance(content, list):
+        return None
+    parts = []
+    for block in content:
+        inner = block.get("text") if isinstance(block, dict) else None
+        if not isinstance(inner, dict) or inner.get("content") is None:
+            continue
+        if not isinstance(inner["content"], str):
+            return None
+        if inner["content"]:
+            parts.append(inner["content"])
+    return "\n".join(parts)[:BODY_LIMIT] if parts else None
+
+
+def _refuse(name: str) -> Any:
+    raise ValueError(name)
+
+
+def _plain_number(literal: str) -> Any:
+    """None for a JSON number jsonb reads for sure (up to 100 characters, an exponent within
+    ±1000: numeric overflows far beyond); ValueError for any other."""
+    exponent = literal.lower().partition("e")[2]
+    if len(literal) > 100 or (exponent and abs(int(exponent)) > 1000):
+        raise ValueError(literal)
+    return None  # only the strings matter here
+
+
+def stored_etext(body: str, etext: str | None) -> str | None:
+    """The ``etext`` column of a message whose searchable text is ``body`` (schema version 4):
+    NULL when the text to embed is ``body``'s first EMBED_LIMIT characters (a message of text
+    blocks only), '' when there is nothing to embed, the text itself otherwise."""
+    if etext is None:
+        return ""
+    return None if etext == body[:EMBED_LIMIT] else etext
 
 
 def _insert_records(

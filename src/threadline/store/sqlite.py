@@ -91,9 +91,10 @@ def checkpoint(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-# Migrations that rebuild a table leave its old pages free in the file; VACUUM gives them back
-# (once, after the migration has committed; a VACUUM that fails leaves them to later writes).
-_VACUUM_AFTER = {("sqlite", 2)}
+# Migrations that rebuild a table or drop an index leave its old pages free in the file; VACUUM
+# gives them back (once, after the last migration applied has committed; a VACUUM that fails
+# leaves them to later writes).
+_VACUUM_AFTER = {("sqlite", 2), ("sqlite", 3)}
 
 
 def upgrade(conn: sqlite3.Connection, track: str) -> list[int]:
@@ -134,9 +135,9 @@ def upgrade(conn: sqlite3.Connection, track: str) -> list[int]:
                 continue  # applied by another process between our check and our transaction
             raise
         applied.append(version)
-        if (track, version) in _VACUUM_AFTER:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("VACUUM")
+    if any((track, version) in _VACUUM_AFTER for version in applied):
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("VACUUM")
     return applied
 
 
