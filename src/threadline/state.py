@@ -65,13 +65,12 @@ class Slots:
     for is made from its row in the columns and not kept (a walk over the whole session keeps
     nothing); the id → row map is built the first time one is asked for."""
 
-    __slots__ = ("_rows", "by_id", "cols", "keys")
+    __slots__ = ("by_id", "cols", "keys")
 
     def __init__(self, keys: TreeIndex) -> None:
         self.keys = keys
         self.by_id: dict[str, Slot] = {}
         self.cols: Columns | None = None
-        self._rows: dict[str, int] | None = None
 
     def __contains__(self, entry_id: object) -> bool:
         return entry_id in self.keys
@@ -85,10 +84,7 @@ class Slots:
     def _row_map(self) -> tuple[Columns, dict[str, int]]:
         cols = self.cols
         assert cols is not None  # an entry of the tree with no slot came from the columns
-        rows = self._rows
-        if rows is None:
-            self._rows = rows = cols.row_map()
-        return cols, rows
+        return cols, cols.row_map()
 
     def rows(self) -> Mapping[str, int]:
         """The row of every message of the columns (empty without columns)."""

@@ -12,7 +12,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from itertools import chain, compress, islice
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from threadline.store.base import Columns
@@ -93,24 +93,7 @@ class TreeIndex:
         return parent
 
     def _materialize(self) -> dict[str, str | None]:
-        cols = self._cols
-        assert cols is not None
-        tail = self._tail
-        parent: dict[str, str | None] = {}
-        ids, pids = cols.ids, cols.parent_list()
-        prev = m = 0
-        for p, rec in zip([*cols.positions, cols.count], [*cols.records, None], strict=True):
-            k = p - prev
-            if k:
-                parent.update(zip(ids[m : m + k], pids[m : m + k], strict=True))
-                m += k
-            if rec is not None:  # a record of the columns that is a tree entry: in the tail
-                rid = rec.id
-                if rid is not None and rid in tail and rid not in parent:
-                    parent[rid] = tail[rid]
-            prev = p + 1
-        for eid, pid in tail.items():
-            parent.setdefault(eid, pid)
+        parent = dict(self.items())  # the columns' runs, their records and the tail, in order
         self._parent = parent
         self._cols = None
         self._tail = {}
@@ -143,41 +126,42 @@ class TreeIndex:
             return self._parent.items()
         cols = self._cols
         assert cols is not None
-        tail = self._tail
-        ids, pids = cols.ids, cols.parent_list()
-        pieces: list[Iterable[tuple[str, str | None]]] = []
-        prev = m = placed = 0
-        for p, rec in zip([*cols.positions, cols.count], [*cols.records, None], strict=True):
-            if p > prev:
-                k = p - prev
-                pieces.append(zip(ids[m : m + k], pids[m : m + k], strict=True))
-                m += k
-            if rec is not None and rec.tree and rec.id is not None and rec.id in tail:
-                pieces.append(((rec.id, tail[rec.id]),))
-                placed += 1
-            prev = p + 1
-        pieces.append(islice(tail.items(), placed, None))
-        return chain.from_iterable(pieces)
+        pids = cols.parent_list()
+        return chain.from_iterable(
+            zip(seq[lo:hi], pids[lo:hi], strict=True) if lo >= 0 else seq
+            for seq, lo, hi in self._pieces()
+        )
 
     def _in_order(self) -> list[str]:
         """Every entry id in file order, from the columns (runs of ids, no dict)."""
+        out: list[str] = []
+        for seq, lo, hi in self._pieces():
+            if lo >= 0:
+                out += seq[lo:hi]
+            else:
+                out += [eid for eid, _ in seq]
+        return out
+
+    def _pieces(self) -> Iterator[tuple[Sequence[Any], int, int]]:
+        """The entries in file order while the tree is on the columns, in pieces: the columns'
+        ids with the rows ``lo:hi`` of a run, or (``lo`` -1) (entry, parent) pairs of the tail:
+        the columns' tree records in their place (they are the tail's first entries, ingested
+        with the columns), then what followed."""
         cols = self._cols
         assert cols is not None
         tail = self._tail
         ids = cols.ids
-        out: list[str] = []
         prev = m = placed = 0
         for p, rec in zip([*cols.positions, cols.count], [*cols.records, None], strict=True):
             if p > prev:
-                out += ids[m : m + p - prev]
-                m += p - prev
+                k = p - prev
+                yield ids, m, m + k
+                m += k
             if rec is not None and rec.tree and rec.id is not None and rec.id in tail:
-                out.append(rec.id)
+                yield ((rec.id, tail[rec.id]),), -1, -1
                 placed += 1
             prev = p + 1
-        # the tail holds the columns' records first (ingested with them), then what followed
-        out += islice(tail, placed, None)
-        return out
+        yield tuple(islice(tail.items(), placed, None)), -1, -1
 
     def add(
         self,
