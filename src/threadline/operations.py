@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from threadline.errors import NotFoundError, UserError
-from threadline.model.content import ROLES, Message, coerce_content, text
+from threadline.model.content import ROLES, Message, coerce_content, text, unknown_role
 from threadline.model.entries import ContextOp, ContextOpEntry, MessageTags, OpState
 
 if TYPE_CHECKING:
@@ -419,7 +419,7 @@ def coerce_message(value: Any) -> Message:
             f"A message must be a dict with 'role' and 'content', got {type(value).__name__}"
         )
     if msg.role not in ROLES:
-        raise UserError(f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}")
+        raise unknown_role(msg.role)
     return msg
 
 

@@ -26,7 +26,15 @@ from threadline.bookmarks import TagEvent, TagImport, TagListing, TagStatus, Und
 from threadline.context import Context
 from threadline.errors import StoreError, UserError
 from threadline.history import PurgePlan
-from threadline.model.content import ROLES, Message, Text, TextBlock, Usage, coerce_content
+from threadline.model.content import (
+    ROLES,
+    Message,
+    Text,
+    TextBlock,
+    Usage,
+    coerce_content,
+    unknown_role,
+)
 from threadline.model.entries import (
     RECORD_CLASSES,
     AnyRecord,
@@ -358,14 +366,10 @@ class Session:
             if isinstance(role, Message):
                 msg = role
                 if msg.role not in ROLES:
-                    raise UserError(
-                        f"Unknown role {msg.role!r}; use one of: {', '.join(sorted(ROLES))}"
-                    )
+                    raise unknown_role(msg.role)
             else:
                 if role not in ROLES:
-                    raise UserError(
-                        f"Unknown role {role!r}; use one of: {', '.join(sorted(ROLES))}"
-                    )
+                    raise unknown_role(role)
                 if content is None:
                     raise UserError("append_message needs content (a string or a list of blocks)")
                 if isinstance(usage, dict):

@@ -102,6 +102,11 @@ ROLES: frozenset[str] = frozenset(
 )
 
 
+def unknown_role(role: object) -> UserError:
+    """The error for a message role not in :data:`ROLES`."""
+    return UserError(f"Unknown role {role!r}; use one of: {', '.join(sorted(ROLES))}")
+
+
 class Usage(msgspec.Struct, omit_defaults=True, kw_only=True, gc=False):
     input: int = 0
     output: int = 0
