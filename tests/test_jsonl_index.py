@@ -38,6 +38,7 @@ def snapshot(s: tl.Session) -> dict[str, Any]:
     # columns' rows): the context, the path, the entries in file order
     ctx = s.context()
     view = ctx.view.ids()
+    items = [msgspec.json.encode(v) for v in ctx.view]  # read through the view's runs
     path = st_.path_ids()
     ids = s.entry_ids()
     nested = nested_order(s.tree())  # before anything merges the timestamp columns
@@ -55,6 +56,7 @@ def snapshot(s: tl.Session) -> dict[str, Any]:
         "report": msgspec.structs.asdict(s.load_report),
         "context": [msgspec.json.encode(m) for m in ctx.messages],
         "view": view,
+        "view items": items,
         "sizes": {e: st_.size(e) for e in [*st_.sizes, *s.entry_ids()]},
         "entries": [msgspec.json.encode(e) for e in s.entries()],
         "purged": sorted(st_.purged),

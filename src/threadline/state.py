@@ -499,10 +499,10 @@ class SessionState:
             self.view = None
             return
         if kind == "message":
-            view.ids.append(rid)
+            view.ids.tail.append(rid)
         elif kind == "branch_summary":
             if rec.payload.summary:
-                view.ids.append(rid)
+                view.ids.tail.append(rid)
         elif kind == "model_change":
             view.model = rec.payload
         elif kind == "thinking_level":
