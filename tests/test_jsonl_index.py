@@ -281,6 +281,37 @@ def test_a_line_repeating_an_indexed_message_id_after_the_index_is_a_duplicate(
     s.close()
 
 
+@pytest.mark.parametrize("lazy", [True, False])
+def test_an_append_whose_new_id_is_already_in_the_session_changes_nothing_in_the_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lazy: bool
+) -> None:
+    # the append's membership test and insert are one call (TreeIndex.add_new): an id already
+    # in the columns or added since is refused there, on the columns and on the parents dict
+    from threadline import state as state_module
+
+    store = tl.open_store(tmp_path, durability="flush")
+    sample(store).close()
+    open_state(store, "s")  # writes the index
+    s = store.open("s")
+    tree = s.state.tree
+    if not lazy:
+        assert tree.parent  # builds the dict of every entry
+    assert tree.lazy is lazy
+    indexed = s.entry_ids()[0]
+    added = s.append_message("user", "added after the open")
+    before = dict(tree.parent) if not lazy else None
+    for dup in (indexed, added):
+        monkeypatch.setattr(state_module, "new_id", lambda dup=dup: dup)
+        assert s.append_message("user", "a repeat") == dup
+    assert s.load_report.duplicate_ids == [indexed, added]
+    assert tree.lazy is lazy
+    assert s.leaf_id == added
+    assert [e for e in s.entry_ids() if e in (indexed, added)] == [indexed, added]
+    if before is not None:
+        assert dict(tree.parent) == before
+    s.close()
+
+
 def test_timestamps_of_any_text_come_back_from_the_index(tmp_path: Path) -> None:
     store = tl.open_store(tmp_path, durability="flush")
     s = store.create(session_id="s")
