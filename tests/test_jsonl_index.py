@@ -38,6 +38,7 @@ def snapshot(s: tl.Session) -> dict[str, Any]:
     # columns' rows): the context, the path, the entries in file order
     ctx = s.context()
     view = ctx.view.ids()
+    items = [msgspec.json.encode(v) for v in ctx.view]  # read through the view's runs
     path = st_.path_ids()
     ids = s.entry_ids()
     nested = nested_order(s.tree())  # before anything merges the timestamp columns
@@ -55,6 +56,7 @@ def snapshot(s: tl.Session) -> dict[str, Any]:
         "report": msgspec.structs.asdict(s.load_report),
         "context": [msgspec.json.encode(m) for m in ctx.messages],
         "view": view,
+        "view items": items,
         "sizes": {e: st_.size(e) for e in [*st_.sizes, *s.entry_ids()]},
         "entries": [msgspec.json.encode(e) for e in s.entries()],
         "purged": sorted(st_.purged),
@@ -276,6 +278,37 @@ def test_a_line_repeating_an_indexed_message_id_after_the_index_is_a_duplicate(
     s = store.open("s", read_only=True)
     kept = msgspec.json.encode(s.entry(first_id))
     assert b'"hello"' in kept and b"again" not in kept  # the first line is kept
+    s.close()
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+def test_an_append_whose_new_id_is_already_in_the_session_changes_nothing_in_the_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lazy: bool
+) -> None:
+    # the append's membership test and insert are one call (TreeIndex.add_new): an id already
+    # in the columns or added since is refused there, on the columns and on the parents dict
+    from threadline import state as state_module
+
+    store = tl.open_store(tmp_path, durability="flush")
+    sample(store).close()
+    open_state(store, "s")  # writes the index
+    s = store.open("s")
+    tree = s.state.tree
+    if not lazy:
+        assert tree.parent  # builds the dict of every entry
+    assert tree.lazy is lazy
+    indexed = s.entry_ids()[0]
+    added = s.append_message("user", "added after the open")
+    before = dict(tree.parent) if not lazy else None
+    for dup in (indexed, added):
+        monkeypatch.setattr(state_module, "new_id", lambda dup=dup: dup)
+        assert s.append_message("user", "a repeat") == dup
+    assert s.load_report.duplicate_ids == [indexed, added]
+    assert tree.lazy is lazy
+    assert s.leaf_id == added
+    assert [e for e in s.entry_ids() if e in (indexed, added)] == [indexed, added]
+    if before is not None:
+        assert dict(tree.parent) == before
     s.close()
 
 

@@ -776,3 +776,15 @@ def test_a_block_of_an_unknown_type_becomes_a_placeholder_and_the_rest_of_the_me
     assert s.load_report.clean
     forked = store.fork("newer")
     assert line in (tmp_path / "s" / f"{forked.id}.jsonl").read_bytes()  # kept byte for byte
+
+
+def test_generated_ids_are_distinct_canonical_version_4_uuids() -> None:
+    import uuid
+
+    from threadline.model.entries import new_id
+
+    ids = [new_id() for _ in range(3 * 256 + 7)]  # across pools of 256
+    assert len(set(ids)) == len(ids)
+    for x in ids:
+        u = uuid.UUID(x)
+        assert (str(u), u.version, u.variant) == (x, 4, uuid.RFC_4122)

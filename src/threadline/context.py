@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import accumulate
 from typing import TYPE_CHECKING, overload
 
 import msgspec
@@ -41,13 +42,124 @@ class ViewItem(msgspec.Struct, frozen=True, kw_only=True):
 
 _CHUNK = 2048
 
+Piece = tuple[Sequence[str], int, int]
+"""``(ids, lo, hi)``: the ids ``ids[lo:hi]`` (``hi > lo``), taken by reference."""
+
+
+class ViewIds(Sequence[str]):
+    """The ids of a view: runs of ids held by reference (pieces of an index's id column, or of
+    any sequence), then :attr:`tail`, a list that appends extend.
+
+    A list of 990,000 ids costs a reference count per id on a string scattered in memory, so
+    building it cost more per id the longer the session; the pieces of a path cost per run.
+    Reading by position bisects the pieces; slices, :meth:`between` and iteration copy only the
+    part asked for; :meth:`tolist` is the plain list."""
+
+    __slots__ = ("_ends", "_pieces", "base", "tail")
+
+    def __init__(self, pieces: Iterable[Piece] = (), tail: list[str] | None = None) -> None:
+        self._pieces = [p for p in pieces if p[2] > p[1]]
+        self._ends = list(accumulate(hi - lo for _, lo, hi in self._pieces))
+        self.base = self._ends[-1] if self._ends else 0  # how many ids the pieces hold
+        self.tail: list[str] = [] if tail is None else tail
+
+    @property
+    def pieces(self) -> list[Piece]:
+        """The runs before :attr:`tail` (shared: do not modify)."""
+        return self._pieces
+
+    def append(self, entry_id: str) -> None:
+        self.tail.append(entry_id)
+
+    def __len__(self) -> int:
+        return self.base + len(self.tail)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return self.sliced(i, len(self))
+        if i < 0:
+            i += len(self)
+        if i >= self.base:
+            if i - self.base >= len(self.tail):
+                raise IndexError("view index out of range")
+            return self.tail[i - self.base]
+        if i < 0:
+            raise IndexError("view index out of range")
+        k = bisect.bisect_right(self._ends, i)
+        seq, _, hi = self._pieces[k]
+        return seq[hi - (self._ends[k] - i)]
+
+    def sliced(self, i: slice, n: int) -> list[str]:
+        """``self[:n][i]``, copying only the ids asked for."""
+        r = range(n)[i]
+        if r.step == 1:
+            return self.between(r.start, max(r.start, r.stop))
+        return [self[j] for j in r]
+
+    def between(self, start: int, stop: int) -> list[str]:
+        """The ids at positions ``start`` .. ``stop - 1`` (``0 <= start <= stop <= len``)."""
+        if start >= self.base:
+            return self.tail[start - self.base : stop - self.base]
+        out: list[str] = []
+        ends, pieces = self._ends, self._pieces
+        k = bisect.bisect_right(ends, start)
+        while k < len(pieces) and start < stop:
+            seq, _, hi = pieces[k]
+            first = hi - (ends[k] - start)  # where ``start`` falls in this piece
+            take = min(hi, first + stop - start)
+            out += seq[first:take]
+            start += take - first
+            k += 1
+        if stop > start:
+            out += self.tail[start - self.base : stop - self.base]
+        return out
+
+    def __iter__(self) -> Iterator[str]:
+        for seq, lo, hi in self._pieces:
+            yield from seq[lo:hi]
+        yield from self.tail
+
+    def __contains__(self, entry_id: object) -> bool:
+        if not isinstance(entry_id, str):
+            return False
+        try:
+            self.index(entry_id)
+        except ValueError:
+            return False
+        return True
+
+    def index(self, entry_id: str, start: int = 0, stop: int | None = None) -> int:
+        """The first position of ``entry_id`` in ``start`` .. ``stop - 1``; a C-speed scan
+        per piece. Raises ``ValueError`` when it is not there."""
+        bounds = range(len(self))[start:stop]  # negative and out-of-range bounds as a slice's
+        start, stop = bounds.start, bounds.stop
+        at = 0
+        for seq, lo, hi in [*self._pieces, (self.tail, 0, len(self.tail))]:
+            a, b = max(start - at, 0), min(stop - at, hi - lo)
+            if a < b:
+                with contextlib.suppress(ValueError):
+                    return at + seq.index(entry_id, lo + a, lo + b) - lo
+            at += hi - lo
+        raise ValueError(f"{entry_id!r} is not in the view")
+
+    def tolist(self, n: int | None = None) -> list[str]:
+        """The first ``n`` ids (default: all) as a new list."""
+        return self.between(0, len(self) if n is None else n)
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} view ids in {len(self._pieces)} runs and a tail of {len(self.tail)}>"
+
 
 class _Lazy(Sequence[Message]):
     __slots__ = ("_ids", "_n", "_prefetch", "_resolve")
 
     def __init__(
         self,
-        ids: list[str],
+        ids: ViewIds,
         n: int,
         resolve: Callable[[str], Message],
         prefetch: Callable[[Sequence[str]], None] | None = None,
@@ -63,7 +175,7 @@ class _Lazy(Sequence[Message]):
     def __getitem__(self, i: slice) -> list[Message]: ...
     def __getitem__(self, i: int | slice) -> Message | list[Message]:
         if isinstance(i, slice):
-            return [self._resolve(x) for x in self._ids[: self._n][i]]
+            return [self._resolve(x) for x in self._ids.sliced(i, self._n)]
         if i < 0:
             i += self._n
         if not 0 <= i < self._n:
@@ -76,7 +188,7 @@ class _Lazy(Sequence[Message]):
         resolve, prefetch = self._resolve, self._prefetch
         ids = self._ids
         for lo in range(0, self._n, _CHUNK):
-            part = ids[lo : min(lo + _CHUNK, self._n)]
+            part = ids.between(lo, min(lo + _CHUNK, self._n))
             with bulk_load():
                 if prefetch is not None:
                     prefetch(part)  # the chunk's messages decoded together (fewer reads)
@@ -90,7 +202,7 @@ class _Lazy(Sequence[Message]):
 class _View(Sequence[ViewItem]):
     __slots__ = ("_ids", "_item", "_n")
 
-    def __init__(self, ids: list[str], n: int, item: Callable[[str], ViewItem]) -> None:
+    def __init__(self, ids: ViewIds, n: int, item: Callable[[str], ViewItem]) -> None:
         self._ids, self._n, self._item = ids, n, item
 
     def __len__(self) -> int:
@@ -102,15 +214,19 @@ class _View(Sequence[ViewItem]):
     def __getitem__(self, i: slice) -> list[ViewItem]: ...
     def __getitem__(self, i: int | slice) -> ViewItem | list[ViewItem]:
         if isinstance(i, slice):
-            return [self._item(x) for x in self._ids[: self._n][i]]
+            return [self._item(x) for x in self._ids.sliced(i, self._n)]
         if i < 0:
             i += self._n
         if not 0 <= i < self._n:
             raise IndexError("view index out of range")
         return self._item(self._ids[i])
 
+    def __iter__(self) -> Iterator[ViewItem]:
+        return map(self._item, self._ids.tolist(self._n))
+
     def ids(self) -> list[str]:
-        return self._ids[: self._n]
+        """The view's ids, as a new list."""
+        return self._ids.tolist(self._n)
 
 
 class Context:
@@ -125,7 +241,7 @@ class Context:
 
     def __init__(
         self,
-        ids: list[str],
+        ids: ViewIds,
         session: SessionState,
         model: ModelChange | None,
         thinking_level: str,
@@ -151,7 +267,8 @@ class Context:
 
 
 class ViewState:
-    """The cached view at one leaf; extended in place on appends (ids only ever grow)."""
+    """The cached view at one leaf; extended in place on appends (ids only ever grow: an
+    append goes to ``ids.tail``)."""
 
     __slots__ = ("active_tags", "ids", "leaf", "model", "thinking_level")
 
@@ -159,7 +276,7 @@ class ViewState:
         self,
         leaf: str | None,
         active_tags: frozenset[str],
-        ids: list[str],
+        ids: ViewIds,
         model: ModelChange | None,
         thinking_level: str,
     ) -> None:
@@ -183,8 +300,9 @@ def build_view(
 
     ``markers=False`` leaves the revise/snip markers out (a bare payload). ``runs``: instead
     of ``path``, the same path in runs (``TreeIndex.path_runs``) and its ``leaf``: a plain run
-    (consecutive messages) is taken whole, and only the part of the path the view shows (after
-    the latest compaction) becomes a list."""
+    (consecutive messages) is taken whole, by reference: the view is the path's runs from the
+    latest compaction on (:class:`ViewIds`), made a list only when purges or context
+    operations rewrite it."""
     special = session.special  # the few non-message entries; everything else is a message
     types = session.types
     model: ModelChange | None = None
@@ -250,17 +368,21 @@ def build_view(
                 n += 1
         parts = [(seq, lo, len(seq) if hi < 0 else hi) for seq, lo, hi in parts]
         start = 0
+        pieces: list[Piece] = []
         if last_compaction is not None:
             near = seen_at[last_compaction]
             start = _kept_from(session, last_compaction, seen_at, lambda x: _find(parts, x, near))
-            ids.append(last_compaction)
+            pieces.append(([last_compaction], 0, 1))
         for seq, lo, hi in parts:  # the view: the path from ``start`` on
             k = hi - lo
             if start >= k:
                 start -= k
                 continue
-            ids += seq[lo + start : hi]
+            pieces.append((seq, lo + start, hi))
             start = 0
+        if not purged and not op_ids:
+            return ViewState(leaf, active_tags, ViewIds(pieces), model, thinking)
+        ids = ViewIds(pieces).tolist()
     if purged:
         ids = [x for x in ids if x not in purged]
         ids = _drop_orphaned_tool_partners(session, ids)
@@ -272,7 +394,7 @@ def build_view(
             from threadline.operations import is_marker
 
             ids = [x for x in ids if not is_marker(session, x)]
-    return ViewState(leaf, active_tags, ids, model, thinking)
+    return ViewState(leaf, active_tags, ViewIds(tail=ids), model, thinking)
 
 
 def _kept_from(

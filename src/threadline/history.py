@@ -149,7 +149,7 @@ def _view_after(session: SessionState, gone: set[str]) -> list[str]:
     saved = session.purged
     session.purged = saved | gone
     try:
-        return build_view(session, session.path_ids(), frozenset()).ids
+        return build_view(session, session.path_ids(), frozenset()).ids.tolist()
     finally:
         session.purged = saved
 
@@ -334,7 +334,7 @@ def _op_range(
     that op, a revise/snip marker for nothing."""
     from threadline.context import build_view
 
-    seen = build_view(session, path, frozenset()).ids
+    seen = build_view(session, path, frozenset()).ids.tolist()
     if start in seen and end in seen and seen.index(start) <= seen.index(end):
         out = []
         for vid in seen[seen.index(start) : seen.index(end) + 1]:

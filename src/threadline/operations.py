@@ -668,7 +668,7 @@ def operations(
     if on_path:
         # replay what the context builder does, recording where each op stands
         without_ops = [e for e in path if session.types.get(e) != "context_op"]
-        _run(session, session.build_view(without_ops, tags).ids, on_path, tags, report)
+        _run(session, session.build_view(without_ops, tags).ids.tolist(), on_path, tags, report)
     out = []
     for op_id in session.ops:
         state = _state(session, op_id)

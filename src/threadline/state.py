@@ -470,11 +470,11 @@ class SessionState:
     def after_write(self, rec: KnownRecord) -> None:
         prev_leaf = self.leaf
         rid = rec.id
-        tree = self.tree
-        if rec.__class__ is MessageEntry and rid not in tree:
-            # what ingest_record does with a new message, inline (the hot path)
-            # the leaf is in the tree (or None): no membership test for the usual parent
-            tree.add(rid, rec.parent_id, rec.timestamp or "", known=rec.parent_id == prev_leaf)
+        # what ingest_record does with a new message, inline (the hot path); the leaf is in
+        # the tree (or None): no membership test for the usual parent
+        if rec.__class__ is MessageEntry and self.tree.add_new(
+            rid, rec.parent_id, rec.timestamp or "", known=rec.parent_id == prev_leaf
+        ):
             self.slots.by_id[rid] = rec
             self.leaf = rid
             kind = "message"
@@ -499,10 +499,10 @@ class SessionState:
             self.view = None
             return
         if kind == "message":
-            view.ids.append(rid)
+            view.ids.tail.append(rid)
         elif kind == "branch_summary":
             if rec.payload.summary:
-                view.ids.append(rid)
+                view.ids.tail.append(rid)
         elif kind == "model_change":
             view.model = rec.payload
         elif kind == "thinking_level":

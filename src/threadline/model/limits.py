@@ -105,10 +105,15 @@ def plain_message(msg: Message) -> bool:
     fields instead of scanning its encoded line three times."""
     if msg.provider_details is not None:
         return False
-    s: Any
-    for s in (msg.role, msg.model, msg.stop_reason):
-        if s is not None and (s.__class__ is not str or "\x00" in s):
-            return False
+    s: Any = msg.role  # (a role of None is no limit's concern, but it is not plain either)
+    if s.__class__ is not str or "\x00" in s:
+        return False
+    s = msg.model
+    if s is not None and (s.__class__ is not str or "\x00" in s):
+        return False
+    s = msg.stop_reason
+    if s is not None and (s.__class__ is not str or "\x00" in s):
+        return False
     usage = msg.usage
     if usage is not None and (
         usage.__class__ is not Usage

@@ -194,6 +194,27 @@ class TreeIndex:
             else:
                 self._children = None
 
+    def add_new(
+        self, entry_id: str, parent_id: str | None, timestamp: str, *, known: bool = False
+    ) -> bool:
+        """:meth:`add` an entry that is not in the tree yet, else add nothing and answer False:
+        an append's membership test and insert in one call (appends are hot)."""
+        parent = self._parent
+        if parent is None:
+            tail, cols = self._tail, self._cols
+            assert cols is not None
+            if entry_id in tail or cols.row(entry_id) is not None:
+                return False
+            if not known and parent_id is not None and parent_id not in self:
+                self.forward.append(entry_id)
+            tail[entry_id] = parent_id
+            self.added_ts[entry_id] = timestamp
+            return True
+        if entry_id in parent:
+            return False
+        self.add(entry_id, parent_id, timestamp, known=known)
+        return True
+
     def add_stamps(self, ids: Sequence[str], stamps: Iterable[str]) -> None:
         """The timestamps of entries added to :attr:`parent` directly (a load by columns),
         kept as given until siblings are first ordered: an open inserts none of them."""

@@ -442,6 +442,9 @@ class JsonlLog:
         if self._lock_fd is None:
             raise StoreError(f"Session '{self.session_id}' is not held for writing")
         data = lines[0] + b"\n" if len(lines) == 1 else b"\n".join(lines) + b"\n"
+        size = len(data)
+        # "flush" and appends inside batch() write only; "fsync" syncs here, "group" waits
+        durability = "flush" if self._batch else self.durability
         with self._wlock:
             fd = self._fd
             if fd is None:
@@ -449,20 +452,19 @@ class JsonlLog:
             start = self._end
             try:
                 n = _write(fd, data)
-                if n != len(data):  # a short write: the rest
+                if n != size:  # a short write: the rest
                     _write_all(fd, data, n)
-                if self.durability == "fsync" and not self._batch:
+                if durability == "fsync":
                     os.fdatasync(fd)
             except OSError as exc:
                 self._fail(fd, start)
                 raise self._write_error(exc) from None
-            self._end = start + len(data)
+            self._end = start + size
             self._lines += len(lines)
-            self.written += len(data)
-            end = self.written
-            if self.durability == "fsync" and not self._batch:
-                self._synced_offset = self._end
-        if self.durability == "group" and not self._batch:
+            self.written = end = self.written + size
+            if durability == "fsync":
+                self._synced_offset = start + size
+        if durability == "group":
             self.wait_durable(end)
 
     def wait_durable(self, end: int) -> None:
