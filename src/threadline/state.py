@@ -409,7 +409,7 @@ class SessionState:
         self.closed = False
         if newer:
             self.ingest(newer)
-            self.settle()
+            self.settle(newer)  # only these can be new purged entries: no walk of the session
             self.invalidate()
 
     def append_lines(self, lines: list[bytes], first: bool) -> None:
