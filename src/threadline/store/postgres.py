@@ -21,6 +21,16 @@ the session's sequence and list columns and inserts the records. ``durability="f
 with ``synchronous_commit`` off, ``"fsync"`` and ``"group"`` with it on (the server groups
 concurrent commits itself).
 
+A writer that had to wait for the lock (another writer held it: a shared session) hands it on
+after each append instead of keeping it: its append commits with ``synchronous_commit`` off (in
+the WAL and visible, not yet flushed), then one statement unlocks and waits for the flush with a
+barrier (a transactional logical message committed synchronously, whose commit record stands
+after the append's in the WAL), and only then does ``append`` return; ``let_go`` tells the
+session to take the lock again, with a catch-up read, before its next write. An acknowledged
+append is as durable as a synchronous commit makes it; the next writer's entry is later in the
+WAL, so a crash keeps a prefix. An entry can be visible before it is durable, never acknowledged
+before (docs/stores.md, "A writer that waited hands the lock on").
+
 Schema changes are versioned migrations (``threadline db upgrade URL`` / :func:`upgrade`), run as
 the owner, never by the application role.
 """
