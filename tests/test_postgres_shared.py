@@ -236,3 +236,41 @@ def test_a_writer_killed_mid_loop_loses_nothing_it_acknowledged(tmp_path: Path) 
         ]
     finally:
         st.close()
+
+
+def test_a_handed_on_writer_appends_records_under_the_leaf_another_writer_moved() -> None:
+    """``Session.append`` and the adapters' chains take the lock (and read what others wrote)
+    before they read the leaf: after a hand-on the session's own leaf is stale."""
+    from threadline.integrations._common import append_chain
+    from threadline.model.content import Message, text
+
+    st = tl.open_store(PG_URL, tenant="t", schema=pg_schema(), max_size=2, lock_timeout=10.0)
+    try:
+        holder = st.create()
+        waiter = st.open(holder.id)
+        key = _log(waiter)._key
+        holder.append_message("user", "one")
+        with psycopg.connect(PG_URL, autocommit=True) as other:
+            thread = threading.Thread(
+                target=waiter.append, args=({"type": "message", "message": _msg("two")},)
+            )
+            thread.start()
+            _waiting(other, key, 1)
+            holder.close()
+            thread.join()
+        assert _log(waiter).let_go
+        holder.append_message("user", "three")  # under "two"; the waiter has not seen it
+        holder.close()
+        waiter.append({"type": "message", "message": _msg("four")})
+        waiter.close()
+        holder.append_message("user", "five")
+        holder.close()
+        append_chain(waiter, [Message(role="user", content=[text(t)]) for t in ("six", "seven")])
+        waiter.close()
+        assert _chain(st, holder.id) == ["one", "two", "three", "four", "five", "six", "seven"]
+    finally:
+        st.close()
+
+
+def _msg(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": {"content": text}}]}

@@ -287,11 +287,11 @@ class Session:
                 "its own method (branch, tag, toggle, …)"
             )
         st = self._state
+        if rec.id in st.slots:
+            raise UserError(f"Entry id '{rec.id}' already exists in session '{self.id}'")
         first = not st.writer
         if first and parent_id is AT_LEAF:
             st.ensure_writer()  # the lock first: another writer may have moved the leaf
-        if rec.id in st.slots:
-            raise UserError(f"Entry id '{rec.id}' already exists in session '{self.id}'")
         parent = st.leaf if parent_id is AT_LEAF else parent_id
         if parent is not None and parent not in st.slots:
             raise st.unknown(str(parent))
