@@ -504,9 +504,9 @@ class PostgresLog:
 
     def _hand_on_lock(self, conn: Any) -> None:
         """After the append of a writer that waited for the lock (committed with
-        synchronous_commit off: in the WAL and visible, not yet flushed): unlock, give the
-        connection back, and only then wait until the WAL is flushed past the append. One
-        statement: the unlock takes effect at once, while the barrier (a transactional
+        synchronous_commit off: in the WAL and visible, not yet flushed): unlock, then wait
+        until the WAL is flushed past the append, then give the connection back. One
+        statement: the unlock takes effect when it runs, while the barrier (a transactional
         logical message, which gives the statement a transaction id and a WAL record, so
         that its commit is synchronous) waits for the flush at the statement's commit. The
         next writer appends meanwhile; its entry stands after this one in the WAL."""
