@@ -286,13 +286,17 @@ class Session:
                 f"append() takes tree entries; a {rec.type!r} record is written by "
                 "its own method (branch, tag, toggle, …)"
             )
-        if rec.id in self._state.slots:
+        st = self._state
+        if rec.id in st.slots:
             raise UserError(f"Entry id '{rec.id}' already exists in session '{self.id}'")
-        parent = self._state.leaf if parent_id is AT_LEAF else parent_id
-        if parent is not None and parent not in self._state.slots:
-            raise self._state.unknown(str(parent))
+        first = not st.writer
+        if first and parent_id is AT_LEAF:
+            st.ensure_writer()  # the lock first: another writer may have moved the leaf
+        parent = st.leaf if parent_id is AT_LEAF else parent_id
+        if parent is not None and parent not in st.slots:
+            raise st.unknown(str(parent))
         rec = msgspec.structs.replace(rec, parent_id=parent)
-        self.append_records([rec])
+        self._append_records([rec], first)
         return str(rec.id)
 
     @serialized
@@ -301,8 +305,10 @@ class Session:
         and copiers' path. All are validated before anything is written; one durable batch."""
         if not records:
             return []
+        return self._append_records(records, not self._state.writer)
+
+    def _append_records(self, records: Sequence[KnownRecord], first: bool) -> list[str]:
         st = self._state
-        first = not st.writer
         st.ensure_writer()
         lines = []
         slots = st.slots

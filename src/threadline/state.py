@@ -409,19 +409,23 @@ class SessionState:
         self.closed = False
         if newer:
             self.ingest(newer)
-            self.settle()
+            self.settle(newer)  # only these can be new purged entries: no walk of the session
             self.invalidate()
 
     def append_lines(self, lines: list[bytes], first: bool) -> None:
         """Append to the log; when the session's first write fails (disk full), the writer
         lock it just took is let go again (the caller may never close this session)."""
+        log = self.log
         try:
-            self.log.append(lines)
+            log.append(lines)
         except BaseException:
             if first:
-                self.log.release()
+                log.release()
                 self.writer = False
             raise
+        finally:
+            if log.let_go:  # handed on (PostgreSQL): taken again before the next write
+                self.writer = False
 
     def invalidate(self) -> None:
         self.view = None
@@ -462,7 +466,12 @@ class SessionState:
         if first:
             self.append_lines([line], True)
         else:
-            self.log.append([line])
+            log = self.log
+            try:
+                log.append([line])
+            finally:
+                if log.let_go:
+                    self.writer = False
         self.sizes[rid] = len(line)
         self.after_write(rec)
         return rid

@@ -100,6 +100,10 @@ def append_chain(session: Session, messages: Sequence[Message]) -> list[str]:
     from threadline.model.entries import MessageEntry, new_id, now
 
     records = []
+    # the writer lock first: another writer may have moved the leaf (a PostgreSQL writer that
+    # waited for the lock hands it on after each append and takes it again here)
+    if messages:
+        session.state.ensure_writer()
     parent = session.leaf_id
     stamp = now()
     for m in messages:

@@ -540,6 +540,11 @@ class Log(Protocol):
     """One session's durable record sequence. Implementations: jsonl, memory, sqlite, postgres."""
 
     session_id: str
+    # True when the last append (or its failure) gave the writer lock up: the session takes it
+    # again, with what other writers appended meanwhile, before its next write. PostgreSQL
+    # sets it for a writer that had to wait for the lock (it hands the lock on after each
+    # append) and when the writer's connection broke; the other stores keep the lock.
+    let_go: bool
 
     def load(self) -> Loaded:
         """Read the header and every complete record."""

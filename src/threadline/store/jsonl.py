@@ -150,6 +150,8 @@ class FileSource:
 class JsonlLog:
     """One session file."""
 
+    let_go = False  # the writer lock is kept until release()
+
     def __init__(self, directory: Path, session_id: str, durability: Durability) -> None:
         self.session_id = session_id
         self.path = directory / f"{session_id}.jsonl"

@@ -30,6 +30,8 @@ class _Data:
 
 
 class MemoryLog:
+    let_go = False  # the writer lock is kept until release()
+
     def __init__(self, data: _Data, session_id: str) -> None:
         self.session_id = session_id
         self._data = data

@@ -21,6 +21,16 @@ the session's sequence and list columns and inserts the records. ``durability="f
 with ``synchronous_commit`` off, ``"fsync"`` and ``"group"`` with it on (the server groups
 concurrent commits itself).
 
+A writer that had to wait for the lock (another writer held it: a shared session) hands it on
+after each append instead of keeping it: its append commits with ``synchronous_commit`` off (in
+the WAL and visible, not yet flushed), then one statement unlocks and waits for the flush with a
+barrier (a transactional logical message committed synchronously, whose commit record stands
+after the append's in the WAL), and only then does ``append`` return; ``let_go`` tells the
+session to take the lock again, with a catch-up read, before its next write. An acknowledged
+append is as durable as a synchronous commit makes it; the next writer's entry is later in the
+WAL, so a crash keeps a prefix. An entry can be visible before it is durable, never acknowledged
+before (docs/stores.md, "A writer that waited hands the lock on").
+
 Schema changes are versioned migrations (``threadline db upgrade URL`` / :func:`upgrade`), run as
 the owner, never by the application role.
 """
@@ -320,6 +330,9 @@ class PostgresLog:
         self._seen = 0
         self._conn: Any = None  # the writer's pooled connection, holding the advisory lock
         self._cur: Any = None  # a cursor on it, reused by every append (saves its setup)
+        self._hand_on = False  # the lock was contended: hand it on after each append
+        self.let_go = False  # the last append (or its failure) gave the lock up
+        self.handed_on_lsn: str | None = None  # the WAL insert position after the last hand-on
 
     def load(self) -> Loaded:
         with self._store.tx() as conn:
@@ -395,16 +408,12 @@ class PostgresLog:
                     # single statement
                     conn.execute(
                         "SELECT set_config('threadline.tenant', %s, false), "
-                        "set_config('synchronous_commit', %s, false), "
                         "set_config('lock_timeout', %s, true)",
-                        (st.tenant, st.sync_commit, f"{wait_ms}ms"),
+                        (st.tenant, f"{wait_ms}ms"),
                         prepare=True,
                     )
-                    lock = conn.execute(
-                        "SELECT pg_advisory_lock(hashtextextended(%s, 0)), true",
-                        (self._key,),
-                        prepare=True,
-                    )
+                    # whether this writer had to wait, and the synchronous_commit that follows
+                    lock = conn.execute(_LOCK, (st.sync_commit, self._key, self._key), prepare=True)
                     # a statement of its own: its snapshot is taken after the lock was granted
                     cur = conn.execute(
                         "SELECT seq, raw FROM tl_records WHERE tenant_id = %s AND "
@@ -412,7 +421,8 @@ class PostgresLog:
                         (st.tenant, self.session_id, self._seen),
                         prepare=True,
                     )
-                locked = bool(lock.fetchone()[1])
+                waited = lock.fetchone()[0]
+                locked = True
                 rows = cur.fetchall()
             except psycopg.errors.LockNotAvailable:
                 pass
@@ -423,6 +433,8 @@ class PostgresLog:
             raise
         self._conn = conn
         self._cur = conn.cursor()
+        self._hand_on = waited
+        self.let_go = False
         if rows:
             self._seen = rows[-1][0]
         return _parse(rows, LoadReport(), {}, 0) if rows else []
@@ -472,16 +484,51 @@ class PostgresLog:
             # tenant and synchronous_commit were set on this connection by acquire)
             got = cur.execute(query, params, prepare=True).fetchall()
         except psycopg.Error as exc:
-            if conn.broken:
+            if conn.broken or self._hand_on:
                 self._conn = self._cur = None
+                self.let_go = True
                 self._give_back(conn)
             raise StoreError(
                 f"Writing to session '{self.session_id}' failed ({reason(exc)}); "
                 "nothing was written. Check the database and retry"
             ) from None
         if not got:
+            if self._hand_on:
+                self._conn = self._cur = None
+                self.let_go = True
+                self._give_back(conn)
             raise not_found(self.session_id)
+        if self._hand_on:
+            self._hand_on_lock(conn)
         self._seen = max(r[0] for r in got)
+
+    def _hand_on_lock(self, conn: Any) -> None:
+        """After the append of a writer that waited for the lock (committed with
+        synchronous_commit off: in the WAL and visible, not yet flushed): unlock, then wait
+        until the WAL is flushed past the append, then give the connection back. One
+        statement: the unlock takes effect when it runs, while the barrier (a transactional
+        logical message, which gives the statement a transaction id and a WAL record, so
+        that its commit is synchronous) waits for the flush at the statement's commit. The
+        next writer appends meanwhile; its entry stands after this one in the WAL."""
+        st = self._store
+        self._conn = self._cur = None
+        self.let_go = True
+        try:
+            row = conn.execute(
+                _HAND_ON, (st.sync_commit, st.sync_commit == "on"), prepare=True
+            ).fetchone()
+        except psycopg.Error as exc:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+            st.writer_done(conn)
+            # committed and visible, durability unknown: read back by the next catch-up
+            raise StoreError(
+                f"Session '{self.session_id}': the append was committed but confirming that it "
+                f"is durable failed ({reason(exc)}); it is not acknowledged (the next write "
+                "reads it back if it was kept). Check the database and retry"
+            ) from None
+        self.handed_on_lsn = row[0]
+        st.writer_done(conn)
 
     def raw_lines(self) -> Iterator[bytes]:
         with self._store.tx() as conn:
@@ -578,6 +625,24 @@ class PostgresLog:
 
 _NO_HEADER = SessionHeader(id="-", version=1, timestamp="")
 _GRACE_MS = 250  # the least a second writer waits before SessionLockedError
+
+# The writer lock, and whether the writer had to wait for it (another writer held it or was
+# queued: pg_try_advisory_lock fails then, as the queue is fair); a writer that waited commits
+# its appends with synchronous_commit off and hands the lock on after each (_hand_on_lock).
+_LOCK = (
+    "SELECT w, set_config('synchronous_commit', CASE WHEN w THEN 'off' ELSE %s END, false) "
+    "FROM (SELECT CASE WHEN pg_try_advisory_lock(hashtextextended(%s, 0)) THEN false "
+    "ELSE pg_advisory_lock(hashtextextended(%s, 0)) IS NOT NULL END OFFSET 0) AS l(w)"
+)
+# Unlock, clear the tenant, and (durability "fsync"/"group") wait for the WAL flush: the
+# transactional logical message takes a transaction id and writes WAL, so the statement's own
+# commit is synchronous (pg_current_xact_id() alone is not: a transaction that wrote no WAL
+# before its commit record commits asynchronously). Its LSN lies past the append's commit.
+_HAND_ON = (
+    "SELECT pg_current_wal_insert_lsn()::text, pg_advisory_unlock_all(), "
+    "set_config('threadline.tenant', '', false), set_config('synchronous_commit', %s, false), "
+    "CASE WHEN %s THEN pg_logical_emit_message(true, 'threadline', '') END"
+)
 
 # One statement per append: bump the session's sequence and list columns, insert the records
 # numbered from the old sequence (the row lock on tl_sessions orders concurrent appenders).

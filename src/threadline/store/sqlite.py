@@ -166,6 +166,8 @@ def envelope(line: bytes) -> tuple[str | None, str | None, str, str | None]:
 class SqliteLog:
     """One session's rows."""
 
+    let_go = False  # the writer lock is kept until release()
+
     def __init__(self, store: SqliteStore, session_id: str) -> None:
         self.session_id = session_id
         self._store = store
