@@ -500,15 +500,16 @@ class Batch:
         the entry id, or ``[entry id, message id]`` when ``add_messages`` gave the message its
         id after it was stored. None when it would not come back identical from an entry."""
         hit = self.written.get(id(msg)) or self.known.get(id(msg))
+        msg_id = msg.id  # read once: LangGraph may give it an id in another thread meanwhile
         if (
             hit is not None
             and hit[0] is msg
             and (self.allowed is None or hit[1] in self.allowed or id(msg) in self.written)
         ):
-            if msg.id == hit[2]:
+            if msg_id == hit[2]:
                 return hit[1]
-            if hit[2] is None and isinstance(msg.id, str):
-                return [hit[1], msg.id]
+            if hit[2] is None and isinstance(msg_id, str):
+                return [hit[1], msg_id]
         converted = lc.to_message(msg)
         if not lc.round_trips(msg, converted):
             return None
@@ -517,7 +518,9 @@ class Batch:
                 id=self.new_id(), parent_id=self.parent, timestamp=now(), message=converted
             )
         )
-        self.written[id(msg)] = (msg, eid, msg.id)
+        # the id the entry holds, not the message's now: the add_messages reducer gives a
+        # message without one (a tool result) its id while a background put_writes stores it
+        self.written[id(msg)] = (msg, eid, lc.stored_id(converted))
         return eid
 
 
@@ -732,11 +735,13 @@ class ThreadIndex:
         return self.parents[entry_id]
 
     def owner_of(self, start: str | None) -> CheckpointInfo | None:
-        """The checkpoint that the nearest indexed entry at or above ``start`` belongs to."""
+        """The checkpoint that the nearest indexed entry at or above ``start`` belongs to.
+
+        The walk has no length limit: a checkpoint entry without "p" names its parent by
+        this walk from its tree parent, which the writer takes from where its batch starts,
+        below any number of new message entries (a step that adds 64 messages or more)."""
         cur = start
-        for _ in range(64):
-            if cur is None:
-                return None
+        while cur is not None:
             key = self.owner.get(cur)
             if key is not None:
                 return self.cps.get(key[0], {}).get(key[1]) or self.orphans.get(key)
@@ -1207,6 +1212,8 @@ class PathIndex(ThreadIndex):
             elif kind != "message":
                 raise Incomplete(cur)
             cur = self.parents[cur]
+        else:  # further up than the walk goes: the whole index walks on (``owner_of``)
+            raise Incomplete(str(start))
         if start is not None:
             self.owners[start] = found
         return found
