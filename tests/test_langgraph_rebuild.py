@@ -6,14 +6,25 @@ writing one thread."""
 
 from __future__ import annotations
 
+import copy
+import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    empty_checkpoint,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import threadline as tl
 from conftest import make_store
@@ -117,3 +128,632 @@ def test_a_message_given_its_id_while_it_is_written_keeps_that_id(
         answer = AIMessage("done", id="d")
         _put(fresh, second, "1f000000-0000-6000-8000-000000000003", [hi, call, tool, answer], 3, 2)
         assert len(session.entry_ids()) == before + 2  # the answer and the checkpoint
+
+
+def _step(saver: Any, config: Any, n: int, values: dict[str, Any], changed: dict[str, int]) -> Any:
+    """Put checkpoint ``n`` (values ``values``, versions changed as ``changed`` says) after the
+    one ``config`` names, with metadata ``run_id`` ``run-<n>``."""
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = f"1f000000-0000-6000-8000-{n:012d}"
+    checkpoint["ts"] = f"2026-11-27T08:00:{n:02d}+00:00"
+    checkpoint["channel_values"] = dict(values)
+    parent = saver.get_tuple(config) if "checkpoint_id" in config["configurable"] else None
+    versions = dict(parent.checkpoint["channel_versions"]) if parent else {}
+    checkpoint["channel_versions"] = {**versions, **changed}
+    meta = {"source": "loop", "step": n, "parents": {}, "run_id": f"run-{n}"}
+    return saver.put(config, checkpoint, meta, changed)
+
+
+def test_a_value_prune_re_homed_is_found_by_the_kept_checkpoints_children(store: tl.Store) -> None:
+    """``prune`` re-writes the values the kept checkpoint holds in the entries it purges. A
+    child put afterwards that keeps such a value (at the kept checkpoint's version) looked
+    only for the purged entry and read back without it, from the writer and a fresh saver."""
+    root: Any = {"configurable": {"thread_id": "pruned", "checkpoint_ns": ""}}
+    saver = ThreadlineSaver(store)
+    ref = InMemorySaver()
+    for s in (saver, ref):
+        one = _step(s, root, 1, {"route": "go", "n": 1}, {"route": 1, "n": 1})
+        two = _step(s, one, 2, {"route": "go", "n": 2}, {"n": 2})
+    saver.prune(["pruned"])  # two is kept; "route" lived in one's entry
+    for s in (saver, ref):
+        three = _step(s, two, 3, {"route": "go", "n": 3}, {"n": 3})
+    want = _fields(ref.get_tuple(three))
+    assert want is not None and want[1]["channel_values"] == {"route": "go", "n": 3}
+    assert _fields(saver.get_tuple(three)) == want
+    saver.close()
+    with ThreadlineSaver(store) as fresh:
+        assert _fields(fresh.get_tuple(three)) == want
+        assert _fields(fresh.get_tuple({"configurable": {"thread_id": "pruned"}})) == want
+
+
+def test_a_checkpoint_whose_parents_go_one_after_the_other_keeps_its_fields(
+    store: tl.Store,
+) -> None:
+    """A checkpoint is stored as a change to its parent's fields. When ``delete_for_runs``
+    purges the parent, the survivor gets its whole fields re-written; when that survivor goes
+    too, its child's fields depended on the re-written copy, which the walk stopped at without
+    seeing it was purged: a fresh saver rebuilt the child from nothing (version 1, no
+    metadata, channels missing)."""
+    root: Any = {"configurable": {"thread_id": "runs", "checkpoint_ns": ""}}
+    saver = ThreadlineSaver(store)
+    ref = InMemorySaver()
+    for s in (saver, ref):
+        config = root
+        for n in range(1, 5):
+            config = _step(
+                s, config, n, {"n": n, "keep": "k"}, {"n": n, **({"keep": 1} if n == 1 else {})}
+            )
+    saver.delete_for_runs(["run-2"])
+    saver.delete_for_runs(["run-3"])
+    thread = {"configurable": {"thread_id": "runs"}}
+    want = [_fields(t) for t in ref.list(thread) if t.metadata["run_id"] in ("run-1", "run-4")]
+    assert [w[1]["channel_values"] for w in want] == [{"n": 4, "keep": "k"}, {"n": 1, "keep": "k"}]
+    assert [_fields(t) for t in saver.list(thread)] == want
+    saver.close()
+    with ThreadlineSaver(store) as fresh:
+        assert [_fields(t) for t in fresh.list(thread)] == want
+
+
+# -- random operations, read back by the writer, a fresh saver and a reference ------------------
+
+
+SERDE = JsonPlusSerializer()
+
+
+def _kept(value: Any) -> Any:
+    """``value`` as LangGraph's serializer gives it back (a tuple comes back a list): what
+    ``InMemorySaver`` returns, and a copy later changes to the objects do not reach."""
+    return SERDE.loads_typed(SERDE.dumps_typed(value))
+
+
+class Ref:
+    """What a checkpointer must return: every ``put`` and ``put_writes`` kept as given (as
+    LangGraph's serializer gives them back: ``_kept``), and ``copy_thread``, ``prune``
+    and ``delete_for_runs`` as docs/integrations.md decides them (LangGraph's ``InMemorySaver``
+    has none of the three, and it keeps one value per channel version, where branches that
+    reuse a version must not mix)."""
+
+    def __init__(self) -> None:
+        # thread -> ns -> checkpoint id -> (checkpoint, metadata, parent id)
+        self.cps: dict[str, dict[str, dict[str, tuple[Any, Any, Any]]]] = {}
+        self.writes: dict[tuple[str, str, str], dict[tuple[str, int], tuple[Any, ...]]] = {}
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> None:
+        conf = config["configurable"]
+        thread, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        meta = get_checkpoint_metadata(config, metadata)
+        saved = (_kept(checkpoint), _kept(meta), conf.get("checkpoint_id"))
+        self.cps.setdefault(thread, {}).setdefault(ns, {})[checkpoint["id"]] = saved
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str) -> None:
+        conf = config["configurable"]
+        key = (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
+        stored = self.writes.setdefault(key, {})
+        for idx, (channel, value) in enumerate(writes):
+            wkey = (task_id, WRITES_IDX_MAP.get(channel, idx))
+            if wkey[1] >= 0 and wkey in stored:
+                continue
+            stored[wkey] = (task_id, channel, _kept(value), task_path)
+
+    def tuple(self, thread: str, ns: str, cid: str) -> tuple[Any, ...]:
+        checkpoint, meta, parent = self.cps[thread][ns][cid]
+        stored = self.writes.get((thread, ns, cid), {})
+        order = sorted(stored, key=lambda k: writes_sort_key(stored[k][3], *k))
+        conf = {"thread_id": thread, "checkpoint_ns": ns}
+        return (
+            {"configurable": {**conf, "checkpoint_id": cid}},
+            checkpoint,
+            meta,
+            {"configurable": {**conf, "checkpoint_id": parent}} if parent else None,
+            [stored[k][:3] for k in order],
+        )
+
+    def delete_thread(self, thread: str) -> None:
+        self.cps.pop(thread, None)
+        for key in [k for k in self.writes if k[0] == thread]:
+            del self.writes[key]
+
+    def copy_thread(self, source: str, target: str) -> None:
+        self.delete_thread(target)
+        self.cps[target] = copy.deepcopy(self.cps.get(source, {}))
+        for (thread, ns, cid), stored in list(self.writes.items()):
+            if thread == source:
+                self.writes[(target, ns, cid)] = copy.deepcopy(stored)
+
+    def drop(self, doomed: Any) -> None:
+        for thread, namespaces in self.cps.items():
+            for ns, cps in namespaces.items():
+                for cid in [cid for cid, saved in cps.items() if doomed(thread, ns, cid, saved)]:
+                    del cps[cid]
+                    self.writes.pop((thread, ns, cid), None)
+
+    def prune(self, threads: list[str]) -> None:
+        latest = {
+            (t, ns): max(cps) for t in threads for ns, cps in self.cps.get(t, {}).items() if cps
+        }
+        self.drop(lambda t, ns, cid, _s: t in threads and latest.get((t, ns)) != cid)
+
+    def delete_for_runs(self, runs: list[str]) -> None:
+        self.drop(lambda _t, _ns, _cid, saved: saved[1].get("run_id") in runs)
+
+
+@dataclass
+class Head:
+    """A checkpoint the generator can continue from: its id, values and fields."""
+
+    config: Any
+    id: str
+    values: dict[str, Any]
+    versions: dict[str, Any]
+    seen: dict[str, dict[str, Any]]
+    step: int
+
+
+CHANNELS = ["messages", "x", "branch:to:agent", "branch:to:tools", "__start__", ">odd"]
+RUNS = ["run-a", "run-b", "run-c"]
+PATHS = ["", "~__pregel_pull, agent", "~__pregel_pull, tools", index.INPUT_PATH, "custom"]
+
+
+class Ops:
+    """Random LangGraph operations (hypothesis draws each choice) applied to a saver and to
+    the reference alike."""
+
+    def __init__(self, draw: Any, *savers: ThreadlineSaver) -> None:
+        self.draw = draw  # draw(kind, argument): "pick" one of a list, "int" in (lo, hi)
+        self.savers = savers  # two: each op by either; a write the other's lock refuses
+        self.saver = savers[0]
+        self.refused = 0
+        self.ref = Ref()
+        self.heads: dict[tuple[str, str], list[Head]] = {}  # every checkpoint put, in order
+        self.waiting: dict[str, list[Any]] = {}  # messages written as writes, not yet in a value
+        self.n = 0
+        self.threads = ["t1", "t2"]
+
+    def pick(self, options: Any) -> Any:
+        return self.draw("pick", list(options))
+
+    def integer(self, lo: int, hi: int) -> int:
+        return int(self.draw("int", (lo, hi)))
+
+    def new_id(self) -> str:
+        self.n += 1
+        kind = self.pick(["uuid"] * 8 + ["early", "plain"])
+        if kind == "early":  # smaller than every id before it: put out of order
+            return f"0e{self.n:06x}-0000-6000-8000-000000000000"
+        if kind == "plain":  # not a UUID
+            return f"cp-{self.n:05d}"
+        return f"1f{self.n:06x}-0000-6000-8000-000000000000"
+
+    def message(self, *, tool: bool = False) -> Any:
+        self.n += 1
+        n = self.n
+        kind = self.pick(["human", "ai", "call", "tool", "noid"]) if not tool else "tool"
+        if kind == "human":
+            return HumanMessage(f"question {n}", id=f"h-{n}")
+        if kind == "ai":
+            return AIMessage(f"answer {n}", id=f"a-{n}")
+        if kind == "call":
+            call = {"name": "lookup", "args": {"q": n}, "id": f"call-{n}"}
+            return AIMessage("", id=f"c-{n}", tool_calls=[call])
+        if kind == "tool":  # LangGraph's reducer gives it an id once it is in the value
+            return ToolMessage(f"result {n}", tool_call_id=f"call-{n}")
+        return HumanMessage(f"no id {n}")
+
+    def value(self, channel: str, old: Any, thread: str) -> Any:
+        """A new value of ``channel`` (``_CLEAR``: none)."""
+        if channel.startswith("branch:to:") or channel == ">odd":
+            return self.pick([None, _CLEAR, "go"])
+        if channel == "__start__":
+            return self.pick([_CLEAR, {"messages": [self.message()]}, {"k": 1}])
+        if channel == "messages":
+            old = old if isinstance(old, list) else []
+            kind = self.pick(["grow"] * 5 + ["many", "shrink", "edit", "clear", "tuple"])
+            if kind in ("grow", "many"):
+                added = self.waiting.pop(thread, [])
+                for m in added:  # what add_messages does to a message without an id
+                    if m.id is None:
+                        m.id = f"given-{self.n}-{len(added)}"
+                count = 64 + self.integer(0, 6) if kind == "many" else None
+                more = self.integer(0, 2) if count is None else count
+                return old + added + [self.message() for _ in range(more)]
+            if kind == "shrink":
+                return old[1:]
+            if kind == "edit" and old:
+                last = old[-1]
+                return [*old[:-1], last.model_copy(update={"content": f"edited {self.n}"})]
+            if kind == "tuple":
+                return (1, "a")
+            return _CLEAR
+        return self.pick([1, "s", None, (1, 2), {3, 4}, {"m": self.message(), "n": 1}, _CLEAR])
+
+    # the operations
+
+    def put(self) -> None:
+        thread = self.pick(self.threads)
+        ns = self.pick(["", "", "", "sub:1"])
+        heads = self.heads.get((thread, ns), [])
+        where = self.pick(["latest"] * 4 + ["earlier", "none"]) if heads else "none"
+        parent = None
+        if where == "latest":
+            parent = max(heads, key=lambda h: h.id)
+        elif where == "earlier":  # time travel: a new branch from an earlier checkpoint
+            parent = self.pick(heads)
+        values = dict(parent.values) if parent else {}
+        versions = dict(parent.versions) if parent else {}
+        seen = copy.deepcopy(parent.seen) if parent else {}
+        changed = list(dict.fromkeys(self.pick(CHANNELS) for _ in range(self.integer(1, 3))))
+        # LangGraph's next version (repeats across branches) or one never used before
+        top = max((v for v in versions.values()), default=0)
+        version = top + 1 if self.pick([False, True]) else 1000 + self.n
+        for ch in changed:
+            new = self.value(ch, values.get(ch), thread)
+            if new is _CLEAR:
+                if ch in versions and ch.startswith("branch:to:"):
+                    node = ch[len("branch:to:") :]
+                    seen.setdefault(node, {})[ch] = versions[ch]
+                values.pop(ch, None)
+            else:
+                values[ch] = new
+            versions[ch] = version
+        cid = self.new_id()
+        step = parent.step + 1 if parent and self.pick([False, True]) else self.integer(-1, 5)
+        meta: dict[str, Any] = {"source": self.pick(["loop", "input", "update"]), "step": step}
+        meta["parents"] = {}
+        if self.pick([False, True]):
+            meta["run_id"] = self.pick(RUNS)
+        checkpoint = {
+            "v": 4,
+            "id": cid,
+            "ts": f"2026-11-27T09:{self.n // 60 % 60:02d}:{self.n % 60:02d}+00:00",
+            "channel_values": values,
+            "channel_versions": versions,
+            "versions_seen": seen,
+            "updated_channels": sorted(ch for ch in changed if ch in values),
+        }
+        conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+        if parent is not None:
+            conf["checkpoint_id"] = parent.id
+        new_versions = dict.fromkeys(changed, version)
+        got = self.saver.put({"configurable": conf}, checkpoint, meta, new_versions)
+        self.ref.put({"configurable": conf}, checkpoint, meta, new_versions)
+        values = {k: copy.deepcopy(v) if k != "messages" else v for k, v in values.items()}
+        self.heads.setdefault((thread, ns), []).append(Head(got, cid, values, versions, seen, step))
+
+    def put_writes(self) -> None:
+        known = [h for hs in self.heads.values() for h in hs]
+        if not known:
+            return
+        head = self.pick(known)
+        config = head.config
+        if self.integer(0, 9) == 0:  # writes before their checkpoint is put
+            conf = dict(config["configurable"])
+            conf["checkpoint_id"] = f"1f{self.n + 1:06x}-0000-6000-8000-000000000000"
+            config = {"configurable": conf}
+        thread = config["configurable"]["thread_id"]
+        path = self.pick(PATHS)
+        rows: list[tuple[str, Any]] = []
+        start = head.values.get("__start__")
+        if path == index.INPUT_PATH and isinstance(start, dict) and self.pick([False, True]):
+            rows = [*start.items(), ("branch:to:agent", None)]  # the input task's usual rows
+        else:
+            for _ in range(self.integer(1, 3)):
+                kind = self.pick(["new", "new", "old", "trigger", "x", "error", "interrupt"])
+                if kind == "new":
+                    msgs = [self.message(tool=self.pick([False, True]))]
+                    self.waiting.setdefault(thread, []).extend(msgs)
+                    rows.append(("messages", msgs))
+                elif kind == "old" and head.values.get("messages"):
+                    rows.append(("messages", [self.pick(head.values["messages"])]))
+                elif kind == "trigger":
+                    rows.append(("branch:to:agent", None))
+                elif kind == "error":
+                    rows.append(("__error__", f"boom {self.n}"))
+                elif kind == "interrupt":
+                    rows.append(("__interrupt__", [{"value": self.n}]))
+                else:
+                    rows.append(("x", self.n))
+        task = self.pick(["task-1", "task-2", "derived"])
+        if task == "derived":
+            doc = {"mj": {"step": head.step}}
+            task = index.derived_task(config["configurable"]["checkpoint_id"], doc, path) or "t"
+        self.saver.put_writes(config, rows, task, path)
+        self.ref.put_writes(config, rows, task, path)
+
+    def copy_thread(self) -> None:
+        source = self.pick(self.threads)
+        target = f"copy-{len(self.threads)}"
+        self.saver.copy_thread(source, target)
+        self.ref.copy_thread(source, target)
+        self.threads.append(target)
+        for (thread, ns), heads in list(self.heads.items()):
+            if thread == source:
+                self.heads[(target, ns)] = [
+                    Head(
+                        {"configurable": {**h.config["configurable"], "thread_id": target}},
+                        h.id,
+                        h.values,
+                        h.versions,
+                        h.seen,
+                        h.step,
+                    )
+                    for h in heads
+                ]
+
+    def prune(self) -> None:
+        thread = self.pick(self.threads)
+        self.saver.prune([thread])
+        self.ref.prune([thread])
+        self.forget()
+
+    def delete_for_runs(self) -> None:
+        runs = [self.pick(RUNS)]
+        self.saver.delete_for_runs(runs)
+        self.ref.delete_for_runs(runs)
+        self.forget()
+
+    def delete_thread(self) -> None:
+        thread = self.pick(self.threads)
+        self.saver.delete_thread(thread)
+        self.ref.delete_thread(thread)
+        self.forget()
+
+    def forget(self) -> None:
+        for (thread, ns), heads in self.heads.items():
+            kept = self.ref.cps.get(thread, {}).get(ns, {})
+            heads[:] = [h for h in heads if h.id in kept]
+
+    def reopen(self) -> None:
+        self.saver.close()  # every thread let go: the next use reads it from the store
+
+    def run(self, steps: int) -> None:
+        ops = [self.put] * 6 + [self.put_writes] * 4 + [self.reopen]
+        if len(self.savers) == 1:
+            ops += [self.copy_thread, self.prune, self.delete_for_runs, self.delete_thread]
+        else:  # (operations on one thread: a refused one has changed nothing)
+            ops += [self.prune]
+        for _ in range(steps):
+            op = self.pick(ops)
+            if len(self.savers) > 1:
+                self.saver = self.pick(self.savers)
+                if self.pick([False, True]):  # the other saver lets its threads go
+                    for other in self.savers:
+                        if other is not self.saver:
+                            other.close()
+            try:
+                op()
+            except tl.SessionLockedError:  # the other saver is the thread's writer
+                self.refused += 1
+
+
+_CLEAR = object()
+
+
+def _reads(saver: ThreadlineSaver, ref: Ref, threads: list[str], draw: Any, who: str) -> None:
+    """Every read of ``saver`` equals the reference's: each checkpoint, the latest of each
+    namespace, each namespace's list (whole, limited, before a checkpoint, filtered)."""
+    for thread in threads:
+        spaces = {ns: cps for ns, cps in ref.cps.get(thread, {}).items() if cps}
+        listed = {
+            (
+                t.config["configurable"]["checkpoint_ns"],
+                t.config["configurable"]["checkpoint_id"],
+            ): _fields(t)
+            for t in saver.list({"configurable": {"thread_id": thread}})
+        }
+        assert sorted(listed) == sorted((ns, cid) for ns, cps in spaces.items() for cid in cps), (
+            who,
+            thread,
+        )
+        for (ns, cid), got in listed.items():
+            assert got == ref.tuple(thread, ns, cid), (who, "list", thread, ns, cid)
+        for ns, cps in spaces.items():
+            conf = {"thread_id": thread, "checkpoint_ns": ns}
+            ids = sorted(cps, reverse=True)
+            latest = saver.get_tuple({"configurable": conf})
+            assert _fields(latest) == ref.tuple(thread, ns, ids[0]), (who, "latest", thread, ns)
+            for cid in ids:
+                got = saver.get_tuple({"configurable": {**conf, "checkpoint_id": cid}})
+                assert _fields(got) == ref.tuple(thread, ns, cid), (who, "get", thread, ns, cid)
+            limit = draw("int", (1, 3))
+            before = draw("pick", ids)
+            run = draw("pick", RUNS)
+            for kwargs, want_ids in (
+                ({"limit": limit}, ids[:limit]),
+                (
+                    {"before": {"configurable": {**conf, "checkpoint_id": before}}},
+                    [i for i in ids if i < before],
+                ),
+                ({"filter": {"run_id": run}}, [i for i in ids if cps[i][1].get("run_id") == run]),
+            ):
+                got_ids = [
+                    t.config["configurable"]["checkpoint_id"]
+                    for t in saver.list({"configurable": conf}, **kwargs)
+                ]
+                assert got_ids == want_ids, (who, kwargs)
+        if not spaces:
+            assert saver.get_tuple({"configurable": {"thread_id": thread}}) is None, (who, thread)
+
+
+def check_rebuild(store: tl.Store, draw: Any, steps: int, savers: int = 1) -> int:
+    """Random operations on one saver over ``store`` (or two, taking turns as the threads'
+    writer), then every read compared (see below); returns how many writes were refused."""
+    writers = [ThreadlineSaver(store) for _ in range(savers)]
+    ops = Ops(draw, *writers)
+    ops.run(steps)
+    saver = ops.saver
+    if savers > 1:  # each read what the store held when it opened a thread: read it again
+        for other in writers:
+            other.close()
+    _reads(saver, ops.ref, ops.threads, draw, "writer")
+    saver.close()
+    with ThreadlineSaver(store) as fresh:
+        _reads(fresh, ops.ref, ops.threads, draw, "fresh")
+    for thread in ops.threads:
+        spaces = ops.ref.cps.get(thread, {})
+        if spaces.get(""):
+            with ThreadlineSaver(store) as fresh:  # the latest from the branch
+                got = fresh.get_tuple({"configurable": {"thread_id": thread}})
+                want = ops.ref.tuple(thread, "", max(spaces[""]))
+                assert _fields(got) == want, ("branch", thread)
+    return ops.refused
+
+
+def _fresh_store(kind: str) -> tl.Store:
+    return make_store(kind, Path(tempfile.mkdtemp(prefix="lg-rebuild-")))
+
+
+def _hypothesis_draw(data: Any) -> Any:
+    def draw(kind: str, arg: Any) -> Any:
+        if kind == "pick":
+            return data.draw(st.sampled_from(arg))
+        return data.draw(st.integers(*arg))
+
+    return draw
+
+
+# examples per store (a few seconds each); bench/README.md has the longer runs
+EXAMPLES = {"jsonl": 10, "sqlite": 8, "postgres": 5}
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_random_operations_read_back_the_same_from_the_writer_and_a_fresh_saver(kind: str) -> None:
+    """Random sequences of puts (LangGraph-shaped steps, time travel, subgraph namespaces,
+    ids out of order, message lists that grow by 0-2 or 64-70 messages, shrink or are edited,
+    tool results given their id after they were written), pending writes (new and old
+    messages, triggers, errors and interrupts, the input task's rows, derived task ids, writes
+    before their checkpoint), ``copy_thread``, ``prune``, ``delete_for_runs``,
+    ``delete_thread`` and the saver letting every thread go: every read of the writing saver,
+    of a fresh saver (the whole index) and of one fresh saver per thread's latest checkpoint
+    (the session's branch) equals the reference's."""
+
+    @settings(max_examples=EXAMPLES[kind], deadline=None, suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def check(data: Any) -> None:
+        store = _fresh_store(kind)
+        try:
+            check_rebuild(store, _hypothesis_draw(data), data.draw(st.integers(4, 20)))
+        finally:
+            store.close()
+
+    check()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_two_savers_taking_turns_on_the_same_threads_leave_every_checkpoint_exact(
+    kind: str,
+) -> None:
+    """Two savers over one store, each operation by either, the other letting its threads go
+    or not: a write to a thread the other saver holds is refused with
+    ``SessionLockedError`` and changes nothing; one it let go goes on from every checkpoint
+    the store holds (the other saver's included, re-read when this saver had only read the
+    thread, or another saver pruned it). Every read afterwards equals the reference fed the
+    writes that were not refused."""
+    refused = []
+
+    @settings(
+        max_examples=EXAMPLES[kind] // 2, deadline=None, suppress_health_check=list(HealthCheck)
+    )
+    @given(data=st.data())
+    def check(data: Any) -> None:
+        store = _fresh_store(kind)
+        try:
+            refused.append(
+                check_rebuild(store, _hypothesis_draw(data), data.draw(st.integers(4, 20)), 2)
+            )
+        finally:
+            store.close()
+
+    check()
+    assert sum(refused) > 0  # the lock was met, not only taken in turns
+
+
+def test_savers_in_threads_writing_one_thread_are_refused_or_exact(store: tl.Store) -> None:
+    """Two savers, each used by two Python threads at once, put checkpoints on one LangGraph
+    thread, each worker going on from its own last one; a saver lets the thread go now and
+    then. A put is refused with ``SessionLockedError`` while the other saver holds the thread,
+    else stored: every checkpoint stored reads back exact from a fresh saver, and nothing
+    refused is in the store."""
+    import threading
+
+    savers = [ThreadlineSaver(store), ThreadlineSaver(store)]
+    ref = Ref()
+    guard = threading.Lock()
+    refused: list[str] = []
+    errors: list[BaseException] = []
+
+    def work(w: int) -> None:
+        saver = savers[w % 2]
+        config: Any = {"configurable": {"thread_id": "shared", "checkpoint_ns": ""}}
+        messages: list[Any] = []
+        for n in range(12):
+            cid = f"1f{n:04d}{w:02d}-0000-6000-8000-000000000000"
+            messages = [*messages, HumanMessage(f"{w}-{n}", id=f"{w}-{n}")]
+            checkpoint = empty_checkpoint()
+            checkpoint.update(id=cid, ts=f"2026-11-27T08:{n:02d}:{w:02d}+00:00")
+            checkpoint["channel_values"] = {"messages": list(messages), "w": w}
+            checkpoint["channel_versions"] = {"messages": n + 1, "w": n + 1}
+            meta = {"source": "loop", "step": n, "parents": {}}
+            try:
+                got = saver.put(config, checkpoint, meta, {"messages": n + 1, "w": n + 1})
+            except tl.SessionLockedError:
+                with guard:
+                    refused.append(cid)
+                continue
+            except BaseException as exc:  # anything else fails the test
+                errors.append(exc)
+                return
+            with guard:
+                ref.put(config, checkpoint, meta, {"messages": n + 1, "w": n + 1})
+            config = got
+            if n % 3 == w % 3:
+                saver.close()  # let the thread go: the other saver may take it
+
+    workers = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    for saver in savers:
+        saver.close()
+    assert errors == []
+    stored = ref.cps["shared"][""]
+    # (PostgreSQL's lock waits a moment for the holder before it refuses: there the savers
+    # often just take turns)
+    assert len(stored) + len(refused) == 48 and stored
+    with ThreadlineSaver(store) as fresh:
+        listed = {
+            t.config["configurable"]["checkpoint_id"]: _fields(t)
+            for t in fresh.list({"configurable": {"thread_id": "shared"}})
+        }
+        assert sorted(listed) == sorted(stored)
+        for cid in stored:
+            assert listed[cid] == ref.tuple("shared", "", cid)
+    with ThreadlineSaver(store) as fresh:  # the latest, from the branch or the whole index
+        latest = fresh.get_tuple({"configurable": {"thread_id": "shared"}})
+        assert _fields(latest) == ref.tuple("shared", "", max(stored))
+
+
+@pytest.mark.xfail(strict=True, reason="a message edited in place is not stored again")
+def test_a_message_edited_in_place_between_checkpoints_is_read_back_edited(
+    jsonl_store: tl.Store,
+) -> None:
+    """Not met (found by the rebuild tests, not fixed): a message list is stored as the
+    messages added when the previous value's messages are the same objects, so a message a
+    node edits in place (not through ``add_messages``, which replaces it) keeps its old
+    content in the next checkpoint, from the writer and from a fresh saver alike, where
+    ``InMemorySaver`` stores each checkpoint as it is when put."""
+    root: Any = {"configurable": {"thread_id": "edited", "checkpoint_ns": ""}}
+    saver = ThreadlineSaver(jsonl_store)
+    ref = InMemorySaver()
+    one = HumanMessage("one", id="1")
+    first = [
+        _put(s, root, "1f000000-0000-6000-8000-000000000001", [one], 1, 0) for s in (saver, ref)
+    ]
+    one.content = "one, edited in place"
+    two = HumanMessage("two", id="2")
+    second = _put(saver, first[0], "1f000000-0000-6000-8000-000000000002", [one, two], 2, 1)
+    _put(ref, first[1], "1f000000-0000-6000-8000-000000000002", [one, two], 2, 1)
+    want = _fields(ref.get_tuple(second))
+    saver.close()
+    with ThreadlineSaver(jsonl_store) as fresh:
+        assert _fields(fresh.get_tuple(second)) == want

@@ -571,6 +571,7 @@ class ThreadIndex:
         self.derive: list[tuple[CheckpointInfo, dict[str, Any], str]] = []
         self.main_leaf: str | None = session.leaf_id
         self.complete = False  # every entry indexed (else: only the session is open)
+        self.rehomed = False  # some checkpoint's values were re-homed (``BLOBS``)
         if index:
             self.index_all()
 
@@ -659,6 +660,7 @@ class ThreadIndex:
         if "in" in data:
             data = self.data[rec.id] = self.inputs(cp, data)
         if kind == BLOBS:
+            self.rehomed = True
             for ch in data["b"]:
                 cp.blobs[ch] = rec.id
             if "doc" in data:
@@ -887,10 +889,8 @@ class ThreadIndex:
         rehomed = cp.blobs.get(channel)
         if rehomed is not None:
             return rehomed
-        found = self.blobs.get((cp.ns, channel, version))
-        if not found:
-            return None
-        if len(found) == 1:
+        found = self.blobs.get((cp.ns, channel, version)) or []
+        if len(found) == 1 and not self.rehomed:
             return found[0][1]
         owners = dict(found)
         cps = self.cps.get(cp.ns, {})
@@ -899,9 +899,12 @@ class ThreadIndex:
         while cur is not None and cur.id not in seen:
             if cur.id in owners:
                 return owners[cur.id]
+            kept = cur.blobs.get(channel)
+            if kept is not None and same(self.doc(cur)["cv"].get(channel), version):
+                return kept  # an ancestor's value, re-homed when the entry holding it went
             seen.add(cur.id)
             cur = cps.get(cur.parent) if cur.parent else None
-        return found[-1][1]
+        return found[-1][1] if found else None
 
 
 def add_writes(cp: CheckpointInfo, data: dict[str, Any], entry_id: str, task: str | None) -> None:
