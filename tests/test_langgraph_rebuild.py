@@ -194,6 +194,77 @@ def test_a_checkpoint_whose_parents_go_one_after_the_other_keeps_its_fields(
         assert [_fields(t) for t in fresh.list(thread)] == want
 
 
+def test_a_saver_that_only_read_a_thread_writes_it_against_every_checkpoint(
+    store: tl.Store,
+) -> None:
+    """Saver B indexes a thread by reading it (no writer lock), saver A then puts a
+    checkpoint and lets the thread go, and B writes: B becomes the writer, sees A's
+    checkpoint and indexes the thread again. Before, B's index stayed as it was when B read
+    the thread: B's reads missed A's checkpoint after B's own write, and B's ``prune`` kept
+    a checkpoint that was no longer the latest."""
+    root: Any = {"configurable": {"thread_id": "two", "checkpoint_ns": ""}}
+    thread = {"configurable": {"thread_id": "two"}}
+    a, b, ref = ThreadlineSaver(store), ThreadlineSaver(store), Ref()
+    messages = [HumanMessage(f"m{n}", id=f"m{n}") for n in range(4)]
+
+    def put(saver: Any, config: Any, n: int) -> Any:
+        checkpoint = empty_checkpoint()
+        checkpoint.update(id=f"1f000000-0000-6000-8000-{n:012d}", ts=f"2026-11-27T08:00:0{n}Z")
+        checkpoint["channel_values"] = {"messages": messages[:n]}
+        checkpoint["channel_versions"] = {"messages": n}
+        meta = {"source": "loop", "step": n, "parents": {}}
+        got = saver.put(config, checkpoint, meta, {"messages": n})
+        ref.put(config, checkpoint, meta, {"messages": n})
+        return got
+
+    one = put(a, root, 1)
+    a.close()
+    assert len(list(b.list(thread))) == 1  # B's index: checkpoint 1
+    two = put(a, one, 2)
+    with pytest.raises(tl.SessionLockedError):  # A holds the thread
+        b.put_writes(two, [("x", 1)], "task")
+    a.close()
+    three = put(b, two, 3)  # a child of the checkpoint B has not seen
+    ids = [c["configurable"]["checkpoint_id"] for c in (three, two, one)]
+    assert [_fields(t) for t in b.list(thread)] == [ref.tuple("two", "", c) for c in ids]
+    with pytest.raises(tl.SessionLockedError):  # B holds the thread now
+        put(a, three, 4)
+    b.close()
+    four = put(a, three, 4)
+    a.close()
+    b.prune(["two"])  # B read the thread before A's checkpoint 4: 4 is the one kept
+    latest = four["configurable"]["checkpoint_id"]
+    assert [_fields(t) for t in b.list(thread)] == [ref.tuple("two", "", latest)]
+    b.close()
+    with ThreadlineSaver(store) as fresh:
+        assert [_fields(t) for t in fresh.list(thread)] == [ref.tuple("two", "", latest)]
+
+
+def test_a_thread_another_saver_creates_meanwhile_is_opened(
+    store: tl.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two savers putting the first checkpoint of one thread at once: the second one's
+    ``create`` found the session there and failed with ``UserError`` ("already exists"); it
+    opens it instead (and then meets the first one's writer lock, or writes)."""
+    root: Any = {"configurable": {"thread_id": "new", "checkpoint_ns": ""}}
+    a, b = ThreadlineSaver(store), ThreadlineSaver(store)
+    _put(a, root, "1f000000-0000-6000-8000-000000000001", [HumanMessage("a", id="a")], 1, 0)
+    a.close()
+    real = store.exists
+    calls: list[str] = []
+
+    def late(session_id: str) -> bool:  # B looked before A created it
+        calls.append(session_id)
+        return False if len(calls) == 1 else real(session_id)
+
+    monkeypatch.setattr(b.store, "exists", late)
+    got = _put(b, root, "1f000000-0000-6000-8000-000000000002", [HumanMessage("b", id="b")], 1, 0)
+    b.close()
+    with ThreadlineSaver(store) as fresh:
+        listed = [t.config for t in fresh.list({"configurable": {"thread_id": "new"}})]
+    assert listed[0] == got and len(listed) == 2
+
+
 # -- random operations, read back by the writer, a fresh saver and a reference ------------------
 
 
