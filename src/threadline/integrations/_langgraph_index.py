@@ -897,11 +897,11 @@ class ThreadIndex:
         seen: set[str] = set()
         cur: CheckpointInfo | None = cp
         while cur is not None and cur.id not in seen:
-            if cur.id in owners:
-                return owners[cur.id]
             kept = cur.blobs.get(channel)
             if kept is not None and same(self.doc(cur)["cv"].get(channel), version):
                 return kept  # an ancestor's value, re-homed when the entry holding it went
+            if cur.id in owners:
+                return owners[cur.id]
             seen.add(cur.id)
             cur = cps.get(cur.parent) if cur.parent else None
         return found[-1][1] if found else None

@@ -133,6 +133,9 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
     :meth:`close`; another process can read or write a thread once the saver let it go.
     """
 
+    # how long writes that arrive before their checkpoint wait for it (seconds)
+    writes_wait = 2.0
+
     def __init__(
         self,
         store: Store | str | None = None,
@@ -776,7 +779,9 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 # a checkpoint LangGraph is saving in the background right now: its writes
                 # wait for it (briefly), so they can go after it and hold its messages once
                 waiting = t
-                self._put_done.wait_for(lambda: cid in waiting.cps.get(ns, {}), timeout=2.0)
+                self._put_done.wait_for(
+                    lambda: cid in waiting.cps.get(ns, {}), timeout=self.writes_wait
+                )
                 t = self._thread(conf["thread_id"], create=True)
                 assert t is not None
                 t = self._writer(t)
@@ -974,6 +979,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                     doomed_ids.add(rid)
         t.session.purge(sorted(doomed_ids), dry_run=False)
         t.forget(gone_entries | {w[4] for cp in gone for w in cp.writes.values()})
+        # a message object put again (one a purged write held) is written again, not referred to
+        t.recent = {k: hit for k, hit in t.recent.items() if hit[1] not in doomed_ids}
         t.main_leaf = t.session.leaf_id
 
     def _rehome(self, t: ThreadIndex, cp: CheckpointInfo, gone: set[str], refs: set[str]) -> None:
