@@ -692,6 +692,23 @@ def _reads(saver: ThreadlineSaver, ref: Ref, threads: list[str], draw: Any, who:
                 assert got_ids == want_ids, (who, kwargs)
         if not spaces:
             assert saver.get_tuple({"configurable": {"thread_id": thread}}) is None, (who, thread)
+    run = draw("pick", RUNS)  # every thread of the store, by metadata
+    found = sorted(
+        (
+            t.config["configurable"]["thread_id"],
+            t.config["configurable"]["checkpoint_ns"],
+            t.config["configurable"]["checkpoint_id"],
+        )
+        for t in saver.list(None, filter={"run_id": run})
+    )
+    want_all = sorted(
+        (thread, ns, cid)
+        for thread, spaces in ref.cps.items()
+        for ns, cps in spaces.items()
+        for cid, saved in cps.items()
+        if saved[1].get("run_id") == run
+    )
+    assert found == want_all, (who, "list(None)", run)
 
 
 def check_rebuild(store: tl.Store, draw: Any, steps: int, savers: int = 1) -> int:
@@ -734,7 +751,7 @@ def _hypothesis_draw(data: Any) -> Any:
 
 
 # examples per store (a few seconds each); bench/README.md has the longer runs
-EXAMPLES = {"jsonl": 60, "sqlite": 40, "postgres": 20}
+EXAMPLES = {"jsonl": 30, "sqlite": 20, "postgres": 12}
 
 
 @pytest.mark.parametrize("kind", STORES)
