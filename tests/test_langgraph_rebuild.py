@@ -423,6 +423,9 @@ class Ops:
         self.savers = savers  # two: each op by either; a write the other's lock refuses
         self.saver = savers[0]
         self.refused = 0
+        # LangGraph's own saver fed the same puts and writes (only those, and versions never
+        # repeated across branches: see ``Ref``), when set
+        self.memory: InMemorySaver | None = None
         self.ref = Ref()
         self.heads: dict[tuple[str, str], list[Head]] = {}  # every checkpoint put, in order
         self.waiting: dict[str, list[Any]] = {}  # messages written as writes, not yet in a value
@@ -504,7 +507,8 @@ class Ops:
         changed = list(dict.fromkeys(self.pick(CHANNELS) for _ in range(self.integer(1, 3))))
         # LangGraph's next version (repeats across branches) or one never used before
         top = max((v for v in versions.values()), default=0)
-        version = top + 1 if self.pick([False, True]) else 1000 + self.n
+        repeat = self.pick([False, True])
+        version = top + 1 if repeat and self.memory is None else 1000 + self.n
         for ch in changed:
             new = self.value(ch, values.get(ch), thread)
             if new is _CLEAR:
@@ -536,6 +540,8 @@ class Ops:
         new_versions = dict.fromkeys(changed, version)
         got = self.saver.put({"configurable": conf}, checkpoint, meta, new_versions)
         self.ref.put({"configurable": conf}, checkpoint, meta, new_versions)
+        if self.memory is not None:
+            self.memory.put({"configurable": conf}, checkpoint, meta, new_versions)
         values = {k: copy.deepcopy(v) if k != "messages" else v for k, v in values.items()}
         self.heads.setdefault((thread, ns), []).append(Head(got, cid, values, versions, seen, step))
 
@@ -578,6 +584,8 @@ class Ops:
             task = index.derived_task(config["configurable"]["checkpoint_id"], doc, path) or "t"
         self.saver.put_writes(config, rows, task, path)
         self.ref.put_writes(config, rows, task, path)
+        if self.memory is not None:
+            self.memory.put_writes(config, rows, task, path)
 
     def copy_thread(self) -> None:
         source = self.pick(self.threads)
@@ -627,7 +635,9 @@ class Ops:
 
     def run(self, steps: int) -> None:
         ops = [self.put] * 6 + [self.put_writes] * 4 + [self.reopen]
-        if len(self.savers) == 1:
+        if self.memory is not None:
+            pass
+        elif len(self.savers) == 1:
             ops += [self.copy_thread, self.prune, self.delete_for_runs, self.delete_thread]
         else:  # (operations on one thread: a refused one has changed nothing)
             ops += [self.prune]
@@ -711,14 +721,27 @@ def _reads(saver: ThreadlineSaver, ref: Ref, threads: list[str], draw: Any, who:
     assert found == want_all, (who, "list(None)", run)
 
 
-def check_rebuild(store: tl.Store, draw: Any, steps: int, savers: int = 1) -> int:
+def check_rebuild(
+    store: tl.Store, draw: Any, steps: int, savers: int = 1, memory: bool = False
+) -> int:
     """Random operations on one saver over ``store`` (or two, taking turns as the threads'
-    writer), then every read compared (see below); returns how many writes were refused."""
+    writer), then every read compared (see below); returns how many writes were refused.
+    ``memory``: puts and writes only, fed to LangGraph's ``InMemorySaver`` too, whose every
+    checkpoint must equal the reference's (so the reference is LangGraph's own answer)."""
     writers = [ThreadlineSaver(store) for _ in range(savers)]
     for writer in writers:  # writes before their checkpoint: no one puts it while they wait
         writer.writes_wait = 0.0
     ops = Ops(draw, *writers)
+    if memory:
+        ops.memory = InMemorySaver()
     ops.run(steps)
+    if ops.memory is not None:
+        for thread, spaces in ops.ref.cps.items():
+            for ns, cps in spaces.items():
+                for cid in cps:
+                    conf = {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cid}
+                    got = _fields(ops.memory.get_tuple({"configurable": conf}))
+                    assert got == ops.ref.tuple(thread, ns, cid), ("InMemorySaver", conf)
     saver = ops.saver
     if savers > 1:  # each read what the store held when it opened a thread: read it again
         for other in writers:
@@ -754,8 +777,11 @@ def _hypothesis_draw(data: Any) -> Any:
 EXAMPLES = {"jsonl": 30, "sqlite": 20, "postgres": 12}
 
 
+@pytest.mark.parametrize("memory", [False, True], ids=["every-op", "vs-InMemorySaver"])
 @pytest.mark.parametrize("kind", STORES)
-def test_random_operations_read_back_the_same_from_the_writer_and_a_fresh_saver(kind: str) -> None:
+def test_random_operations_read_back_the_same_from_the_writer_and_a_fresh_saver(
+    kind: str, memory: bool
+) -> None:
     """Random sequences of puts (LangGraph-shaped steps, time travel, subgraph namespaces,
     ids out of order, message lists that grow by 0-2 or 64-70 messages, shrink or are edited,
     tool results given their id after they were written), pending writes (new and old
@@ -763,14 +789,16 @@ def test_random_operations_read_back_the_same_from_the_writer_and_a_fresh_saver(
     before their checkpoint), ``copy_thread``, ``prune``, ``delete_for_runs``,
     ``delete_thread`` and the saver letting every thread go: every read of the writing saver,
     of a fresh saver (the whole index) and of one fresh saver per thread's latest checkpoint
-    (the session's branch) equals the reference's."""
+    (the session's branch) equals the reference's. ``vs-InMemorySaver``: puts and writes only,
+    versions never repeated across branches, and LangGraph's ``InMemorySaver`` fed the same
+    must equal the reference too."""
 
     @settings(max_examples=EXAMPLES[kind], deadline=None, suppress_health_check=list(HealthCheck))
     @given(data=st.data())
     def check(data: Any) -> None:
         store = _fresh_store(kind)
         try:
-            check_rebuild(store, _hypothesis_draw(data), data.draw(st.integers(4, 20)))
+            check_rebuild(store, _hypothesis_draw(data), data.draw(st.integers(4, 20)), 1, memory)
         finally:
             store.close()
 
