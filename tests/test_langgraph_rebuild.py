@@ -924,3 +924,42 @@ def test_a_message_edited_in_place_between_checkpoints_is_read_back_edited(
     saver.close()
     with ThreadlineSaver(jsonl_store) as fresh:
         assert _fields(fresh.get_tuple(second)) == want
+
+
+def test_concurrent_async_conversations_through_one_saver_read_back_exact(store: tl.Store) -> None:
+    """Six conversations of a real compiled graph at once (``ainvoke`` under
+    ``asyncio.gather``: LangGraph's background saves of all of them interleave) through one
+    saver that keeps three threads open (so threads are let go and opened again meanwhile):
+    a fresh saver lists every checkpoint of every thread as the writer did, and each ends as
+    the same conversation run alone with ``InMemorySaver``."""
+    import asyncio
+
+    from _langgraph_chat import build, run, shape, user
+
+    saver = ThreadlineSaver(store, max_open_threads=3)
+    graph = build(saver)
+    threads = [f"c{i}" for i in range(6)]
+
+    async def conversation(thread: str) -> None:
+        for turn in range(1, 9):
+            await graph.ainvoke({"messages": [user(turn)]}, {"configurable": {"thread_id": thread}})
+
+    async def main() -> None:
+        await asyncio.gather(*(conversation(thread) for thread in threads))
+
+    asyncio.run(main())
+
+    def listed(s: ThreadlineSaver, thread: str) -> list[Any]:
+        return [_fields(t) for t in s.list({"configurable": {"thread_id": thread}})]
+
+    mine = {thread: listed(saver, thread) for thread in threads}
+    saver.close()
+    alone = run(build(InMemorySaver()), {"configurable": {"thread_id": "alone"}}, 1, 8)
+    with ThreadlineSaver(store) as fresh:
+        for thread in threads:
+            assert listed(fresh, thread) == mine[thread]
+            latest = fresh.get_tuple({"configurable": {"thread_id": thread}})
+            assert latest is not None
+            messages = latest.checkpoint["channel_values"]["messages"]
+            assert shape(messages) == shape(alone["messages"])
+    assert sum(len(v) for v in mine.values()) == 6 * 28  # 3 checkpoints a turn, 5 with a tool
