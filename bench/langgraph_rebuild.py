@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -43,7 +44,8 @@ def main() -> None:
         def draw(kind: str, arg: Any, rnd: random.Random = rnd) -> Any:
             return rnd.choice(arg) if kind == "pick" else rnd.randint(*arg)
 
-        store = make_store(args.store, Path(tempfile.mkdtemp(prefix="lg-rebuild-")))
+        folder = tempfile.mkdtemp(prefix="lg-rebuild-")
+        store = make_store(args.store, Path(folder))
         try:
             refused += check_rebuild(store, draw, rnd.randint(4, args.steps), args.savers)
         except Exception as exc:  # a difference (AssertionError) or an error: report the seed
@@ -51,6 +53,7 @@ def main() -> None:
             print(f"seed {seed}: {type(exc).__name__}: {str(exc)[:300]}")
         finally:
             store.close()
+            shutil.rmtree(folder, ignore_errors=True)
     seconds = time.perf_counter() - started
     seeds = args.seeds[1] - args.seeds[0]
     print(

@@ -6,7 +6,9 @@ writing one thread."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -760,8 +762,17 @@ def check_rebuild(
     return ops.refused
 
 
-def _fresh_store(kind: str) -> tl.Store:
-    return make_store(kind, Path(tempfile.mkdtemp(prefix="lg-rebuild-")))
+@contextlib.contextmanager
+def _fresh_store(kind: str) -> Iterator[tl.Store]:
+    """A new store for one example (its folder removed afterwards; a PostgreSQL schema is
+    dropped with the others at the end of the session)."""
+    folder = tempfile.mkdtemp(prefix="lg-rebuild-")
+    store = make_store(kind, Path(folder))
+    try:
+        yield store
+    finally:
+        store.close()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _hypothesis_draw(data: Any) -> Any:
@@ -796,11 +807,8 @@ def test_random_operations_read_back_the_same_from_the_writer_and_a_fresh_saver(
     @settings(max_examples=EXAMPLES[kind], deadline=None, suppress_health_check=list(HealthCheck))
     @given(data=st.data())
     def check(data: Any) -> None:
-        store = _fresh_store(kind)
-        try:
+        with _fresh_store(kind) as store:
             check_rebuild(store, _hypothesis_draw(data), data.draw(st.integers(4, 20)), 1, memory)
-        finally:
-            store.close()
 
     check()
 
@@ -822,13 +830,10 @@ def test_two_savers_taking_turns_on_the_same_threads_leave_every_checkpoint_exac
     )
     @given(data=st.data())
     def check(data: Any) -> None:
-        store = _fresh_store(kind)
-        try:
+        with _fresh_store(kind) as store:
             refused.append(
                 check_rebuild(store, _hypothesis_draw(data), data.draw(st.integers(4, 20)), 2)
             )
-        finally:
-            store.close()
 
     check()
     assert sum(refused) > 0  # the lock was met, not only taken in turns
