@@ -267,6 +267,12 @@ def _foreign_item(b: Block) -> dict[str, Any] | None:
     return None
 
 
+def stored_id(message: Message) -> Any:
+    """The LangChain message id a Message from :func:`to_message` holds (None: none)."""
+    extra = (message.provider_details or {}).get(NAME)
+    return extra.get("id") if isinstance(extra, dict) else None
+
+
 def round_trips(message: Any, converted: Message | None = None) -> bool:
     """Whether ``message`` comes back equal from :func:`from_message` (``converted``: its
     :func:`to_message`, when the caller has it already)."""

@@ -500,15 +500,16 @@ class Batch:
         the entry id, or ``[entry id, message id]`` when ``add_messages`` gave the message its
         id after it was stored. None when it would not come back identical from an entry."""
         hit = self.written.get(id(msg)) or self.known.get(id(msg))
+        msg_id = msg.id  # read once: LangGraph may give it an id in another thread meanwhile
         if (
             hit is not None
             and hit[0] is msg
             and (self.allowed is None or hit[1] in self.allowed or id(msg) in self.written)
         ):
-            if msg.id == hit[2]:
+            if msg_id == hit[2]:
                 return hit[1]
-            if hit[2] is None and isinstance(msg.id, str):
-                return [hit[1], msg.id]
+            if hit[2] is None and isinstance(msg_id, str):
+                return [hit[1], msg_id]
         converted = lc.to_message(msg)
         if not lc.round_trips(msg, converted):
             return None
@@ -517,7 +518,9 @@ class Batch:
                 id=self.new_id(), parent_id=self.parent, timestamp=now(), message=converted
             )
         )
-        self.written[id(msg)] = (msg, eid, msg.id)
+        # the id the entry holds, not the message's now: the add_messages reducer gives a
+        # message without one (a tool result) its id while a background put_writes stores it
+        self.written[id(msg)] = (msg, eid, lc.stored_id(converted))
         return eid
 
 
@@ -568,6 +571,7 @@ class ThreadIndex:
         self.derive: list[tuple[CheckpointInfo, dict[str, Any], str]] = []
         self.main_leaf: str | None = session.leaf_id
         self.complete = False  # every entry indexed (else: only the session is open)
+        self.rehomed = False  # some checkpoint's values were re-homed (``BLOBS``)
         if index:
             self.index_all()
 
@@ -656,6 +660,7 @@ class ThreadIndex:
         if "in" in data:
             data = self.data[rec.id] = self.inputs(cp, data)
         if kind == BLOBS:
+            self.rehomed = True
             for ch in data["b"]:
                 cp.blobs[ch] = rec.id
             if "doc" in data:
@@ -732,11 +737,13 @@ class ThreadIndex:
         return self.parents[entry_id]
 
     def owner_of(self, start: str | None) -> CheckpointInfo | None:
-        """The checkpoint that the nearest indexed entry at or above ``start`` belongs to."""
+        """The checkpoint that the nearest indexed entry at or above ``start`` belongs to.
+
+        The walk has no length limit: a checkpoint entry without "p" names its parent by
+        this walk from its tree parent, which the writer takes from where its batch starts,
+        below any number of new message entries (a step that adds 64 messages or more)."""
         cur = start
-        for _ in range(64):
-            if cur is None:
-                return None
+        while cur is not None:
             key = self.owner.get(cur)
             if key is not None:
                 return self.cps.get(key[0], {}).get(key[1]) or self.orphans.get(key)
@@ -882,21 +889,22 @@ class ThreadIndex:
         rehomed = cp.blobs.get(channel)
         if rehomed is not None:
             return rehomed
-        found = self.blobs.get((cp.ns, channel, version))
-        if not found:
-            return None
-        if len(found) == 1:
+        found = self.blobs.get((cp.ns, channel, version)) or []
+        if len(found) == 1 and not self.rehomed:
             return found[0][1]
         owners = dict(found)
         cps = self.cps.get(cp.ns, {})
         seen: set[str] = set()
         cur: CheckpointInfo | None = cp
         while cur is not None and cur.id not in seen:
+            kept = cur.blobs.get(channel)
+            if kept is not None and same(self.doc(cur)["cv"].get(channel), version):
+                return kept  # an ancestor's value, re-homed when the entry holding it went
             if cur.id in owners:
                 return owners[cur.id]
             seen.add(cur.id)
             cur = cps.get(cur.parent) if cur.parent else None
-        return found[-1][1]
+        return found[-1][1] if found else None
 
 
 def add_writes(cp: CheckpointInfo, data: dict[str, Any], entry_id: str, task: str | None) -> None:
@@ -1207,6 +1215,8 @@ class PathIndex(ThreadIndex):
             elif kind != "message":
                 raise Incomplete(cur)
             cur = self.parents[cur]
+        else:  # further up than the walk goes: the whole index walks on (``owner_of``)
+            raise Incomplete(str(start))
         if start is not None:
             self.owners[start] = found
         return found

@@ -66,7 +66,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
         "pip install 'threadline[langgraph]'"
     ) from None
 
-from threadline.errors import UserError
+from threadline.errors import SessionLockedError, StoreError, UserError
 from threadline.formats import langchain as lc
 from threadline.integrations._langgraph_index import (
     BLOBS,
@@ -132,6 +132,9 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
     closed (its lock released, its index dropped) when another opens, and every one at
     :meth:`close`; another process can read or write a thread once the saver let it go.
     """
+
+    # how long writes that arrive before their checkpoint wait for it (seconds)
+    writes_wait = 2.0
 
     def __init__(
         self,
@@ -202,12 +205,52 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                     "use another thread id or another store"
                 )
         elif create:
-            session = self.store.create(
-                session_id=sid, metadata={"langgraph": {"thread_id": thread_id}}
-            )
+            try:
+                session = self.store.create(
+                    session_id=sid, metadata={"langgraph": {"thread_id": thread_id}}
+                )
+            except UserError:
+                if not self.store.exists(sid):
+                    raise
+                # another saver created the thread meanwhile: open it (writing it may then
+                # meet that saver's lock: SessionLockedError)
+                return self._thread(thread_id, create=False, lazy=lazy)
         else:
             return None
         return self._keep(ThreadIndex(thread_id, session, index=not lazy))
+
+    def _writer(self, t: ThreadIndex) -> ThreadIndex:
+        """Become the writer of ``t``'s session (``SessionLockedError`` while another saver or
+        process is); when another writer appended to it since this saver indexed it (it let
+        the thread go meanwhile, or only read it), index it again, so what this saver writes
+        is computed against every checkpoint of the thread."""
+        state = t.session.state
+        if state.writer:
+            return t
+        before = (len(state.tree), len(state.purged))
+        try:
+            state.ensure_writer()
+        except SessionLockedError:
+            raise
+        except StoreError:  # another writer replaced the log (a purge): read it again
+            self._threads.pop(t.thread_id, None)
+            t.session.close()
+            again = self._thread(t.thread_id, create=True)
+            assert again is not None
+            again.session.state.ensure_writer()
+            return again
+        if (len(state.tree), len(state.purged)) == before:
+            return t
+        return self._keep(ThreadIndex(t.thread_id, t.session))
+
+    def _current(self, thread_id: str) -> ThreadIndex | None:
+        """The thread as the store holds it now (None: no such thread): a thread this saver
+        has open without being its writer is read again (another saver may have written it)."""
+        t = self._threads.get(thread_id)
+        if t is not None and not t.session.state.writer:
+            del self._threads[thread_id]
+            t.session.close()
+        return self._thread(thread_id, create=False)
 
     def _keep(self, t: ThreadIndex) -> ThreadIndex:
         """Index ``t``; close the least recently used threads beyond ``max_open_threads`` (a
@@ -538,6 +581,7 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         with self._lock:
             t = self._thread(thread_id, create=True)
             assert t is not None
+            t = self._writer(t)
             cps = t.cps.setdefault(ns, {})
             parent = cps.get(parent_id) if parent_id else None
             start = parent.tail if parent is not None else t.main_leaf if ns == "" else None
@@ -729,14 +773,18 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
         with self._lock:
             t = self._thread(conf["thread_id"], create=True)
             assert t is not None
+            t = self._writer(t)
             latest = t.latest(ns)
             if cid not in t.cps.get(ns, {}) and latest is not None and cid > latest.id:
                 # a checkpoint LangGraph is saving in the background right now: its writes
                 # wait for it (briefly), so they can go after it and hold its messages once
                 waiting = t
-                self._put_done.wait_for(lambda: cid in waiting.cps.get(ns, {}), timeout=2.0)
+                self._put_done.wait_for(
+                    lambda: cid in waiting.cps.get(ns, {}), timeout=self.writes_wait
+                )
                 t = self._thread(conf["thread_id"], create=True)
                 assert t is not None
+                t = self._writer(t)
             cp = t.target(ns, cid)
             # Writes go after their checkpoint. Writes that arrive before it (LangGraph saves
             # checkpoints in the background) or after its child wait on a side branch, so the
@@ -883,11 +931,10 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 if strategy == "delete":
                     self.delete_thread(tid)
                     continue
-                t = self._thread(tid, create=False)
+                t = self._current(tid)
                 if t is None:
                     continue
-                keep = {id(c) for c in (t.latest(ns) for ns in t.cps) if c is not None}
-                self._drop(t, lambda cp, keep=keep: id(cp) not in keep)
+                self._drop(t, lambda t, cp: cp is not t.latest(cp.ns))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Purge every checkpoint (and its writes) whose metadata ``run_id`` is one of these."""
@@ -896,27 +943,30 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
             return
         with self._lock:
             for tid in self._thread_ids():
-                t = self._thread(tid, create=False)
+                t = self._current(tid)
                 if t is None:
                     continue
 
-                def doomed(cp: CheckpointInfo, t: ThreadIndex = t) -> bool:
+                def doomed(t: ThreadIndex, cp: CheckpointInfo) -> bool:
                     meta = self._metadata(t, cp)
                     return isinstance(meta, dict) and meta.get("run_id") in runs
 
                 self._drop(t, doomed)
 
     def _drop(self, t: ThreadIndex, doomed: Any) -> None:
-        """Purge the checkpoints ``doomed(cp)`` picks; survivors whose values were held by a
-        purged entry get them re-written first; messages no survivor refers to go too."""
-        gone = [cp for cps in t.cps.values() for cp in cps.values() if doomed(cp)]
+        """Purge the checkpoints ``doomed(t, cp)`` picks; survivors whose values were held by
+        a purged entry get them re-written first; messages no survivor refers to go too."""
+        if not any(doomed(t, cp) for cps in t.cps.values() for cp in cps.values()):
+            return
+        t = self._writer(t)  # (which checkpoints go is decided again if others wrote)
+        gone = [cp for cps in t.cps.values() for cp in cps.values() if doomed(t, cp)]
         if not gone:
             return
         gone_entries = {cp.entry for cp in gone}
         for cp in gone:  # (a message carrying writes goes below, unless a survivor needs it)
             gone_entries.update(w[4] for w in cp.writes.values() if w[4] not in t.carriers)
             gone_entries.update(cp.blobs.values())
-        survivors = [cp for cps in t.cps.values() for cp in cps.values() if not doomed(cp)]
+        survivors = [cp for cps in t.cps.values() for cp in cps.values() if not doomed(t, cp)]
         refs: set[str] = set()
         for cp in survivors:
             self._rehome(t, cp, gone_entries, refs)
@@ -929,6 +979,8 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                     doomed_ids.add(rid)
         t.session.purge(sorted(doomed_ids), dry_run=False)
         t.forget(gone_entries | {w[4] for cp in gone for w in cp.writes.values()})
+        # a message object put again (one a purged write held) is written again, not referred to
+        t.recent = {k: hit for k, hit in t.recent.items() if hit[1] not in doomed_ids}
         t.main_leaf = t.session.leaf_id
 
     def _rehome(self, t: ThreadIndex, cp: CheckpointInfo, gone: set[str], refs: set[str]) -> None:
@@ -951,10 +1003,12 @@ class ThreadlineSaver(BaseCheckpointSaver[int]):
                 collect_refs(t.data[h]["b"][ch], refs)
         base = cp.base
         lost_parent = "p" not in t.data[cp.entry] and base is not None and base.entry in gone
-        keeps_doc = False
+        keeps_doc = False  # its doc is rebuilt through a purged checkpoint's
         cur: CheckpointInfo | None = cp
-        while cur is not None and cur.doc is None and not keeps_doc:
+        while cur is not None and not keeps_doc:
             keeps_doc = cur is not cp and cur.entry in gone
+            if cur.doc is not None:  # whole here (a re-homed doc; gone too if its cp is)
+                break
             cur = None if "f" in t.data[cur.entry] else cur.base
         if not moved and not keeps_doc and not lost_parent:
             return
