@@ -7,8 +7,9 @@ single-row ``INSERT`` into the same ``tl_records`` table (same indexes, the keyw
 ``tsvector`` among them, same ``synchronous_commit``) and reports per append: the client's CPU
 (``time.process_time``), the server backend's CPU (``utime + stime`` of the backend process in
 ``/proc``, so the server must run on this machine), and the wall time. Then the server CPU of
-the statement's parts on their own: the append's CTE, the bare INSERT through row-level
-security, the session-row UPDATE, and ``SELECT 1`` (the cost of any round trip). With many
+the statement's parts on their own: the folding append's CTE (schema version 5: a writer's
+append is a plain INSERT, and every FOLD_RECORDS-th of them this CTE), the bare INSERT through
+row-level security, the session-row UPDATE, and ``SELECT 1`` (the cost of any round trip). With many
 writers on few cores the CPU total, not the wall time, decides the throughput.
 """
 
@@ -130,10 +131,12 @@ def main() -> None:
         conn.execute("SELECT set_config('threadline.tenant', 'bench', false)")
 
         def cte(sid: str, i: int) -> None:
-            r = row("bench", sid, 0, "p", TEXT.format(i=i))
-            params = (1, now(), 1, None, r[6], "bench", sid, r[3], r[4], "message", r[5])
-            params += ("user", r[6], r[7], r[8])
-            conn.execute(_APPEND_ONE, params, prepare=True).fetchall()
+            seq[0] += 1
+            r = row("bench", sid, seq[0], "p", TEXT.format(i=i))
+            # the fold that a writer's append makes every FOLD_RECORDS appends (schema 5)
+            params = (seq[0] + 1, now(), 1, None, r[6], True, "bench", sid, seq[0], r[3], r[4])
+            params += ("message", r[5], "user", r[6], r[7], r[8])
+            conn.execute(_APPEND_ONE, params, prepare=True)
 
         def insert(sid: str, i: int) -> None:
             seq[0] += 1
@@ -152,7 +155,7 @@ def main() -> None:
             conn.execute("SELECT 1", prepare=True)
 
         parts: list[tuple[str, Callable[[str, int], None]]] = [
-            ("append CTE (UPDATE session row + INSERT)", cte),
+            ("folding append (UPDATE session row + INSERT)", cte),
             ("INSERT alone (the raw side's statement)", insert),
             ("session-row UPDATE alone", update),
             ("SELECT 1 (a round trip)", select1),
