@@ -253,3 +253,24 @@ def test_concurrent_writers_on_distinct_sessions_lose_nothing(
         assert {r.id: row_of(r) for r in st.list()} == open_rows
     finally:
         st.close()
+
+
+def test_taking_the_lock_reads_the_records_from_the_index_not_the_whole_session() -> None:
+    """The read made with the lock bounds seq in the index scan (its generic plan, as the
+    prepared statement runs it), so a writer of a long session reads only what it lacks."""
+    schema = pg_schema()
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        conn.execute(
+            "PREPARE acquire_read(bigint, text, text) AS "
+            + postgres._ACQUIRE_READ.replace("%s", "$1", 1)
+            .replace("%s", "$2", 1)
+            .replace("%s", "$3", 1)
+        )
+        plan = [r[0] for r in conn.execute("EXPLAIN EXECUTE acquire_read(5, 't', 's')")]
+    conds = [line.strip() for line in plan if "Index Cond" in line and "seq >" in line]
+    assert conds == [
+        "Index Cond: ((tenant_id = s.tenant_id) AND (session_id = s.session_id) AND "
+        "(seq > LEAST($1, (s.next_seq - 1))))"
+    ]

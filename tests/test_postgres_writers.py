@@ -8,6 +8,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -296,3 +297,59 @@ def test_the_listing_is_exact_after_appends_most_recently_modified_first() -> No
             s.close()
     finally:
         st.close()
+
+
+def test_an_append_reads_the_search_columns_from_its_record_exactly_as_from_its_line() -> None:
+    """The session hands the store the records it encoded: the indexed columns read from them
+    (no second decode, no JSON parse) are those read from the lines, for every shape of
+    message the columns tell apart."""
+    from threadline.model.content import Message, text, thinking, tool_result, tool_use
+    from threadline.model.entries import MessageEntry, SessionInfo, SessionInfoEntry, encode
+    from threadline.store.postgres import _decoded, _encoded
+
+    long = "word " * 5000  # over BODY_LIMIT
+    contents = [
+        [text("plain")],
+        [text("  padded  ")],
+        [text("")],
+        [text("a"), text(""), text("b")],
+        [text(long)],
+        [text("first"), tool_use("c1", "grep", {"n": 10**120, "f": 1e308})],
+        [tool_use("c1", "ls", {"path": "/"})],
+        [tool_result("c1", "result text")],
+        [thinking("hidden"), text("shown")],
+        [text('control \x01 and quote " and U+2028 \u2028')],
+        [text("a literal \\u0041")],
+        [text("digits " + "7" * 150)],
+        [],
+    ]
+    records: list[Any] = [
+        MessageEntry(
+            id=f"m{i}",
+            parent_id=None,
+            timestamp="2026-01-01T00:00:00Z",
+            message=Message(role=role, content=content),
+        )
+        for i, content in enumerate(contents)
+        for role in ("user", "assistant")
+    ]
+    # a text-only message with an integer jsonb may not read as _texts_of vouches for it
+    records.append(
+        MessageEntry(
+            id="big",
+            parent_id=None,
+            timestamp="2026-01-01T00:00:00Z",
+            message=Message(role="user", content=[text("t")], provider_details={"n": 10**120}),
+        )
+    )
+    records.append(
+        SessionInfoEntry(
+            id="s",
+            parent_id="m0",
+            timestamp="2026-01-01T00:00:01Z",
+            session_info=SessionInfo(name="n"),
+        )
+    )
+    for rec in records:
+        line = encode(rec)
+        assert _encoded(line, rec)[0] == _decoded(line)[0], line[:120]

@@ -412,11 +412,14 @@ class SessionState:
             self.settle()
             self.invalidate()
 
-    def append_lines(self, lines: list[bytes], first: bool) -> None:
-        """Append to the log; when the session's first write fails (disk full), the writer
-        lock it just took is let go again (the caller may never close this session)."""
+    def append_lines(
+        self, lines: list[bytes], first: bool, records: Sequence[KnownRecord] | None = None
+    ) -> None:
+        """Append to the log (``records``: what ``lines`` encode); when the session's first
+        write fails (disk full), the writer lock it just took is let go again (the caller may
+        never close this session)."""
         try:
-            self.log.append(lines)
+            self.log.append(lines, records)
         except BaseException:
             if first:
                 self.log.release()
@@ -460,9 +463,9 @@ class SessionState:
             line = encode_checked(encode, rec)  # raises the LimitError
         check_record(payload, line, 1 if parent is None else 0)
         if first:
-            self.append_lines([line], True)
+            self.append_lines([line], True, [rec])
         else:
-            self.log.append([line])
+            self.log.append([line], [rec])
         self.sizes[rid] = len(line)
         self.after_write(rec)
         return rid
