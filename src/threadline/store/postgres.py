@@ -436,7 +436,7 @@ class PostgresLog:
                     )
                     # a statement of its own: its snapshot is taken after the lock was granted
                     cur = conn.execute(
-                        _ACQUIRE_READ, (self._seen, st.tenant, self.session_id), prepare=True
+                        _ACQUIRE_READ, (self._seen + 1, st.tenant, self.session_id), prepare=True
                     )
                 locked = bool(lock.fetchone()[1])
                 got = cur.fetchall()
@@ -731,13 +731,16 @@ _APPEND_MANY = (
 _UNLOCK = "SELECT pg_advisory_unlock_all(), set_config('threadline.tenant', '', false)"
 # Taking the lock: the session row's fold state and every record the writer has not seen or
 # that is not folded in yet (a writer killed before its release leaves those). One row with
-# NULL record columns when there are no such records; none when the session is gone. LATERAL:
-# so the lower bound on seq is a condition of the index scan (as a join's filter it read
-# every record of the session: 2 ms at 3,000 records, for every writer that takes the lock)
+# NULL record columns when there are no such records; none when the session is gone. The
+# lower bound on seq must be a condition of the index scan, or every record of the session is
+# read (1-5 ms at 2,000-5,000 records, for every writer that takes the lock): so LATERAL (a
+# join's filter is not one), and no arithmetic on a column (the bound takes the seen seq + 1):
+# under row-level security a qual that may raise an error (an overflow) is not leakproof and
+# is filtered after the policy's, row by row.
 _ACQUIRE_READ = (
     "SELECT s.next_seq, s.open_tail, r.seq, r.raw FROM tl_sessions s LEFT JOIN LATERAL "
     "(SELECT seq, raw FROM tl_records WHERE tenant_id = s.tenant_id AND session_id = "
-    "s.session_id AND seq > least(%s, s.next_seq - 1) ORDER BY seq) r ON true "
+    "s.session_id AND seq >= least(%s, s.next_seq) ORDER BY seq) r ON true "
     "WHERE s.tenant_id = %s AND s.session_id = %s"
 )
 
