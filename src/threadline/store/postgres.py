@@ -686,7 +686,7 @@ class PostgresLog:
 _NO_HEADER = SessionHeader(id="-", version=1, timestamp="")
 _GRACE_MS = 250  # the least a second writer waits before SessionLockedError
 
-FOLD_RECORDS = 100  # a writer folds its records into the session row at least this often,
+FOLD_RECORDS = 32  # a writer folds its records into the session row at least this often,
 FOLD_SECONDS = 1.0  # and on its first append after this long (and when it releases the lock)
 
 # The statements of a writer (schema version 5). It holds the session's advisory lock, so it
