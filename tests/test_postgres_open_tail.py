@@ -279,3 +279,38 @@ def test_taking_the_lock_reads_the_records_from_the_index_not_the_whole_session(
         "(seq >= LEAST($1, s.next_seq)))"
     ]
     assert not [line for line in plan if "Filter" in line and "seq" in line]
+
+
+def test_a_rewrite_under_an_open_tail_sets_every_list_column_and_the_writer_goes_on() -> None:
+    """A purge rewrites the session (every list column, next_seq, open_tail cleared) while the
+    writer has records unfolded; its next appends fold and number from the rewritten log."""
+    schema = pg_schema()
+    st = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=2)
+    try:
+        s = st.create()
+        ids = [s.append_message("user", f"m{i}") for i in range(5)]
+        assert session_row(schema, s.id) == (3, True, 2)
+        s.purge([ids[0]], dry_run=False)
+        rewritten = session_row(schema, s.id)
+        assert rewritten[1] is False
+        assert row_of(st.backend.summary(s.id)) == row_of(expected(st, s.id))
+        for i in range(3):
+            s.append_message("assistant", f"after {i}")
+        assert row_of(st.backend.summary(s.id)) == row_of(expected(st, s.id))
+        s.close()
+        after = session_row(schema, s.id)
+        assert (after[0], after[1]) == (rewritten[0] + 3, False)
+        assert after[2] == expected(st, s.id).message_count
+        texts = [getattr(e, "message", None) for e in st.open(s.id).entries()]
+        assert [m.text if m else None for m in texts] == [
+            None,  # purged
+            "m1",
+            "m2",
+            "m3",
+            "m4",
+            "after 0",
+            "after 1",
+            "after 2",
+        ]
+    finally:
+        st.close()
