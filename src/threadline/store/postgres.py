@@ -465,8 +465,12 @@ class PostgresLog:
         self._appends = 0
         self._folded = time.monotonic()
         new = [r for r in rows if r[0] > self._seen]
+        # the highest seq stored, from which this writer numbers (lower than the load's when
+        # another writer rewrote the session since: a purge)
         if rows:
             self._seen = rows[-1][0]
+        elif got:
+            self._seen = self._next - 1
         return _parse(new, LoadReport(), {}, 0) if new else []
 
     def _holder(self, conn: Any) -> int | None:
