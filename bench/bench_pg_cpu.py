@@ -7,8 +7,11 @@ single-row ``INSERT`` into the same ``tl_records`` table (same indexes, the keyw
 ``tsvector`` among them, same ``synchronous_commit``) and reports per append: the client's CPU
 (``time.process_time``), the server backend's CPU (``utime + stime`` of the backend process in
 ``/proc``, so the server must run on this machine), and the wall time. Then the server CPU of
-the statement's parts on their own: the append's CTE, the bare INSERT through row-level
-security, the session-row UPDATE, and ``SELECT 1`` (the cost of any round trip). With many
+the statement's parts on their own: the folding append's CTE (schema version 5: a writer's
+append is a plain INSERT, and every FOLD_RECORDS-th of them this CTE), the bare INSERT through
+row-level security (the raw side's row, whose ``body`` holds the text, and the row threadline
+stores, whose ``body`` is ``''`` so that the keyword index reads the text from the JSON), the
+session-row UPDATE, and ``SELECT 1`` (the cost of any round trip). With many
 writers on few cores the CPU total, not the wall time, decides the throughput.
 """
 
@@ -125,19 +128,27 @@ def main() -> None:
         st.close()
         # the parts of the append statement, server CPU only, as threadline_app under RLS
         st = tl.open_store(URL, tenant="bench", schema=schema, max_size=1)
-        sids = [st.create().id for _ in range(4)]
+        sids = [st.create().id for _ in range(5)]
         st.close()
         conn.execute("SELECT set_config('threadline.tenant', 'bench', false)")
 
         def cte(sid: str, i: int) -> None:
-            r = row("bench", sid, 0, "p", TEXT.format(i=i))
-            params = (1, now(), 1, None, r[6], "bench", sid, r[3], r[4], "message", r[5])
-            params += ("user", r[6], r[7], r[8])
-            conn.execute(_APPEND_ONE, params, prepare=True).fetchall()
+            seq[0] += 1
+            r = row("bench", sid, seq[0], "p", TEXT.format(i=i))
+            # the fold that a writer's append makes every FOLD_RECORDS appends (schema 5)
+            params = (seq[0] + 1, now(), 1, None, r[6], True, "bench", sid, seq[0], r[3], r[4])
+            params += ("message", r[5], "user", r[6], r[7], r[8])
+            conn.execute(_APPEND_ONE, params, prepare=True)
 
         def insert(sid: str, i: int) -> None:
             seq[0] += 1
             conn.execute(INSERT, row("bench", sid, seq[0], "p", TEXT.format(i=i)), prepare=True)
+
+        def insert_lean(sid: str, i: int) -> None:
+            seq[0] += 1
+            r = row("bench", sid, seq[0], "p", TEXT.format(i=i))
+            # body '' as threadline stores a message of text blocks: tl_body reads the JSON
+            conn.execute(INSERT, (*r[:6], "", *r[7:]), prepare=True)
 
         def update(sid: str, i: int) -> None:
             conn.execute(
@@ -152,8 +163,9 @@ def main() -> None:
             conn.execute("SELECT 1", prepare=True)
 
         parts: list[tuple[str, Callable[[str, int], None]]] = [
-            ("append CTE (UPDATE session row + INSERT)", cte),
+            ("folding append (UPDATE session row + INSERT)", cte),
             ("INSERT alone (the raw side's statement)", insert),
+            ("INSERT, body '' (the text read from raw)", insert_lean),
             ("session-row UPDATE alone", update),
             ("SELECT 1 (a round trip)", select1),
         ]

@@ -8,6 +8,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -119,32 +120,54 @@ def test_a_waiting_writer_gives_up_after_lock_timeout_naming_the_holder(tmp_path
         st.close()
 
 
-def test_an_append_is_one_prepared_statement_and_one_round_trip() -> None:
+def test_an_append_is_one_prepared_insert_and_one_round_trip_leaving_the_session_row() -> None:
     """What the client sends for one append, read from libpq's protocol trace: one Bind of a
-    prepared statement, one Sync, one reply ending idle (no BEGIN, settings or COMMIT)."""
-    st = tl.open_store(PG_URL, tenant="t", schema=pg_schema(), max_size=1)
+    prepared statement, one Sync, one reply ending idle (no BEGIN, settings or COMMIT); the
+    statement is the plain INSERT, and the session row keeps its row version (xmin)."""
+    schema = pg_schema()
+    st = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=1)
     try:
         s = st.create()
-        s.append_message("user", "one")  # takes the writer lock and prepares the statement
+        s.append_message("user", "one")  # takes the writer lock; folds
+        s.append_message("user", "two")  # folds and opens the tail
+        s.append_message("user", "three")  # the first plain INSERT: prepares it
         conn = s.state.log._conn  # type: ignore[attr-defined]  # the writer's connection
+
+        def session_row() -> tuple[str, int, int, bool]:
+            with psycopg.connect(PG_URL, autocommit=True) as owner:
+                row = owner.execute(
+                    sql.SQL(
+                        "SELECT xmin::text, next_seq, message_count, open_tail FROM {}.tl_sessions"
+                    ).format(sql.Identifier(schema))
+                ).fetchone()
+            assert row is not None
+            return row
+
+        before = session_row()
         with tempfile.TemporaryFile() as f:
             conn.pgconn.trace(f.fileno())
             conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
-            s.append_message("user", "two")
+            s.append_message("user", "four")
             conn.pgconn.untrace()
             f.seek(0)
-            sent = [line.split("\t")[2] for line in f.read().decode().splitlines()]
+            traced = f.read().decode().splitlines()
+        sent = [line.split("\t")[2] for line in traced]
         assert [m for m in sent if m not in ("Describe", "Execute")] == [
             "Bind",
             "Sync",
             "BindComplete",
-            "RowDescription",
-            "DataRow",
+            "NoData",
             "CommandComplete",
             "ReadyForQuery",
         ]
-        assert [e.message.text for e in st.open(s.id).entries()] == ["one", "two"]
+        assert [line.split("\t")[3] for line in traced if "\tCommandComplete\t" in line] == [
+            ' "INSERT 0 1"'
+        ]
+        # the session row was not updated (its row version is the same): a plain INSERT
+        assert session_row() == before == (before[0], 3, 2, True)
+        assert [e.message.text for e in st.open(s.id).entries()] == ["one", "two", "three", "four"]
         s.close()
+        assert session_row()[1:] == (5, 4, False)  # the release folded "three" and "four" in
     finally:
         st.close()
 
@@ -207,15 +230,16 @@ def test_a_writer_that_cannot_connect_is_told_so_not_that_max_writers_is_reached
         st.close()
 
 
-def test_an_append_updates_its_session_row_in_place_hot() -> None:
-    """No index covers a column the append's session-row update sets, so PostgreSQL updates
-    the row on its page without new index entries (a HOT update), read from the server's
-    statistics."""
+def test_the_folds_update_the_session_row_in_place_hot() -> None:
+    """No index covers a column the fold's session-row update sets, so PostgreSQL updates the
+    row on its page without new index entries (a HOT update), read from the server's
+    statistics. Six appends update it twice: the first two appends fold, the rest are plain
+    INSERTs until the release."""
     schema = pg_schema()
     st = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=1)
     try:
         s = st.create()
-        s.append_message("user", "zero")  # the writer lock; this update is counted too
+        s.append_message("user", "zero")  # the writer lock and the first fold
         conn = s.state.log._conn  # type: ignore[attr-defined]  # the writer's connection
         for i in range(5):
             time.sleep(0.002)  # a later timestamp: each append moves `modified`
@@ -236,7 +260,7 @@ def test_an_append_updates_its_session_row_in_place_hot() -> None:
                     (f"{schema}.tl_sessions",),
                 )
             }
-        assert row == (6, 6)
+        assert row == (2, 2)
         assert indexed == {"tenant_id", "session_id"}
         s.close()
     finally:
@@ -273,3 +297,59 @@ def test_the_listing_is_exact_after_appends_most_recently_modified_first() -> No
             s.close()
     finally:
         st.close()
+
+
+def test_an_append_reads_the_search_columns_from_its_record_exactly_as_from_its_line() -> None:
+    """The session hands the store the records it encoded: the indexed columns read from them
+    (no second decode, no JSON parse) are those read from the lines, for every shape of
+    message the columns tell apart."""
+    from threadline.model.content import Message, text, thinking, tool_result, tool_use
+    from threadline.model.entries import MessageEntry, SessionInfo, SessionInfoEntry, encode
+    from threadline.store.postgres import _decoded, _encoded
+
+    long = "word " * 5000  # over BODY_LIMIT
+    contents = [
+        [text("plain")],
+        [text("  padded  ")],
+        [text("")],
+        [text("a"), text(""), text("b")],
+        [text(long)],
+        [text("first"), tool_use("c1", "grep", {"n": 10**120, "f": 1e308})],
+        [tool_use("c1", "ls", {"path": "/"})],
+        [tool_result("c1", "result text")],
+        [thinking("hidden"), text("shown")],
+        [text('control \x01 and quote " and U+2028 \u2028')],
+        [text("a literal \\u0041")],
+        [text("digits " + "7" * 150)],
+        [],
+    ]
+    records: list[Any] = [
+        MessageEntry(
+            id=f"m{i}",
+            parent_id=None,
+            timestamp="2026-01-01T00:00:00Z",
+            message=Message(role=role, content=content),
+        )
+        for i, content in enumerate(contents)
+        for role in ("user", "assistant")
+    ]
+    # a text-only message with an integer jsonb may not read as _texts_of vouches for it
+    records.append(
+        MessageEntry(
+            id="big",
+            parent_id=None,
+            timestamp="2026-01-01T00:00:00Z",
+            message=Message(role="user", content=[text("t")], provider_details={"n": 10**120}),
+        )
+    )
+    records.append(
+        SessionInfoEntry(
+            id="s",
+            parent_id="m0",
+            timestamp="2026-01-01T00:00:01Z",
+            session_info=SessionInfo(name="n"),
+        )
+    )
+    for rec in records:
+        line = encode(rec)
+        assert _encoded(line, rec)[0] == _decoded(line)[0], line[:120]

@@ -320,7 +320,7 @@ class Session:
             line = encode_checked(encode, rec)
             check_record(rec.payload, line, 1 if rec.parent_id is None else 0)
             lines.append(line)
-        st.append_lines(lines, first)
+        st.append_lines(lines, first, records)
         for rec, line in zip(records, lines, strict=True):
             st.sizes[rec.id] = len(line)
         # a chain of tree entries under the leaf (a framework adapter's turn) keeps the context

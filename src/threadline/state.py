@@ -412,12 +412,15 @@ class SessionState:
             self.settle(newer)  # only these can be new purged entries: no walk of the session
             self.invalidate()
 
-    def append_lines(self, lines: list[bytes], first: bool) -> None:
-        """Append to the log; when the session's first write fails (disk full), the writer
-        lock it just took is let go again (the caller may never close this session)."""
+    def append_lines(
+        self, lines: list[bytes], first: bool, records: Sequence[KnownRecord] | None = None
+    ) -> None:
+        """Append to the log (``records``: what ``lines`` encode); when the session's first
+        write fails (disk full), the writer lock it just took is let go again (the caller may
+        never close this session)."""
         log = self.log
         try:
-            log.append(lines)
+            log.append(lines, records)
         except BaseException:
             if first:
                 log.release()
@@ -464,11 +467,11 @@ class SessionState:
             line = encode_checked(encode, rec)  # raises the LimitError
         check_record(payload, line, 1 if parent is None else 0)
         if first:
-            self.append_lines([line], True)
+            self.append_lines([line], True, [rec])
         else:
             log = self.log
             try:
-                log.append([line])
+                log.append([line], [rec])
             finally:
                 if log.let_go:
                     self.writer = False

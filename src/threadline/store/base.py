@@ -553,8 +553,10 @@ class Log(Protocol):
         """Become the writer (non-blocking; SessionLockedError when held) and return the records
         other writers appended since the load. Idempotent once held."""
 
-    def append(self, lines: Sequence[bytes]) -> None:
-        """Durably append encoded records (no trailing newline); all or nothing."""
+    def append(self, lines: Sequence[bytes], records: Sequence[AnyRecord] | None = None) -> None:
+        """Durably append encoded records (no trailing newline); all or nothing. ``records``:
+        the records ``lines`` were encoded from, when the caller has them (a backend that indexes
+        what a record holds may read it from them instead of decoding the lines again)."""
 
     def raw_lines(self) -> Iterator[bytes]:
         """Every record line as stored (unknown records included), header excluded."""

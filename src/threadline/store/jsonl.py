@@ -29,7 +29,13 @@ from pathlib import Path
 import msgspec
 
 from threadline.errors import SessionLockedError, StoreError, UserError
-from threadline.model.entries import RecordError, SessionHeader, decode_header, encode
+from threadline.model.entries import (
+    AnyRecord,
+    RecordError,
+    SessionHeader,
+    decode_header,
+    encode,
+)
 from threadline.store import jsonl_index
 from threadline.store.base import (
     BaseStore,
@@ -440,7 +446,7 @@ class JsonlLog:
         self._synced_offset = self._end  # others' lines: a failed sync never cuts below them
         return slots
 
-    def append(self, lines: Sequence[bytes]) -> None:
+    def append(self, lines: Sequence[bytes], records: Sequence[AnyRecord] | None = None) -> None:
         if self._lock_fd is None:
             raise StoreError(f"Session '{self.session_id}' is not held for writing")
         data = lines[0] + b"\n" if len(lines) == 1 else b"\n".join(lines) + b"\n"

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 
 from threadline.errors import SessionLockedError, StoreError, UserError
-from threadline.model.entries import SessionHeader, decode_header, encode
+from threadline.model.entries import AnyRecord, SessionHeader, decode_header, encode
 from threadline.store.base import (
     BaseStore,
     Changes,
@@ -64,7 +64,7 @@ class MemoryLog:
         self._seen = len(self._data.lines)
         return self._parse(list(newer), LoadReport(), {}, self._seen) if newer else []
 
-    def append(self, lines: Sequence[bytes]) -> None:
+    def append(self, lines: Sequence[bytes], records: Sequence[AnyRecord] | None = None) -> None:
         if self._data.writer is not self:
             raise StoreError(f"Session '{self.session_id}' is not held for writing")
         self._data.lines.extend(lines)

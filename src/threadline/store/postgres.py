@@ -16,10 +16,19 @@ unlocks it and returns the connection. A second writer waits up to ``lock_timeou
 the server's lock queue (default 0: only a 0.25 s grace for a holder that just died), then gets
 :class:`~threadline.errors.SessionLockedError`. Taking the lock also sets the tenant and
 ``synchronous_commit`` on the writer's connection (cleared when it is given back), so an append
-is one prepared statement in autocommit, a transaction of its own and one round trip: it bumps
-the session's sequence and list columns and inserts the records. ``durability="flush"`` commits
-with ``synchronous_commit`` off, ``"fsync"`` and ``"group"`` with it on (the server groups
-concurrent commits itself).
+is one prepared statement in autocommit, a transaction of its own and one round trip.
+``durability="flush"`` commits with ``synchronous_commit`` off, ``"fsync"`` and ``"group"`` with
+it on (the server groups concurrent commits itself).
+
+Since the writer holds the lock for its whole life, it numbers the records itself and an append
+is a plain INSERT (schema version 5). The session row's list columns are folded lazily: the
+writer keeps the summary of what it appended and folds it into the row with its first two
+appends, every FOLD_RECORDS records or FOLD_SECONDS (the append is then one statement that
+updates the row and inserts), and at release (committed before the unlock, one round trip).
+``next_seq`` marks the records folded in; ``open_tail`` marks a session whose later records may
+not be, and the listing and summary add those records' summary when they read such a row, in the
+same statement, so they are exact while a writer is open and after one died unreleased (its
+tail is folded by the next writer's first append). docs/stores.md has the whole design.
 
 A writer that had to wait for the lock (another writer held it: a shared session) hands it on
 after each append instead of keeping it: its append commits with ``synchronous_commit`` off (in
@@ -49,7 +58,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from threadline.errors import SessionLockedError, StoreError, UserError
-from threadline.model.entries import SessionHeader, decode_header, decode_record, encode, now
+from threadline.model.content import Message, TextBlock
+from threadline.model.entries import (
+    AnyRecord,
+    MessageEntry,
+    SessionHeader,
+    decode_header,
+    decode_record,
+    encode,
+    now,
+)
 from threadline.model.search_text import BODY_LIMIT, EMBED_LIMIT, embed_text, message_text
 from threadline.store import migrations
 from threadline.store.base import (
@@ -327,19 +345,30 @@ class PostgresLog:
     def __init__(self, store: PostgresStore, session_id: str) -> None:
         self.session_id = session_id
         self._store = store
-        self._seen = 0
+        self._seen = 0  # the highest seq read or written: a writer numbers its records from it
         self._conn: Any = None  # the writer's pooled connection, holding the advisory lock
         self._cur: Any = None  # a cursor on it, reused by every append (saves its setup)
         self._hand_on = False  # the lock was contended: hand it on after each append
         self.let_go = False  # the last append (or its failure) gave the lock up
         self.handed_on_lsn: str | None = None  # the WAL insert position after the last hand-on
+        # the session row as the writer knows it: records below next_seq are folded into its
+        # list columns; open_tail says later ones may not be; the summary of those not yet
+        # folded (seq next_seq to _seen) is kept here until the next fold
+        self._next = 1
+        self._open_tail = False
+        self._pending = _Tail()
+        self._appends = 0  # appends since the lock was taken
+        self._folded = 0.0  # time.monotonic() of the last fold
 
     def load(self) -> Loaded:
         with self._store.tx() as conn:
+            # the highest seq, not next_seq: records a writer has not folded in yet count too
             row = conn.execute(
-                "SELECT header, generation, next_seq FROM tl_sessions WHERE tenant_id = %s AND "
-                "session_id = %s",
+                "SELECT header, generation, coalesce((SELECT max(seq) FROM tl_records r WHERE "
+                "r.tenant_id = s.tenant_id AND r.session_id = s.session_id), 0) + 1 FROM "
+                "tl_sessions s WHERE tenant_id = %s AND session_id = %s",
                 (self._store.tenant, self.session_id),
+                prepare=True,
             ).fetchone()
             if row is None:
                 raise not_found(self.session_id)
@@ -416,14 +445,11 @@ class PostgresLog:
                     lock = conn.execute(_LOCK, (st.sync_commit, self._key, self._key), prepare=True)
                     # a statement of its own: its snapshot is taken after the lock was granted
                     cur = conn.execute(
-                        "SELECT seq, raw FROM tl_records WHERE tenant_id = %s AND "
-                        "session_id = %s AND seq > %s ORDER BY seq",
-                        (st.tenant, self.session_id, self._seen),
-                        prepare=True,
+                        _ACQUIRE_READ, (self._seen + 1, st.tenant, self.session_id), prepare=True
                     )
                 waited = lock.fetchone()[0]
                 locked = True
-                rows = cur.fetchall()
+                got = cur.fetchall()
             except psycopg.errors.LockNotAvailable:
                 pass
             if not locked:
@@ -435,9 +461,29 @@ class PostgresLog:
         self._cur = conn.cursor()
         self._hand_on = waited
         self.let_go = False
+        return self._took(got)
+
+    def _took(self, got: list[Any]) -> list[Slot]:
+        """The writer's state from :data:`_ACQUIRE_READ`'s rows (none: the session is gone, and
+        the first append says so); returns the records appended since the load."""
+        rows = [(r[2], r[3]) for r in got if r[2] is not None]
+        self._next, self._open_tail = (got[0][0], got[0][1]) if got else (self._seen + 1, False)
+        # a writer that died without its fold at release left records from next_seq on: they
+        # are folded in with this writer's first append (or its release)
+        self._pending = _Tail()
+        tail = [bytes(raw) for seq, raw in rows if seq >= self._next]
+        if tail:
+            self._pending.add(_summary(tail))
+        self._appends = 0
+        self._folded = time.monotonic()
+        new = [r for r in rows if r[0] > self._seen]
+        # the highest seq stored, from which this writer numbers (lower than the load's when
+        # another writer rewrote the session since: a purge)
         if rows:
             self._seen = rows[-1][0]
-        return _parse(rows, LoadReport(), {}, 0) if rows else []
+        elif got:
+            self._seen = self._next - 1
+        return _parse(new, LoadReport(), {}, 0) if new else []
 
     def _holder(self, conn: Any) -> int | None:
         """The client pid of the writer holding the lock (writers name it in
@@ -456,33 +502,54 @@ class PostgresLog:
             raise StoreError(f"Session '{self.session_id}' is not held for writing")
         return self._conn
 
-    def append(self, lines: Sequence[bytes]) -> None:
+    def append(self, lines: Sequence[bytes], records: Sequence[AnyRecord] | None = None) -> None:
+        """One statement in autocommit, its own transaction and one round trip (the tenant and
+        synchronous_commit were set on this connection by :meth:`acquire`): the records,
+        numbered by this writer, in a plain INSERT; or, when a fold is due
+        (:meth:`_fold_due`), in the statement that also folds what is pending into the
+        session row."""
         if not lines:
             return
         conn = self._writer()
-        cur = self._cur
-        st = self._store
-        decoded = [_decoded(line) for line in lines]
-        rows = [row for row, _rec in decoded]
-        d = summarize_records(_NO_HEADER, [rec for _row, rec in decoded if rec is not None])
-        head = (
-            len(lines),
-            d.modified,
-            d.message_count,
-            d.name,
-            d.first_message,
-            st.tenant,
-            self.session_id,
+        decoded = (
+            [_encoded(line, rec) for line, rec in zip(lines, records, strict=True)]
+            if records is not None
+            else [_decoded(line) for line in lines]
         )
-        if len(lines) == 1:
-            query, params = _APPEND_ONE, (*head, *rows[0], lines[0])
+        d = summarize_records(_NO_HEADER, [rec for _row, rec in decoded if rec is not None])
+        after = self._seen + len(lines)  # this writer alone numbers the session's records
+        fold = self._fold_due(after)
+        head: tuple[Any, ...]
+        if fold:
+            tail = self._pending.plus(d)
+            # the first append of a writer folds everything and leaves no open tail (a writer
+            # that appends once and closes touches the session row once); from the second on
+            # the appends between folds are left open for the readers to summarize
+            still_open = self._appends > 0
+            head = (
+                after + 1,
+                tail.modified,
+                tail.message_count,
+                tail.name,
+                tail.first_message,
+                still_open,
+                self._store.tenant,
+                self.session_id,
+            )
+            one, many = _APPEND_ONE, _APPEND_MANY
         else:
-            cols = [list(col) for col in zip(*rows, strict=True)]
-            query, params = _APPEND_MANY, (*head, *cols, list(lines))
+            head = (self._store.tenant, self.session_id)
+            one, many = _INSERT_ONE, _INSERT_MANY
+        if len(lines) == 1:
+            query, params = one, (*head, after, *decoded[0][0], lines[0])
+        else:
+            cols = [list(col) for col in zip(*(row for row, _rec in decoded), strict=True)]
+            query, params = many, (*head, self._seen, *cols, list(lines))
         try:
-            # one prepared statement in autocommit, its own transaction: one round trip (the
-            # tenant and synchronous_commit were set on this connection by acquire)
-            got = cur.execute(query, params, prepare=True).fetchall()
+            cur = self._cur.execute(query, params, prepare=True)
+            written = cur.rowcount
+        except psycopg.errors.ForeignKeyViolation:
+            written = 0  # the session was deleted: the INSERT found no session row
         except psycopg.Error as exc:
             if conn.broken or self._hand_on:
                 self._conn = self._cur = None
@@ -492,15 +559,37 @@ class PostgresLog:
                 f"Writing to session '{self.session_id}' failed ({reason(exc)}); "
                 "nothing was written. Check the database and retry"
             ) from None
-        if not got:
+        if written != len(lines):  # the fold found no session row to update: none inserted
             if self._hand_on:
                 self._conn = self._cur = None
                 self.let_go = True
                 self._give_back(conn)
             raise not_found(self.session_id)
+        self._seen = after
+        self._appends += 1
+        if fold:
+            self._next, self._open_tail = after + 1, still_open
+            self._pending = _Tail()
+            self._folded = time.monotonic()
+        else:
+            self._pending.add(d)
         if self._hand_on:
+            # a writer that waited folds with its one append (the first since it took the
+            # lock), so nothing is left to fold when it hands the lock on
             self._hand_on_lock(conn)
-        self._seen = max(r[0] for r in got)
+
+    def _fold_due(self, after: int) -> bool:
+        """Whether an append up to seq ``after`` folds: a writer's first append (which also
+        folds what a writer killed before its release left) and its second (which opens the
+        tail), the first after a rewrite, and any that would bring the open tail to
+        FOLD_RECORDS records or comes FOLD_SECONDS after the last fold. So the readers
+        summarize fewer than FOLD_RECORDS records of a session, even one whose writer died."""
+        return (
+            self._appends == 0
+            or not self._open_tail
+            or after - self._next + 1 >= FOLD_RECORDS
+            or time.monotonic() - self._folded >= FOLD_SECONDS
+        )
 
     def _hand_on_lock(self, conn: Any) -> None:
         """After the append of a writer that waited for the lock (committed with
@@ -554,7 +643,7 @@ class PostgresLog:
             conn.execute(
                 "UPDATE tl_sessions SET header = %s, next_seq = %s, generation = generation + 1,"
                 " modified = greatest(created, %s), message_count = %s, name = %s, "
-                "first_message = %s WHERE tenant_id = %s AND session_id = %s",
+                "first_message = %s, open_tail = false WHERE tenant_id = %s AND session_id = %s",
                 (
                     header,
                     len(data) + 1,
@@ -567,6 +656,7 @@ class PostgresLog:
                 ),
             )
         self._seen = len(data)
+        self._next, self._open_tail, self._pending = len(data) + 1, False, _Tail()
 
     def backup(self, suffix: str) -> str | None:
         return None  # the database's own backups cover it; purge must leave no copy behind
@@ -577,19 +667,42 @@ class PostgresLog:
     def release(self) -> None:
         conn, self._conn, self._cur = self._conn, None, None
         if conn is not None:
-            self._give_back(conn)
+            self._give_back(conn, self._fold_params())
 
-    def _give_back(self, conn: Any) -> None:
-        """Unlock and return the writer connection to its pool; a connection that cannot be
-        unlocked is closed (closing drops its advisory locks) rather than pooled."""
+    def _fold_params(self) -> tuple[Any, ...] | None:
+        """The parameters of :data:`_FOLD` for what this writer left unfolded (and the open
+        tail it set to be cleared), or None when the session row is up to date."""
+        if not self._open_tail and self._next > self._seen:
+            return None
+        t = self._pending
+        return (
+            self._seen + 1,
+            t.modified,
+            t.message_count,
+            t.name,
+            t.first_message,
+            self._store.tenant,
+            self.session_id,
+        )
+
+    def _give_back(self, conn: Any, fold: tuple[Any, ...] | None = None) -> None:
+        """Fold what is pending (``fold``: :meth:`_fold_params`), unlock and return the writer
+        connection to its pool, in one round trip; a connection that cannot be unlocked is
+        closed (closing drops its advisory locks) rather than pooled. A fold that fails leaves
+        the session's tail open: the listing still counts it, the next writer folds it."""
         try:
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 conn.execute("ROLLBACK")
-            # the lock and the tenant this writer set leave the connection in one statement
-            conn.execute(
-                "SELECT pg_advisory_unlock_all(), set_config('threadline.tenant', '', false)",
-                prepare=True,
-            )
+            if fold is None:
+                # the lock and the tenant this writer set leave the connection in one statement
+                conn.execute(_UNLOCK, prepare=True)
+            else:
+                with conn.pipeline() as p:
+                    conn.execute(_FOLD, fold, prepare=True)
+                    # its own transaction, committed before the unlock: the next writer takes
+                    # the lock and reads the session row as folded
+                    p.sync()
+                    conn.execute(_UNLOCK, prepare=True)
         except psycopg.Error:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
@@ -644,27 +757,119 @@ _HAND_ON = (
     "CASE WHEN %s THEN pg_logical_emit_message(true, 'threadline', '') END"
 )
 
-# One statement per append: bump the session's sequence and list columns, insert the records
-# numbered from the old sequence (the row lock on tl_sessions orders concurrent appenders).
+FOLD_RECORDS = 32  # a writer folds its records into the session row at least this often,
+FOLD_SECONDS = 1.0  # and on its first append after this long (and when it releases the lock)
+
+# The statements of a writer (schema version 5). It holds the session's advisory lock, so it
+# numbers the records itself (seq: the highest it has seen + 1) and an append is one plain
+# INSERT; the session row's list columns are folded in by _APPEND_* (now and then) and _FOLD
+# (at release), which set next_seq past the records folded. _INSERT_* and _APPEND_* take
+# (head…, seq, the columns of _row, raw): one record, or (head…, the seq before the first,
+# arrays of each column) for several.
+_COLUMNS = "tenant_id, session_id, seq, id, parent_id, type, timestamp, role, body, etext, raw"
+_UNNEST = (
+    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
+    "%s::text[], %s::bytea[]) WITH ORDINALITY AS r(id, parent_id, type, timestamp, role, body, "
+    "etext, raw, ord)"
+)
+_INSERT_ONE = (
+    f"INSERT INTO tl_records ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+_INSERT_MANY = (
+    f"INSERT INTO tl_records ({_COLUMNS}) SELECT %s, %s, %s + r.ord, r.id, r.parent_id, r.type, "
+    f"r.timestamp, r.role, r.body, r.etext, r.raw {_UNNEST}"
+)
+# The fold: the list columns take in what a writer appended since the last fold; open_tail
+# says whether it goes on appending without folding. The row lock this UPDATE takes is the
+# session row's only one on the append path (the plain INSERT's foreign key check shares it).
+_SET_FOLDED = (
+    "UPDATE tl_sessions SET next_seq = %s, modified = greatest(modified, %s), "
+    "message_count = message_count + %s, name = coalesce(%s, name), "
+    "first_message = coalesce(first_message, %s)"
+)
+_FOLD = _SET_FOLDED + ", open_tail = false WHERE tenant_id = %s AND session_id = %s"
+# an append that folds: one statement still (the records are inserted only if the session row
+# was found, so a deleted session inserts nothing)
 _BUMP = (
-    "WITH s AS (UPDATE tl_sessions SET next_seq = next_seq + %s, "
-    "modified = greatest(modified, %s), message_count = message_count + %s, "
-    "name = coalesce(%s, name), first_message = coalesce(first_message, %s) "
-    "WHERE tenant_id = %s AND session_id = %s RETURNING tenant_id, session_id, next_seq) "
-    "INSERT INTO tl_records (tenant_id, session_id, seq, id, parent_id, type, timestamp, role, "
-    "body, etext, raw) "
+    f"WITH s AS ({_SET_FOLDED}, open_tail = %s WHERE tenant_id = %s AND session_id = %s "
+    f"RETURNING tenant_id, session_id) INSERT INTO tl_records ({_COLUMNS}) "
 )
-_APPEND_ONE = (
-    _BUMP + "SELECT s.tenant_id, s.session_id, s.next_seq - 1, %s, %s, %s, %s, %s, "
-    "%s, %s, %s FROM s RETURNING seq"
-)
+_APPEND_ONE = _BUMP + "SELECT s.tenant_id, s.session_id, %s, %s, %s, %s, %s, %s, %s, %s, %s FROM s"
 _APPEND_MANY = (
-    _BUMP + "SELECT s.tenant_id, s.session_id, s.next_seq - r.n - 1 + r.ord, r.id, r.parent_id, "
-    "r.type, r.timestamp, r.role, r.body, r.etext, r.raw FROM s, (SELECT u.*, "
-    "count(*) OVER () AS n FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], "
-    "%s::text[], %s::text[], %s::text[], %s::bytea[]) WITH ORDINALITY AS u(id, parent_id, type, "
-    "timestamp, role, body, etext, raw, ord)) AS r RETURNING seq"
+    _BUMP + "SELECT s.tenant_id, s.session_id, %s + r.ord, r.id, r.parent_id, r.type, "
+    f"r.timestamp, r.role, r.body, r.etext, r.raw FROM s, (SELECT * {_UNNEST}) AS r"
 )
+_UNLOCK = "SELECT pg_advisory_unlock_all(), set_config('threadline.tenant', '', false)"
+# Taking the lock: the session row's fold state and every record the writer has not seen or
+# that is not folded in yet (a writer killed before its release leaves those). One row with
+# NULL record columns when there are no such records; none when the session is gone. The
+# lower bound on seq must be a condition of the index scan, or every record of the session is
+# read (1-5 ms at 2,000-5,000 records, for every writer that takes the lock): so LATERAL (a
+# join's filter is not one), and no arithmetic on a column (the bound takes the seen seq + 1):
+# under row-level security a qual that may raise an error (an overflow) is not leakproof and
+# is filtered after the policy's, row by row.
+_ACQUIRE_READ = (
+    "SELECT s.next_seq, s.open_tail, r.seq, r.raw FROM tl_sessions s LEFT JOIN LATERAL "
+    "(SELECT seq, raw FROM tl_records WHERE tenant_id = s.tenant_id AND session_id = "
+    "s.session_id AND seq >= least(%s, s.next_seq) ORDER BY seq) r ON true "
+    "WHERE s.tenant_id = %s AND s.session_id = %s"
+)
+
+
+class _Tail:
+    """What records not folded into the session row yet add to its list columns, merged as
+    the fold statements merge them (so the listing's sum equals what a fold would store)."""
+
+    __slots__ = ("first_message", "message_count", "modified", "name")
+
+    def __init__(self) -> None:
+        self.modified = ""
+        self.message_count = 0
+        self.name: str | None = None
+        self.first_message: str | None = None
+
+    def add(self, d: SessionSummary | _Tail) -> None:
+        """Take in the summary of the records that follow."""
+        self.modified = max(self.modified, d.modified)
+        self.message_count += d.message_count
+        if d.name is not None:
+            self.name = d.name
+        if self.first_message is None:
+            self.first_message = d.first_message
+
+    def plus(self, d: SessionSummary) -> _Tail:
+        out = _Tail()
+        out.add(self)
+        out.add(d)
+        return out
+
+
+def _summary(lines: Sequence[bytes]) -> SessionSummary:
+    """The list columns' share of stored record lines (as an append computes it)."""
+    buf = b"".join(line + b"\n" for line in lines)
+    slots, _ = parse_lines(buf, 0, len(buf), LoadReport(), 0, {})
+    return summarize_records(_NO_HEADER, slots)
+
+
+def _with_tail(row: Sequence[Any]) -> SessionSummary:
+    """A list row of :data:`PostgresStore._LIST` with its open tail (its raw lines, the last
+    column; NULL when the session has none) added to the folded columns."""
+    s = SessionSummary(
+        id=row[0],
+        name=row[1],
+        created=row[2],
+        modified=row[3],
+        message_count=row[4],
+        first_message=row[5],
+        parent_session=row[6],
+    )
+    if row[7]:
+        t = _Tail()
+        t.add(s)
+        t.add(_summary([bytes(raw) for raw in row[7]]))
+        s.modified, s.message_count = max(s.modified, t.modified), t.message_count
+        s.name, s.first_message = t.name, t.first_message
+    return s
 
 
 def _parse(rows: list[Any], report: LoadReport, sizes: dict[str, int], first: int) -> list[Slot]:
@@ -697,6 +902,39 @@ def _decoded(line: bytes) -> tuple[tuple[Any, ...], Any]:
             if body == _texts_of(line):
                 body = ""  # tl_body(raw, '') reads it from the JSON
     return (eid, parent, kind, stamp, role, body, etext), rec
+
+
+def _encoded(line: bytes, rec: AnyRecord) -> tuple[tuple[Any, ...], Any]:
+    """What :func:`_decoded` returns for ``line`` when it is ``encode(rec)`` (the session's own
+    appends), without decoding the line again or reading it as JSON (a third of an append's
+    client CPU): msgspec wrote it from ``rec``, so it holds no field ``rec`` lacks, no NaN
+    (written as null), no float beyond 1e308, and the session checked its nesting. What is left
+    is checked on the bytes: a ``\\u`` escape (which jsonb may refuse) keeps ``body`` stored,
+    and a run of over 100 digits (an integer :func:`_plain_number` would not vouch for) takes
+    the line through :func:`_decoded`."""
+    if _LONG_DIGITS.search(line) is not None:
+        return _decoded(line)
+    eid, parent, kind, stamp = envelope(line)
+    role = body = etext = None
+    msg = rec.message if kind == "message" and isinstance(rec, MessageEntry) else None
+    if msg is not None:
+        role = msg.role
+        body = message_text(msg) or None
+        if body is not None:
+            etext = stored_etext(body, embed_text(msg))
+            if b"\\u" not in line and body == _texts(msg):
+                body = ""  # tl_body(raw, '') reads it from the JSON
+    return (eid, parent, kind, stamp, role, body, etext), rec
+
+
+_LONG_DIGITS = re.compile(rb"[0-9]{101}")
+
+
+def _texts(msg: Message) -> str | None:
+    """:func:`_texts_of` of a line msgspec encoded from a message: its text blocks' non-empty
+    contents (no other block has a ``text`` field)."""
+    parts = [b.text.content for b in msg.content if isinstance(b, TextBlock) and b.text.content]
+    return "\n".join(parts)[:BODY_LIMIT] if parts else None
 
 
 def _texts_of(line: bytes) -> str | None:
@@ -1112,31 +1350,25 @@ class PostgresStore(BaseStore):
             if cur.rowcount == 0:
                 raise not_found(session_id)
 
+    # the list columns and, of a session whose writer leaves records unfolded (open_tail),
+    # those records' lines, read in the same statement (one snapshot: a fold between two
+    # statements would count its records twice or not at all)
     _LIST = (
         "SELECT session_id, name, created, modified, message_count, first_message, "
-        "parent_session FROM tl_sessions WHERE tenant_id = %s"
+        "parent_session, CASE WHEN open_tail THEN ARRAY(SELECT raw FROM tl_records r WHERE "
+        "r.tenant_id = s.tenant_id AND r.session_id = s.session_id AND r.seq >= s.next_seq "
+        "ORDER BY r.seq) END FROM tl_sessions s WHERE tenant_id = %s"
     )
 
     def list(self) -> SessionListing:
-        """Every session of the tenant, most recently modified first (list columns only)."""
+        """Every session of the tenant, most recently modified first (the list columns, plus
+        the records of an open writer not folded into them yet)."""
         with self.tx() as conn:
             rows = conn.execute(self._LIST + " ORDER BY modified DESC", (self.tenant,)).fetchall()
-        return SessionListing(
-            self._located(
-                [
-                    SessionSummary(
-                        id=r[0],
-                        name=r[1],
-                        created=r[2],
-                        modified=r[3],
-                        message_count=r[4],
-                        first_message=r[5],
-                        parent_session=r[6],
-                    )
-                    for r in rows
-                ]
-            )
-        )
+        found = [_with_tail(r) for r in rows]
+        if any(r[7] for r in rows):  # an open tail may have moved a session up
+            found.sort(key=lambda s: s.modified, reverse=True)
+        return SessionListing(self._located(found))
 
     def summary(self, session_id: str) -> SessionSummary:
         with self.tx() as conn:
@@ -1145,15 +1377,7 @@ class PostgresStore(BaseStore):
             ).fetchone()
         if r is None:
             raise not_found(session_id)
-        return SessionSummary(
-            id=r[0],
-            name=r[1],
-            created=r[2],
-            modified=r[3],
-            message_count=r[4],
-            first_message=r[5],
-            parent_session=r[6],
-        )
+        return _with_tail(r)
 
     def catalog_location(self) -> CatalogLocation:
         return CatalogLocation(kind="postgres")

@@ -34,6 +34,7 @@ from typing import Any
 
 from threadline.errors import SessionLockedError, StoreError, UserError
 from threadline.model.entries import (
+    AnyRecord,
     SessionHeader,
     decode_header,
     encode,
@@ -264,7 +265,7 @@ class SqliteLog:
         if self._owner is None or row is None or row[0] != self._owner:
             raise StoreError(f"Session '{self.session_id}' is not held for writing")
 
-    def append(self, lines: Sequence[bytes]) -> None:
+    def append(self, lines: Sequence[bytes], records: Sequence[AnyRecord] | None = None) -> None:
         if not lines:
             return
         rows = [envelope(line) for line in lines]
