@@ -318,6 +318,7 @@ class ThreadlineSessionService(BaseSessionService):
             data = msgspec.json.decode(event.model_dump_json(exclude_none=True, by_alias=True))
             message = _message_of(event)
             stamp = _iso(event.timestamp)
+            s.state.ensure_writer()  # the lock first: another writer may have moved the leaf
             if message is None:
                 rec: Any = CustomEntry(
                     id=_entry_id(event, s),

@@ -175,6 +175,9 @@ class ThreadlineSessionRepository(SessionRepository):
     ) -> None:
         with self._lock:
             s = self._agent_log(session_id, agent_id)
+            # the writer lock first: another writer may have moved the leaf (a PostgreSQL
+            # writer that waited for the lock hands it on after each append)
+            s.state.ensure_writer()
             n = len(s.context().messages)
             if session_message.message_id < n:
                 raise SessionException(
