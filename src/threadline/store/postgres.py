@@ -87,7 +87,7 @@ from threadline.store.base import (
     parse_lines,
     summarize_records,
 )
-from threadline.store.sqlite import Delta, envelope
+from threadline.store.sqlite import Delta, envelope, summary_row
 
 try:
     import psycopg
@@ -854,15 +854,7 @@ def _summary(lines: Sequence[bytes]) -> SessionSummary:
 def _with_tail(row: Sequence[Any]) -> SessionSummary:
     """A list row of :data:`PostgresStore._LIST` with its open tail (its raw lines, the last
     column; NULL when the session has none) added to the folded columns."""
-    s = SessionSummary(
-        id=row[0],
-        name=row[1],
-        created=row[2],
-        modified=row[3],
-        message_count=row[4],
-        first_message=row[5],
-        parent_session=row[6],
-    )
+    s = summary_row(row)
     if row[7]:
         t = _Tail()
         t.add(s)

@@ -550,7 +550,7 @@ class SqliteStore(BaseStore):
         each append, so no session is ever unreadable here: ``skipped`` stays empty)."""
         with self.lock:
             rows = self.conn.execute(self._LIST + " ORDER BY modified DESC").fetchall()
-        return SessionListing(self._located([_summary_row(r) for r in rows]))
+        return SessionListing(self._located([summary_row(r) for r in rows]))
 
     def catalog_location(self) -> CatalogLocation:
         return CatalogLocation(kind="sqlite", path=self.path)
@@ -560,7 +560,7 @@ class SqliteStore(BaseStore):
             row = self.conn.execute(self._LIST + " WHERE session_id = ?", (session_id,)).fetchone()
         if row is None:
             raise not_found(session_id)
-        return _summary_row(row)
+        return summary_row(row)
 
     def changes_since(
         self, session_id: str, cursor: str, limit: int | None = None
@@ -600,7 +600,9 @@ class SqliteStore(BaseStore):
             self.conn.close()
 
 
-def _summary_row(r: Any) -> SessionSummary:
+def summary_row(r: Any) -> SessionSummary:
+    """A session's list row (id, name, created, modified, message_count, first_message,
+    parent_session: the database stores' column order) as a summary."""
     return SessionSummary(
         id=r[0],
         name=r[1],
