@@ -6,9 +6,10 @@ For each writer count, alternating (threadline, raw, threadline, raw…) in one 
 
 - distinct sessions: every writer process appends to a session of its own (``durability="fsync"``,
   synchronous commit) through ``Session.append_message``; the raw side is a prepared single-row
-  ``INSERT`` into ``tl_records`` in autocommit with synchronous commit: same table, indexes and
-  generated ``tsvector``, the same row (columns and JSON line of one message), as the same role
-  through the same row-level security policies;
+  ``INSERT`` into ``tl_records`` in autocommit with synchronous commit: same table and indexes,
+  the same row (threadline's JSON line of one message and the columns threadline stores for it:
+  ``body`` ``''`` and ``etext`` NULL since schema version 4, so the text index reads the JSON on
+  both sides), as the same role through the same row-level security policies;
 - one shared session: every writer process holds the same session open; each append takes
   the writer lock (reading what the others appended since), appends one message, and closes
   the session, handing the lock on through the server's lock queue (``lock_timeout``); the raw
@@ -86,21 +87,40 @@ def raw(schema: str, sid: str, seconds: float, start: float, out: mp.Queue) -> N
     seq = [1_000_000 * os.getpid()]
     parent = [str(uuid.uuid4())]
 
-    def once(i: int) -> None:
-        seq[0] += 1
-        text = TEXT.format(i=i)
-        eid, stamp = str(uuid.uuid4()), now()
-        # the row threadline stores for one message: the same columns and the same JSON line
-        line = (
-            f'{{"type":"message","id":"{eid}","parent_id":"{parent[0]}","timestamp":"{stamp}",'
+    def line_of(eid: str, parent_id: str, stamp: str, text: str) -> bytes:
+        # the JSON line threadline writes for append_message("user", text)
+        return (
+            f'{{"type":"message","id":"{eid}","parent_id":"{parent_id}","timestamp":"{stamp}",'
             f'"message":{{"role":"user","content":[{{"type":"text","text":{{"content":"{text}"'
             "}}]}}"
-        )
+        ).encode()
+
+    # The row threadline stores for such a line, column for column: its own _row says what
+    # body and etext hold (since schema 4, body '' and etext NULL for a message of text blocks:
+    # the text index reads the text from raw), so both sides pay the same index expressions.
+    from threadline.store.postgres import _row
+
+    probe = _row(line_of(parent[0], parent[0], now(), TEXT.format(i=0)))
+    body, etext = probe[5], probe[6]
+    assert body == "" and etext is None, probe  # what a text-only message stores
+
+    def once(i: int) -> None:
+        seq[0] += 1
+        eid, stamp = str(uuid.uuid4()), now()
         cur.execute(
             "INSERT INTO tl_records (tenant_id, session_id, seq, id, parent_id, type, "
             "timestamp, role, body, etext, raw) VALUES ('raw', %s, %s, %s, %s, "
             "'message', %s, 'user', %s, %s, %s)",
-            (sid, seq[0], eid, parent[0], stamp, text, text, line.encode()),
+            (
+                sid,
+                seq[0],
+                eid,
+                parent[0],
+                stamp,
+                body,
+                etext,
+                line_of(eid, parent[0], stamp, TEXT.format(i=i)),
+            ),
             prepare=True,
         )
         parent[0] = eid

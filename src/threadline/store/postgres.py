@@ -357,6 +357,7 @@ class PostgresLog:
         self._next = 1
         self._open_tail = False
         self._pending = _Tail()
+        self._unsummed: list[AnyRecord] = []  # appended since the last fold, not summarized yet
         self._appends = 0  # appends since the lock was taken
         self._folded = 0.0  # time.monotonic() of the last fold
 
@@ -471,6 +472,7 @@ class PostgresLog:
         # a writer that died without its fold at release left records from next_seq on: they
         # are folded in with this writer's first append (or its release)
         self._pending = _Tail()
+        self._unsummed = []
         tail = [bytes(raw) for seq, raw in rows if seq >= self._next]
         if tail:
             self._pending.add(_summary(tail))
@@ -516,12 +518,14 @@ class PostgresLog:
             if records is not None
             else [_decoded(line) for line in lines]
         )
-        d = summarize_records(_NO_HEADER, [rec for _row, rec in decoded if rec is not None])
+        recs = [rec for _row, rec in decoded if rec is not None]
         after = self._seen + len(lines)  # this writer alone numbers the session's records
         fold = self._fold_due(after)
         head: tuple[Any, ...]
         if fold:
-            tail = self._pending.plus(d)
+            # the records since the last fold are summarized now, together (one summary per
+            # fold, not one per append)
+            tail = self._pending.plus(summarize_records(_NO_HEADER, [*self._unsummed, *recs]))
             # the first append of a writer folds everything and leaves no open tail (a writer
             # that appends once and closes touches the session row once); from the second on
             # the appends between folds are left open for the readers to summarize
@@ -570,9 +574,10 @@ class PostgresLog:
         if fold:
             self._next, self._open_tail = after + 1, still_open
             self._pending = _Tail()
+            self._unsummed = []
             self._folded = time.monotonic()
         else:
-            self._pending.add(d)
+            self._unsummed += recs
         if self._hand_on:
             # a writer that waited folds with its one append (the first since it took the
             # lock), so nothing is left to fold when it hands the lock on
@@ -657,6 +662,7 @@ class PostgresLog:
             )
         self._seen = len(data)
         self._next, self._open_tail, self._pending = len(data) + 1, False, _Tail()
+        self._unsummed = []
 
     def backup(self, suffix: str) -> str | None:
         return None  # the database's own backups cover it; purge must leave no copy behind
@@ -674,7 +680,7 @@ class PostgresLog:
         tail it set to be cleared), or None when the session row is up to date."""
         if not self._open_tail and self._next > self._seen:
             return None
-        t = self._pending
+        t = self._pending.plus(summarize_records(_NO_HEADER, self._unsummed))
         return (
             self._seen + 1,
             t.modified,
