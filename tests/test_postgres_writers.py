@@ -353,3 +353,52 @@ def test_an_append_reads_the_search_columns_from_its_record_exactly_as_from_its_
     for rec in records:
         line = encode(rec)
         assert _encoded(line, rec)[0] == _decoded(line)[0], line[:120]
+
+
+def test_the_plain_insert_through_libpq_reports_a_server_error_and_writes_nothing() -> None:
+    """The usual append runs through libpq directly (postgres._insert_one): an error the server
+    raises in it is the StoreError naming it, nothing is written, and the writer goes on."""
+    schema = pg_schema()
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute(PROBE.encode())
+    st = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=1)
+    try:
+        s = st.create()
+        s.append_message("user", "one")  # folds
+        s.append_message("user", "two")  # folds and opens the tail
+        with pytest.raises(StoreError, match=r"failed \(sync=on\); nothing was written"):
+            s.append_message("user", "probe")  # the plain INSERT
+        s.append_message("user", "three")
+        assert [e.message.text for e in st.open(s.id).entries()] == ["one", "two", "three"]
+        s.close()
+        assert st.list()[0].message_count == 3
+    finally:
+        st.close()
+
+
+def test_the_plain_insert_is_prepared_again_when_the_connection_forgot_it() -> None:
+    schema = pg_schema()
+    st = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=1)
+    try:
+        s = st.create()
+        for text in ("one", "two", "three"):  # the third is the first plain INSERT
+            s.append_message("user", text)
+        conn = s.state.log._conn  # type: ignore[attr-defined]  # the writer's connection
+        names = "SELECT name FROM pg_prepared_statements WHERE name = 'threadline_insert_one'"
+        assert conn.execute(names).fetchall() == [("threadline_insert_one",)]
+        conn.execute("DEALLOCATE ALL")
+        assert conn.execute(names).fetchall() == []
+        s.append_message("user", "four")
+        s.append_message("user", "five")
+        assert conn.execute(names).fetchall() == [("threadline_insert_one",)]
+        assert [e.message.text for e in st.open(s.id).entries()] == [
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+        ]
+        s.close()
+    finally:
+        st.close()

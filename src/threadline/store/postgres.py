@@ -867,13 +867,14 @@ _SQLSTATE = psycopg.pq.DiagnosticField.SQLSTATE
 
 def _libpq_error(res: Any, pg: Any) -> psycopg.Error:
     """psycopg's exception for a failed libpq result (its class by SQLSTATE)."""
-    message = (res.error_message or pg.error_message or b"").decode(errors="replace").strip()
+    primary = res.error_field(psycopg.pq.DiagnosticField.MESSAGE_PRIMARY)
+    message = (primary or res.error_message or pg.error_message or b"").decode(errors="replace")
     state = res.error_field(_SQLSTATE)
     try:
         cls = psycopg.errors.lookup(state.decode()) if state else psycopg.OperationalError
     except KeyError:
         cls = psycopg.DatabaseError
-    return cls(message or "the server did not answer")
+    return cls(message.strip() or "the server did not answer")
 
 
 class _Tail:
