@@ -844,6 +844,8 @@ def _insert_one(conn: Any, cur: Any, params: Sequence[Any]) -> int:
     for v in params:
         if v is None or v.__class__ is bytes:
             values.append(v)
+        elif isinstance(v, (bytearray, memoryview)):
+            values.append(bytes(v))
         else:
             b = str(v).encode()
             if b"\x00" in b:
