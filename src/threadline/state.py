@@ -466,15 +466,7 @@ class SessionState:
         except UnicodeEncodeError:
             line = encode_checked(encode, rec)  # raises the LimitError
         check_record(payload, line, 1 if parent is None else 0)
-        if first:
-            self.append_lines([line], True, [rec])
-        else:
-            log = self.log
-            try:
-                log.append([line], [rec])
-            finally:
-                if log.let_go:
-                    self.writer = False
+        self.append_lines([line], first, [rec])
         self.sizes[rid] = len(line)
         self.after_write(rec)
         return rid

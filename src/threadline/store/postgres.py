@@ -558,18 +558,14 @@ class PostgresLog:
             written = 0  # the session was deleted: the INSERT found no session row
         except psycopg.Error as exc:
             if conn.broken or conn.pgconn.status != psycopg.pq.ConnStatus.OK or self._hand_on:
-                self._conn = self._cur = None
-                self.let_go = True
-                self._give_back(conn)
+                self._let_go(conn)
             raise StoreError(
                 f"Writing to session '{self.session_id}' failed ({reason(exc)}); "
                 "nothing was written. Check the database and retry"
             ) from None
         if written != len(lines):  # the fold found no session row to update: none inserted
             if self._hand_on:
-                self._conn = self._cur = None
-                self.let_go = True
-                self._give_back(conn)
+                self._let_go(conn)
             raise not_found(self.session_id)
         self._seen = after
         self._appends += 1
@@ -584,6 +580,13 @@ class PostgresLog:
             # a writer that waited folds with its one append (the first since it took the
             # lock), so nothing is left to fold when it hands the lock on
             self._hand_on_lock(conn)
+
+    def _let_go(self, conn: Any) -> None:
+        """Give the lock and the connection up after a failed append (the session takes the
+        lock again, with a catch-up read, before its next write)."""
+        self._conn = self._cur = None
+        self.let_go = True
+        self._give_back(conn)
 
     def _fold_due(self, after: int) -> bool:
         """Whether an append up to seq ``after`` folds: a writer's first append (which also
@@ -747,6 +750,8 @@ class PostgresLog:
 _NO_HEADER = SessionHeader(id="-", version=1, timestamp="")
 _GRACE_MS = 250  # the least a second writer waits before SessionLockedError
 
+# What leaves a writer's connection when it lets go: its lock and the tenant it set
+_UNLOCKED = "pg_advisory_unlock_all(), set_config('threadline.tenant', '', false)"
 # The writer lock, and whether the writer had to wait for it (another writer held it or was
 # queued: pg_try_advisory_lock fails then, as the queue is fair); a writer that waited commits
 # its appends with synchronous_commit off and hands the lock on after each (_hand_on_lock).
@@ -760,8 +765,9 @@ _LOCK = (
 # commit is synchronous (pg_current_xact_id() alone is not: a transaction that wrote no WAL
 # before its commit record commits asynchronously). Its LSN lies past the append's commit.
 _HAND_ON = (
-    "SELECT pg_current_wal_insert_lsn()::text, pg_advisory_unlock_all(), "
-    "set_config('threadline.tenant', '', false), set_config('synchronous_commit', %s, false), "
+    "SELECT pg_current_wal_insert_lsn()::text, "
+    + _UNLOCKED
+    + ", set_config('synchronous_commit', %s, false), "
     "CASE WHEN %s THEN pg_logical_emit_message(true, 'threadline', '') END"
 )
 
@@ -813,7 +819,7 @@ _APPEND_MANY = (
     _BUMP + "SELECT s.tenant_id, s.session_id, %s + r.ord, r.id, r.parent_id, r.type, "
     f"r.timestamp, r.role, r.body, r.etext, r.raw FROM s, (SELECT * {_UNNEST}) AS r"
 )
-_UNLOCK = "SELECT pg_advisory_unlock_all(), set_config('threadline.tenant', '', false)"
+_UNLOCK = "SELECT " + _UNLOCKED
 # Taking the lock: the session row's fold state and every record the writer has not seen or
 # that is not folded in yet (a writer killed before its release leaves those). One row with
 # NULL record columns when there are no such records; none when the session is gone. The
