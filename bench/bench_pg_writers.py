@@ -10,10 +10,13 @@ For each writer count, alternating (threadline, raw, threadline, raw…) in one 
   the same row (threadline's JSON line of one message and the columns threadline stores for it:
   ``body`` ``''`` and ``etext`` NULL since schema version 4, so the text index reads the JSON on
   both sides), as the same role through the same row-level security policies;
-- one shared session: every writer process holds the same session open; each append takes
-  the writer lock (reading what the others appended since), appends one message, and closes
-  the session, handing the lock on through the server's lock queue (``lock_timeout``); the raw
-  side is one process running the INSERT loop on one session.
+- one shared session: every writer process opens the same session with ``shared=True`` and
+  appends, closing the session after each append: each append takes the session's lock for
+  its own transaction (in the server's queue, ``lock_timeout``), goes under the latest entry
+  whoever wrote it and reads what the others appended since, in one round trip; the raw side is
+  one process running the INSERT loop on one session. ``--handover`` also measures ordinary
+  sessions (``shared=False``) doing the same: each append takes the writer lock with a catch-up
+  read, appends, and ``close()`` hands the lock on (three round trips).
 
 Appends per second over the whole run and p50/p99 of one append. A fresh schema per run.
 """
@@ -48,11 +51,18 @@ def tl_distinct(schema: str, seconds: float, start: float, out: mp.Queue) -> Non
     st.close()
 
 
-def tl_shared(schema: str, sid: str, seconds: float, start: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def tl_shared(
+    schema: str,
+    sid: str,
+    seconds: float,
+    start: float,
+    out: mp.Queue,  # type: ignore[type-arg]
+    shared: bool = True,
+) -> None:
     import threadline as tl
 
     st = tl.open_store(URL, tenant="bench", schema=schema, max_size=1, lock_timeout=30.0)
-    s = st.open(sid)
+    s = st.open(sid, shared=shared)
 
     def once(i: int) -> None:
         s.append_message("user", TEXT.format(i=i))  # takes the lock, reads what others wrote
@@ -62,6 +72,10 @@ def tl_shared(schema: str, sid: str, seconds: float, start: float, out: mp.Queue
     out.put(_loop(start, seconds, once))
     s.close()
     st.close()
+
+
+def tl_handover(schema: str, sid: str, seconds: float, start: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    tl_shared(schema, sid, seconds, start, out, shared=False)
 
 
 def raw(schema: str, sid: str, seconds: float, start: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
@@ -166,6 +180,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--mode", choices=("both", "distinct", "shared"), default="both")
+    ap.add_argument("--handover", action="store_true", help="also ordinary sessions, shared")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     import psycopg
@@ -204,12 +219,18 @@ def main() -> None:
         st.close()
         for n in args.writers if args.mode != "distinct" else []:
             print(f"{n} writer(s), one shared session (append, close):")
-            a, b = [], []
+            a, b, c = [], [], []
             for _ in range(args.rounds):
                 a.append(run(tl_shared, lambda k: (schema, shared), n, args.seconds))
                 b.append(run(raw, lambda k: (schema, "raw-shared"), 1, args.seconds))
-            ta, tb = show("threadline append+close", a), show("raw INSERT loop, 1 writer", b)
+                if args.handover:
+                    c.append(run(tl_handover, lambda k: (schema, shared), n, args.seconds))
+            ta = show("threadline shared=True append+close", a)
+            tb = show("raw INSERT loop, 1 writer", b)
             print(f"  ratio {ta[0] / tb[0]:.2f}")
+            if c:
+                tc = show("threadline shared=False append+close", c)
+                print(f"  ratio {tc[0] / tb[0]:.2f}")
     finally:
         with psycopg.connect(URL, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))

@@ -63,9 +63,11 @@ class AsyncStore:
     async def create(self, **kwargs: Any) -> AsyncSession:
         return AsyncSession(await asyncio.to_thread(self.store.create, **kwargs))
 
-    async def open(self, session_id: str, *, read_only: bool = False) -> AsyncSession:
+    async def open(
+        self, session_id: str, *, read_only: bool = False, shared: bool = False
+    ) -> AsyncSession:
         return AsyncSession(
-            await asyncio.to_thread(self.store.open, session_id, read_only=read_only)
+            await asyncio.to_thread(self.store.open, session_id, read_only=read_only, shared=shared)
         )
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:

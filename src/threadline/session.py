@@ -162,9 +162,15 @@ class Session:
     __slots__ = ("__weakref__", "_state")
 
     def __init__(
-        self, store: BaseStore | None, log: Log, loaded: Loaded, *, read_only: bool = False
+        self,
+        store: BaseStore | None,
+        log: Log,
+        loaded: Loaded,
+        *,
+        read_only: bool = False,
+        shared: bool = False,
     ) -> None:
-        self._state = SessionState(store, log, loaded, read_only=read_only)
+        self._state = SessionState(store, log, loaded, read_only=read_only, shared=shared)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -239,6 +245,11 @@ class Session:
     def read_only(self) -> bool:
         """True when opened with ``read_only=True``: every write raises ``UserError``."""
         return self._state.read_only
+
+    @property
+    def shared(self) -> bool:
+        """True when opened with ``shared=True`` (:meth:`threadline.Store.open`)."""
+        return self._state.shared
 
     @property
     def leaf_id(self) -> str | None:
@@ -339,6 +350,8 @@ class Session:
             st.ingest(records)
             st.settle(records)
             st.invalidate()
+        if first and st.shared:  # a shared session holds the lock for one write at a time
+            st.release()
         return [r.id for r in records]
 
     def append_message(
@@ -947,14 +960,16 @@ def encode_tree_json(nodes: Sequence[FlatNode]) -> bytes:
 # -- sessions of a backend (threadline.Store calls these) ---------------------------------------
 
 
-def open_session(backend: BaseStore, session_id: str, *, read_only: bool = False) -> Session:
+def open_session(
+    backend: BaseStore, session_id: str, *, read_only: bool = False, shared: bool = False
+) -> Session:
     """Open a session of ``backend``; takes no lock until the first write."""
     check_session_id(session_id)
     if not backend.exists(session_id):
         raise not_found(session_id)
     log = backend.open_log(session_id)
     with bulk_load():
-        return Session(backend, log, log.load(), read_only=read_only)
+        return Session(backend, log, log.load(), read_only=read_only, shared=shared)
 
 
 def create_session(

@@ -14,6 +14,8 @@ from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from threadline.context import Context, ViewItem, ViewState, build_view
 from threadline.errors import Hint, NotFoundError, UserError
 from threadline.model.content import Message, text
@@ -188,10 +190,18 @@ class SessionState:
     indexes (labels, bookmarks, op states, message tags, purges), the leaf and the cached view."""
 
     def __init__(
-        self, store: BaseStore | None, log: Log, loaded: Loaded, *, read_only: bool = False
+        self,
+        store: BaseStore | None,
+        log: Log,
+        loaded: Loaded,
+        *,
+        read_only: bool = False,
+        shared: bool = False,
     ) -> None:
         # Session's methods run under this lock (threads, DESIGN §3); it survives reload()
         self.lock = threading.RLock()
+        # opened shared: each append takes the writer lock for itself alone (write_at_leaf)
+        self.shared = shared
         self.load(store, log, loaded, read_only=read_only)
 
     def load(
@@ -397,11 +407,14 @@ class SessionState:
             if isinstance(slot, PurgedEntry):
                 self.purged.add(eid)
 
-    def ensure_writer(self) -> None:
+    def refuse_read_only(self) -> None:
         if self.read_only:
             raise UserError(
                 f"Session '{self.id}' was opened read-only; open it without read_only to write"
             )
+
+    def ensure_writer(self) -> None:
+        self.refuse_read_only()
         if self.writer:
             return
         newer = self.log.acquire()
@@ -447,14 +460,29 @@ class SessionState:
         """Append one record of ``kind``: a tree entry (under the leaf, or under ``parent_id``)
         or a meta record (``tree=False``)."""
         first = not self.writer
-        if first:  # a writer is never read-only: ensure_writer refused it the lock
-            self.ensure_writer()
+        if first:
+            if self.shared and tree and parent_id is AT_LEAF:
+                rid = self.write_at_leaf(kind, payload)
+                if rid is not None:
+                    return rid
+            self.ensure_writer()  # a writer is never read-only: ensure_writer refuses the lock
         if not tree:
             parent = None
         elif parent_id is AT_LEAF:
             parent = self.leaf
         else:
             parent = parent_id if isinstance(parent_id, str) else None
+        rec, line = self.new_record(kind, payload, parent)
+        self.append_lines([line], first, [rec])
+        self.sizes[rec.id] = len(line)
+        self.after_write(rec)
+        if first and self.shared:  # a shared session holds the lock for one write at a time
+            self.release()
+        return str(rec.id)
+
+    def new_record(self, kind: str, payload: Any, parent: str | None) -> tuple[Any, bytes]:
+        """A new record of ``kind`` under ``parent``, and its line (checked against the
+        limits)."""
         rid = new_id()
         rec: Any
         if kind == "message":  # the hot path: no keyword dict
@@ -466,10 +494,29 @@ class SessionState:
         except UnicodeEncodeError:
             line = encode_checked(encode, rec)  # raises the LimitError
         check_record(payload, line, 1 if parent is None else 0)
-        self.append_lines([line], first, [rec])
-        self.sizes[rid] = len(line)
+        return rec, line
+
+    def write_at_leaf(self, kind: str, payload: Any) -> str | None:
+        """A shared session's append of a tree entry under the leaf through
+        :meth:`Log.append_at_leaf` (one round trip on PostgreSQL, no lock kept): the records
+        other writers appended meanwhile are read in first, and the new one is placed under
+        the last of them. None when the store cannot (the caller takes the writer lock for
+        the write)."""
+        self.refuse_read_only()
+        rec, line = self.new_record(kind, payload, self.leaf)
+        got = self.log.append_at_leaf(line, rec, self.leaf)
+        if got is None:
+            return None
+        if got.newer:
+            self.ingest(got.newer)
+            self.settle(got.newer)  # only these can be new purged entries
+            self.invalidate()
+        if got.stored is not None:  # placed under another writer's entry: the leaf now
+            rec, line = msgspec.structs.replace(rec, parent_id=got.parent), got.stored
+        self.sizes[rec.id] = len(line)
         self.after_write(rec)
-        return rid
+        self.closed = False  # close() gives the log its release (a fold it may carry)
+        return str(rec.id)
 
     def after_write(self, rec: KnownRecord) -> None:
         prev_leaf = self.leaf

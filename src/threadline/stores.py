@@ -108,9 +108,14 @@ class Store:
         """The URL the store was opened with (``memory://``, a directory, ``sqlite:///…``)."""
         return self.backend.url
 
-    def open(self, session_id: str, *, read_only: bool = False) -> Session:
-        """Open a session; takes no lock until the first write."""
-        return open_session(self.backend, session_id, read_only=read_only)
+    def open(self, session_id: str, *, read_only: bool = False, shared: bool = False) -> Session:
+        """Open a session; takes no lock until the first write. ``shared``: for writers that
+        share the session (several processes or hosts appending to one conversation): each
+        append takes the writer lock for itself alone and places its entry under the
+        session's latest entry, whoever wrote it (on PostgreSQL in one round trip; see
+        docs/stores.md, "Writers sharing one session"); other writes (navigation, purges,
+        ``batch()``) take the lock as usual and keep it until ``close()``."""
+        return open_session(self.backend, session_id, read_only=read_only, shared=shared)
 
     def create(
         self,

@@ -17,7 +17,7 @@ import gc
 import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 
 import msgspec
 
@@ -536,6 +536,17 @@ def _parse_each(
     return slots
 
 
+class AtLeaf(NamedTuple):
+    """What :meth:`Log.append_at_leaf` did: ``newer``, the records other writers appended
+    since this process last read the session (before the new one); ``parent`` and ``stored``,
+    the new record's parent and its line as stored when the store put it under the last of
+    those (``stored`` None: as given)."""
+
+    newer: list[Slot]
+    parent: str | None
+    stored: bytes | None
+
+
 class Log(Protocol):
     """One session's durable record sequence. Implementations: jsonl, memory, sqlite, postgres."""
 
@@ -557,6 +568,13 @@ class Log(Protocol):
         """Durably append encoded records (no trailing newline); all or nothing. ``records``:
         the records ``lines`` were encoded from, when the caller has them (a backend that indexes
         what a record holds may read it from them instead of decoding the lines again)."""
+
+    def append_at_leaf(self, line: bytes, record: AnyRecord, parent: str | None) -> AtLeaf | None:
+        """Append one tree entry under the session's latest entry without becoming the writer,
+        in one exchange with the store: ``line`` encodes ``record``, a child of ``parent`` (the
+        session's leaf as this process knows it). When other writers appended since, the store
+        puts the record under the last of their entries instead and says so. None when this
+        store cannot, or not now (the caller then takes the writer lock and appends)."""
 
     def raw_lines(self) -> Iterator[bytes]:
         """Every record line as stored (unknown records included), header excluded."""

@@ -312,6 +312,9 @@ class JsonlLog:
         self._lines = 2 + indexed_slots + len(slots) + len(report.corrupt_lines)
         return Loaded(header=header, slots=slots, sizes=sizes, report=report, columns=columns)
 
+    def append_at_leaf(self, line: bytes, record: AnyRecord, parent: str | None) -> None:
+        return None  # the writer takes the lock and keeps it: no shared append
+
     def raw_lines(self) -> Iterator[bytes]:
         fd = self._open_ro()
         try:

@@ -70,6 +70,9 @@ class MemoryLog:
         self._data.lines.extend(lines)
         self._seen = len(self._data.lines)
 
+    def append_at_leaf(self, line: bytes, record: AnyRecord, parent: str | None) -> None:
+        return None  # the writer takes the lock and keeps it: no shared append
+
     def raw_lines(self) -> Iterator[bytes]:
         return iter(list(self._data.lines))
 

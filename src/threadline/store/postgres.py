@@ -57,9 +57,12 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import msgspec
+
 from threadline.errors import SessionLockedError, StoreError, UserError
 from threadline.model.content import Message, TextBlock
 from threadline.model.entries import (
+    ENTRY_CLASSES,
     AnyRecord,
     MessageEntry,
     SessionHeader,
@@ -73,6 +76,7 @@ from threadline.store import migrations
 from threadline.store.base import (
     CREATE_CHUNK,
     LAZY_FROM,
+    AtLeaf,
     BaseStore,
     CatalogLocation,
     Loaded,
@@ -346,6 +350,7 @@ class PostgresLog:
         self.session_id = session_id
         self._store = store
         self._seen = 0  # the highest seq read or written: a writer numbers its records from it
+        self._generation = 0  # the session's generation at the load (a rewrite bumps it)
         self._conn: Any = None  # the writer's pooled connection, holding the advisory lock
         self._cur: Any = None  # a cursor on it, reused by every append (saves its setup)
         self._hand_on = False  # the lock was contended: hand it on after each append
@@ -359,6 +364,8 @@ class PostgresLog:
         self._pending = _Tail()
         self._unsummed: list[AnyRecord] = []  # appended since the last fold, not summarized yet
         self._appends = 0  # appends since the lock was taken
+        # a shared session's fold of the open tail, passed with its next append (or at release)
+        self._carry: tuple[Any, ...] | None = None
         self._folded = 0.0  # time.monotonic() of the last fold
 
     def load(self) -> Loaded:
@@ -387,6 +394,7 @@ class PostgresLog:
         sizes: dict[str, int] = {}
         slots = load_rows(rows, functools.partial(self._fetch, row[1]), report, sizes, 2)
         self._seen = rows[-1][0] if rows else 0
+        self._generation = row[1]
         return Loaded(header=decode_header(bytes(row[0])), slots=slots, sizes=sizes, report=report)
 
     def _fetch(self, generation: int, first: int, last: int) -> list[bytes]:
@@ -581,6 +589,108 @@ class PostgresLog:
             # lock), so nothing is left to fold when it hands the lock on
             self._hand_on_lock(conn)
 
+    def append_at_leaf(self, line: bytes, record: AnyRecord, parent: str | None) -> AtLeaf | None:
+        """One tree entry, appended by a session that does not hold the writer lock (a shared
+        session): one statement and one round trip, ``tl_append_at_leaf`` (schema version 6,
+        whose comment says what it does) run through libpq. It takes the session's lock for
+        its own transaction, places the record under the last one when other writers appended
+        since this process last read the session, and returns what they appended. A writer
+        that had to wait for the lock committed with synchronous_commit off; it then waits for
+        the WAL flush (:data:`_HAND_ON`'s barrier) in a second round trip, after the lock went
+        to the next writer: the appends of writers queued one behind the other share flushes.
+        None (nothing written) when the function wrote nothing (the session gone or rewritten,
+        its last record not the leaf), or when the line's parent is not where
+        :func:`_parent_at` finds it: the caller takes the writer lock and appends."""
+        at = _parent_at(line, parent)
+        if at is None:
+            return None
+        row = _encoded(line, record)[0]
+        st = self._store
+        carry, self._carry = self._carry, None
+        values = _libpq_values(
+            (
+                st.tenant,
+                self.session_id,
+                self._key,
+                f"{max(round(st.lock_timeout * 1000), _GRACE_MS)}ms",
+                st.sync_commit,
+                self._seen,
+                self._generation,
+                parent,
+                _TREE_TYPES,
+                row[0],
+                *row[2:],
+                line,
+                at[0] + 1,
+                at[1],
+                FOLD_RECORDS,
+                *(carry or (None,) * 6),
+            )
+        )
+        if values is None:
+            return None
+        conn = st.writer_connection()
+        try:
+            try:
+                res = _run_prepared(
+                    conn,
+                    _AT_LEAF_NAME,
+                    _AT_LEAF_CALL,
+                    values,
+                    _AT_LEAF_FORMATS,
+                    1,
+                    psycopg.pq.ExecStatus.TUPLES_OK,
+                )
+            except psycopg.errors.LockNotAvailable:
+                raise SessionLockedError(self.session_id, self._holder(conn)) from None
+            except psycopg.Error as exc:
+                conn.close()
+                raise StoreError(
+                    f"Writing to session '{self.session_id}' failed ({reason(exc)}); nothing "
+                    "was written. Check the database and retry"
+                ) from None
+            got = [[res.get_value(i, c) for c in range(7)] for i in range(res.ntuples)]
+            if got and got[-1][5] == b"\x01" and st.sync_commit == "on":  # it waited
+                try:
+                    flushed = _run_prepared(
+                        conn, _FLUSHED_NAME, _FLUSHED, [], [], 0, psycopg.pq.ExecStatus.TUPLES_OK
+                    ).get_value(0, 0)
+                except psycopg.Error as exc:
+                    conn.close()
+                    raise StoreError(
+                        f"Session '{self.session_id}': the append was committed but confirming "
+                        f"that it is durable failed ({reason(exc)}); it is not acknowledged (the "
+                        "next read shows it if it was kept). Check the database and retry"
+                    ) from None
+                self.handed_on_lsn = flushed.decode()
+        finally:
+            st.writer_done(conn)
+        if not got:
+            return None
+        mine = got.pop()
+        seq = int.from_bytes(mine[0], "big")
+        self._seen = seq
+        rows = [(int.from_bytes(r[0], "big"), r[2], r[4] == b"\x01") for r in got]
+        newer = [(n, raw) for n, raw, is_new in rows if is_new]
+        if mine[6] is not None:  # the open tail is due for a fold: carried by the next call
+            first = int.from_bytes(mine[6], "big")
+            tail = _Tail()
+            tail.add(_summary([raw for n, raw, _new in sorted(rows) if n >= first]))
+            tail.add(summarize_records(_NO_HEADER, [record]))
+            self._carry = (
+                first,
+                seq,
+                tail.modified,
+                tail.message_count,
+                tail.name,
+                tail.first_message,
+            )
+        return AtLeaf(
+            newer=_parse(newer, LoadReport(), {}, 0) if newer else [],
+            parent=None if mine[1] is None else mine[1].decode(),
+            stored=mine[2],
+        )
+
     def _let_go(self, conn: Any) -> None:
         """Give the lock and the connection up after a failed append (the session takes the
         lock again, with a catch-up read, before its next write)."""
@@ -650,10 +760,11 @@ class PostgresLog:
                 (st.tenant, self.session_id),
             )
             _insert_records(conn, st.tenant, self.session_id, 1, rows, data)
-            conn.execute(
+            gen = conn.execute(
                 "UPDATE tl_sessions SET header = %s, next_seq = %s, generation = generation + 1,"
                 " modified = greatest(created, %s), message_count = %s, name = %s, "
-                "first_message = %s, open_tail = false WHERE tenant_id = %s AND session_id = %s",
+                "first_message = %s, open_tail = false WHERE tenant_id = %s AND session_id = %s "
+                "RETURNING generation",
                 (
                     header,
                     len(data) + 1,
@@ -664,8 +775,10 @@ class PostgresLog:
                     st.tenant,
                     self.session_id,
                 ),
-            )
+            ).fetchone()
         self._seen = len(data)
+        if gen is not None:
+            self._generation = gen[0]
         self._next, self._open_tail, self._pending = len(data) + 1, False, _Tail()
         self._unsummed = []
 
@@ -679,6 +792,34 @@ class PostgresLog:
         conn, self._conn, self._cur = self._conn, None, None
         if conn is not None:
             self._give_back(conn, self._fold_params())
+        carry, self._carry = self._carry, None
+        if carry is not None:  # a shared session's fold it did not pass on with an append
+            self._fold_carried(carry)
+
+    def _fold_carried(self, carry: tuple[Any, ...]) -> None:
+        """A shared session's fold of the open tail, on its own at release: one round trip on
+        a writer connection, committed asynchronously (a fold lost in a crash leaves the
+        tail open, which the listing reads). A failure leaves the tail open too."""
+        st = self._store
+        first, *columns = carry
+        conn = st.writer_connection()
+        try:
+            with conn.pipeline():
+                conn.execute(
+                    "SELECT set_config('threadline.tenant', %s, true), "
+                    "set_config('synchronous_commit', 'off', true)",
+                    (st.tenant,),
+                    prepare=True,
+                )
+                conn.execute(
+                    _FOLD_CARRIED,
+                    (*columns, st.tenant, self.session_id, first, self._generation, self._key),
+                    prepare=True,
+                )
+        except psycopg.Error:
+            conn.close()
+        finally:
+            st.writer_done(conn)
 
     def _fold_params(self) -> tuple[Any, ...] | None:
         """The parameters of :data:`_FOLD` for what this writer left unfolded (and the open
@@ -836,38 +977,102 @@ _ACQUIRE_READ = (
 )
 
 
+# A shared append (PostgresLog.append_at_leaf): the function of schema version 6 (its comment
+# says what it does), through libpq (_run_prepared); the raw line in binary, the rows returned
+# in binary (seq, parent_id, raw, mine, folded, waited).
+_AT_LEAF_NAME = b"threadline_append_at_leaf"
+_AT_LEAF_CALL = (
+    "SELECT * FROM tl_append_at_leaf(" + ", ".join(f"${i}" for i in range(1, 26)) + ")"
+).encode()
+_AT_LEAF_FORMATS = [0] * 15 + [1] + [0] * 9
+# A fold a shared session carries when it closes (the columns of tl_append_at_leaf's p_fold_*):
+# under the session's lock, if free (a writer holding it folds the tail itself), and only if
+# no one folded those records since
+_FOLD_CARRIED = (
+    "UPDATE tl_sessions SET next_seq = %s + 1, modified = greatest(modified, %s), "
+    "message_count = message_count + %s, name = coalesce(%s, name), "
+    "first_message = coalesce(first_message, %s) WHERE tenant_id = %s AND session_id = %s AND "
+    "next_seq = %s AND generation = %s AND pg_try_advisory_xact_lock(hashtextextended(%s, 0))"
+)
+# After a shared append that waited (committed with synchronous_commit off): the barrier of
+# _HAND_ON alone (the writer connection's synchronous_commit is the store's, "on" here)
+_FLUSHED_NAME = b"threadline_flushed"
+_FLUSHED = (
+    b"SELECT pg_current_wal_insert_lsn()::text, pg_logical_emit_message(true, 'threadline', '')"
+)
+# the types of the known tree entries: the session's leaf is the last record when it is one
+_TREE_TYPES = "{" + ",".join(sorted(ENTRY_CLASSES)) + "}"
+
+
+def _parent_at(line: bytes, parent: str | None) -> tuple[int, int] | None:
+    """Where ``line`` (a record as :func:`encode` writes it: type, id, then parent_id) holds
+    its parent id's JSON: (offset, length), or None when it is not found there."""
+    i = line.find(b',"parent_id":')
+    if i < 0:
+        return None
+    i += 13
+    token = msgspec.json.encode(parent)
+    return (i, len(token)) if line.startswith(token, i) else None
+
+
 def _insert_one(conn: Any, cur: Any, params: Sequence[Any]) -> int:
     """Run :data:`_INSERT_ONE` (a writer's usual append) through libpq's PQexecPrepared on the
-    connection's ``pgconn``: the same prepared statement, Bind/Execute/Sync and one round trip
-    as ``cursor.execute(..., prepare=True)``, without psycopg's Python layers around it (its
-    query conversion, adaptation and prepared-statement bookkeeping: ~40 µs of a ~100 µs
-    client-side execute; bench/README.md). libpq waits with the GIL released. The statement is
-    prepared on a connection the first time (the server says it does not know it: SQLSTATE
-    26000). Returns the rows inserted; an error is raised as psycopg's exception for its
-    SQLSTATE. A text value holding NUL (refused by the limits before it gets here) goes through
+    connection's ``pgconn`` (:func:`_run_prepared`): the same prepared statement,
+    Bind/Execute/Sync and one round trip as ``cursor.execute(..., prepare=True)``, without
+    psycopg's Python layers around it (its query conversion, adaptation and prepared-statement
+    bookkeeping: ~40 µs of a ~100 µs client-side execute; bench/README.md). Returns the rows
+    inserted. A text value holding NUL (refused by the limits before it gets here) goes through
     the cursor, which refuses it rather than letting libpq cut it short."""
+    values = _libpq_values(params)
+    if values is None:
+        return int(cur.execute(_INSERT_ONE, params, prepare=True).rowcount)
+    res = _run_prepared(conn, _INSERT_ONE_NAME, _INSERT_ONE_LIBPQ, values, _INSERT_ONE_FORMATS)
+    return int(res.command_tuples or 0)
+
+
+def _libpq_values(params: Sequence[Any]) -> list[bytes | None] | None:
+    """Parameters as libpq takes them (text, bytes as they are); None when a text value holds
+    NUL, which libpq would cut short."""
     values: list[bytes | None] = []
     for v in params:
-        if v is None or v.__class__ is bytes:
+        cls = v.__class__
+        if v is None or cls is bytes:
             values.append(v)
-        elif isinstance(v, (bytearray, memoryview)):
+        elif cls is int:
+            values.append(b"%d" % v)
+        elif cls is bytearray or cls is memoryview:
             values.append(bytes(v))
         else:
             b = str(v).encode()
             if b"\x00" in b:
-                return int(cur.execute(_INSERT_ONE, params, prepare=True).rowcount)
+                return None
             values.append(b)
+    return values
+
+
+def _run_prepared(
+    conn: Any,
+    name: bytes,
+    query: bytes,
+    values: Sequence[bytes | None],
+    formats: Sequence[int],
+    result_format: int = 0,
+    status: Any = psycopg.pq.ExecStatus.COMMAND_OK,
+) -> Any:
+    """PQexecPrepared of the statement ``name`` on the connection's ``pgconn`` (libpq waits
+    with the GIL released), prepared from ``query`` the first time a connection is asked for
+    it (the server says it does not know it: SQLSTATE 26000). Returns the result; an error is
+    raised as psycopg's exception for its SQLSTATE."""
     pg = conn.pgconn
-    ok = psycopg.pq.ExecStatus.COMMAND_OK
-    res = pg.exec_prepared(_INSERT_ONE_NAME, values, _INSERT_ONE_FORMATS)
-    if res.status != ok and res.error_field(_SQLSTATE) == b"26000":
-        prepared = pg.prepare(_INSERT_ONE_NAME, _INSERT_ONE_LIBPQ)
-        if prepared.status != ok:
+    res = pg.exec_prepared(name, values, formats, result_format)
+    if res.status != status and res.error_field(_SQLSTATE) == b"26000":
+        prepared = pg.prepare(name, query)
+        if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
             raise _libpq_error(prepared, pg)
-        res = pg.exec_prepared(_INSERT_ONE_NAME, values, _INSERT_ONE_FORMATS)
-    if res.status != ok:
+        res = pg.exec_prepared(name, values, formats, result_format)
+    if res.status != status:
         raise _libpq_error(res, pg)
-    return int(res.command_tuples or 0)
+    return res
 
 
 _SQLSTATE = psycopg.pq.DiagnosticField.SQLSTATE

@@ -309,6 +309,9 @@ class SqliteLog:
                 ) from None
         self._seen = seq + len(lines) - 1
 
+    def append_at_leaf(self, line: bytes, record: AnyRecord, parent: str | None) -> None:
+        return None  # the writer takes the lock and keeps it: no shared append
+
     def raw_lines(self) -> Iterator[bytes]:
         with self._store.lock:
             rows = self._conn.execute(
