@@ -69,7 +69,19 @@ def tl_shared(
         s.close()  # and hands it to the next writer in the server's queue
 
     once(-1)
-    out.put(_loop(start, seconds, once))
+    c0 = time.thread_time()
+    if os.environ.get("BENCH_PROF"):
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+    lat = _loop(start, seconds, once)
+    if os.environ.get("BENCH_PROF"):
+        prof.disable()
+        prof.dump_stats(f"{os.environ['BENCH_PROF']}.{os.getpid()}")
+    if os.environ.get("BENCH_CPU"):
+        print(f"    client cpu per append {1e6 * (time.thread_time() - c0) / len(lat):.0f} us")
+    out.put(lat)
     s.close()
     st.close()
 

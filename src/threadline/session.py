@@ -144,7 +144,10 @@ def serialized(
     reader never sees a half-applied append. The lock is reentrant (methods call each other)."""
 
     def locked(self: Session, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with self._state.lock:
+        state = self._state
+        with state.lock:
+            if state.behind:  # a shared session's appends left records unread
+                state.catch_up()
             return method(self, *args, **kwargs)
 
     functools.update_wrapper(locked, method)
@@ -174,10 +177,10 @@ class Session:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    @serialized
     def close(self) -> None:
         """Release the writer lock (if held). The session can still be read afterwards."""
-        self._state.release()
+        with self._state.lock:  # serialized, without reading what shared appends left unread
+            self._state.release()
 
     def __enter__(self) -> Session:
         return self
@@ -213,13 +216,19 @@ class Session:
             pass
 
     def __repr__(self) -> str:
-        return f"<Session {self.id} entries={len(self._state.tree)} leaf={self._state.leaf}>"
+        state = self.state
+        return f"<Session {self.id} entries={len(state.tree)} leaf={state.leaf}>"
 
     @property
     def state(self) -> SessionState:
         """The indexes behind this session, shared with the view modules (internal: its
         attributes may change between releases; use the methods of Session)."""
-        return self._state
+        state = self._state
+        if state.behind:  # a shared session's appends left records unread
+            with state.lock:
+                if state.behind:
+                    state.catch_up()
+        return state
 
     @property
     def store(self) -> BaseStore | None:
@@ -254,12 +263,12 @@ class Session:
     @property
     def leaf_id(self) -> str | None:
         """The current leaf (``None`` before the first entry or after ``reset_leaf``)."""
-        return self._state.leaf
+        return self.state.leaf
 
     @property
     def name(self) -> str | None:
         """The latest ``session_info`` name."""
-        return self._state.name
+        return self.state.name
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -376,6 +385,8 @@ class Session:
         # serialized like every method, by hand: the decorator's forwarding of *args and
         # **kwargs costs a tenth of a small append
         with self._state.lock:
+            if parent_id is not AT_LEAF and self._state.behind:
+                self._state.catch_up()
             if (
                 parent_id is not AT_LEAF
                 and parent_id is not None

@@ -14,8 +14,6 @@ from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from threadline.context import Context, ViewItem, ViewState, build_view
 from threadline.errors import Hint, NotFoundError, UserError
 from threadline.model.content import Message, text
@@ -200,8 +198,12 @@ class SessionState:
     ) -> None:
         # Session's methods run under this lock (threads, DESIGN §3); it survives reload()
         self.lock = threading.RLock()
-        # opened shared: each append takes the writer lock for itself alone (write_at_leaf)
+        # opened shared: each append takes the writer lock for itself alone (write_at_leaf);
+        # behind: such appends left records this session has not read (catch_up reads them
+        # before the session is next read); pending_leaf: the last of them it wrote
         self.shared = shared
+        self.behind = False
+        self.pending_leaf: str | None = None
         self.load(store, log, loaded, read_only=read_only)
 
     def load(
@@ -420,6 +422,8 @@ class SessionState:
         newer = self.log.acquire()
         self.writer = True
         self.closed = False
+        self.behind = False  # the lock's read brings what shared appends left unread
+        self.pending_leaf = None
         if newer:
             self.ingest(newer)
             self.settle(newer)  # only these can be new purged entries: no walk of the session
@@ -498,25 +502,37 @@ class SessionState:
 
     def write_at_leaf(self, kind: str, payload: Any) -> str | None:
         """A shared session's append of a tree entry under the leaf through
-        :meth:`Log.append_at_leaf` (one round trip on PostgreSQL, no lock kept): the records
-        other writers appended meanwhile are read in first, and the new one is placed under
-        the last of them. None when the store cannot (the caller takes the writer lock for
-        the write)."""
+        :meth:`Log.append_at_leaf` (one round trip on PostgreSQL, no lock kept). When other
+        writers appended meanwhile, the store puts the new entry under the last of theirs and
+        the session is left behind: it reads those records (and its own) with
+        :meth:`catch_up` before anything next reads it, not now (writers appending in turn
+        would otherwise each read every other writer's entries at every append). None when the
+        store cannot (the caller takes the writer lock for the write, which catches up)."""
         self.refuse_read_only()
-        rec, line = self.new_record(kind, payload, self.leaf)
-        got = self.log.append_at_leaf(line, rec, self.leaf)
+        parent = self.pending_leaf if self.behind else self.leaf
+        rec, line = self.new_record(kind, payload, parent)
+        got = self.log.append_at_leaf(line, rec, parent)
         if got is None:
             return None
-        if got.newer:
-            self.ingest(got.newer)
-            self.settle(got.newer)  # only these can be new purged entries
+        if got.behind:
+            self.behind = True
+            self.pending_leaf = rec.id
             self.invalidate()
-        if got.stored is not None:  # placed under another writer's entry: the leaf now
-            rec, line = msgspec.structs.replace(rec, parent_id=got.parent), got.stored
-        self.sizes[rec.id] = len(line)
-        self.after_write(rec)
+        else:
+            self.sizes[rec.id] = len(line)
+            self.after_write(rec)
         self.closed = False  # close() gives the log its release (a fold it may carry)
         return str(rec.id)
+
+    def catch_up(self) -> None:
+        """Read what shared appends left unread (see :meth:`write_at_leaf`)."""
+        newer = self.log.read_newer()
+        self.behind = False
+        self.pending_leaf = None
+        if newer:
+            self.ingest(newer)
+            self.settle(newer)  # only these can be new purged entries
+            self.invalidate()
 
     def after_write(self, rec: KnownRecord) -> None:
         prev_leaf = self.leaf
@@ -746,6 +762,8 @@ class SessionState:
         writer = self.writer
         self.load(self.store, self.log, self.log.load(), read_only=self.read_only)
         self.writer = writer
+        self.behind = False
+        self.pending_leaf = None
 
     def release(self) -> None:
         """Give the writer lock up; the indexes stay readable."""

@@ -537,14 +537,13 @@ def _parse_each(
 
 
 class AtLeaf(NamedTuple):
-    """What :meth:`Log.append_at_leaf` did: ``newer``, the records other writers appended
-    since this process last read the session (before the new one); ``parent`` and ``stored``,
-    the new record's parent and its line as stored when the store put it under the last of
-    those (``stored`` None: as given)."""
+    """What :meth:`Log.append_at_leaf` did: ``parent``, the new record's parent as stored (the
+    last of the records other writers appended meanwhile, when there were some); ``behind``,
+    whether the log holds records the session has not read (it reads them with
+    :meth:`Log.read_newer` before it next reads the session)."""
 
-    newer: list[Slot]
     parent: str | None
-    stored: bytes | None
+    behind: bool
 
 
 class Log(Protocol):
@@ -573,8 +572,13 @@ class Log(Protocol):
         """Append one tree entry under the session's latest entry without becoming the writer,
         in one exchange with the store: ``line`` encodes ``record``, a child of ``parent`` (the
         session's leaf as this process knows it). When other writers appended since, the store
-        puts the record under the last of their entries instead and says so. None when this
-        store cannot, or not now (the caller then takes the writer lock and appends)."""
+        puts the record under the last of their entries instead and says so (the session reads
+        those records later). None when this store cannot, or not now (the caller then takes
+        the writer lock and appends)."""
+
+    def read_newer(self) -> list[Slot]:
+        """The records appended since the session last read the log (only after
+        :meth:`append_at_leaf` said it is behind)."""
 
     def raw_lines(self) -> Iterator[bytes]:
         """Every record line as stored (unknown records included), header excluded."""

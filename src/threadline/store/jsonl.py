@@ -315,6 +315,9 @@ class JsonlLog:
     def append_at_leaf(self, line: bytes, record: AnyRecord, parent: str | None) -> None:
         return None  # the writer takes the lock and keeps it: no shared append
 
+    def read_newer(self) -> list[Slot]:
+        return []  # append_at_leaf never leaves the session behind
+
     def raw_lines(self) -> Iterator[bytes]:
         fd = self._open_ro()
         try:

@@ -73,6 +73,9 @@ class MemoryLog:
     def append_at_leaf(self, line: bytes, record: AnyRecord, parent: str | None) -> None:
         return None  # the writer takes the lock and keeps it: no shared append
 
+    def read_newer(self) -> list[Slot]:
+        return []  # append_at_leaf never leaves the session behind
+
     def raw_lines(self) -> Iterator[bytes]:
         return iter(list(self._data.lines))
 

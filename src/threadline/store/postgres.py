@@ -351,6 +351,9 @@ class PostgresLog:
         self._store = store
         self._seen = 0  # the highest seq read or written: a writer numbers its records from it
         self._generation = 0  # the session's generation at the load (a rewrite bumps it)
+        # the highest seq this process knows of: a shared session's appends may know of records
+        # it has not read yet (_seen), which it reads when it next reads the session
+        self._known = 0
         self._conn: Any = None  # the writer's pooled connection, holding the advisory lock
         self._cur: Any = None  # a cursor on it, reused by every append (saves its setup)
         self._hand_on = False  # the lock was contended: hand it on after each append
@@ -393,7 +396,7 @@ class PostgresLog:
         report = LoadReport()
         sizes: dict[str, int] = {}
         slots = load_rows(rows, functools.partial(self._fetch, row[1]), report, sizes, 2)
-        self._seen = rows[-1][0] if rows else 0
+        self._seen = self._known = rows[-1][0] if rows else 0
         self._generation = row[1]
         return Loaded(header=decode_header(bytes(row[0])), slots=slots, sizes=sizes, report=report)
 
@@ -493,6 +496,7 @@ class PostgresLog:
             self._seen = rows[-1][0]
         elif got:
             self._seen = self._next - 1
+        self._known = self._seen
         return _parse(new, LoadReport(), {}, 0) if new else []
 
     def _holder(self, conn: Any) -> int | None:
@@ -606,6 +610,7 @@ class PostgresLog:
             return None
         row = _encoded(line, record)[0]
         st = self._store
+        known = max(self._known, self._seen)
         carry, self._carry = self._carry, None
         values = _libpq_values(
             (
@@ -614,7 +619,7 @@ class PostgresLog:
                 self._key,
                 f"{max(round(st.lock_timeout * 1000), _GRACE_MS)}ms",
                 st.sync_commit,
-                self._seen,
+                known,
                 self._generation,
                 parent,
                 _TREE_TYPES,
@@ -649,8 +654,8 @@ class PostgresLog:
                     f"Writing to session '{self.session_id}' failed ({reason(exc)}); nothing "
                     "was written. Check the database and retry"
                 ) from None
-            got = [[res.get_value(i, c) for c in range(7)] for i in range(res.ntuples)]
-            if got and got[-1][5] == b"\x01" and st.sync_commit == "on":  # it waited
+            got = [[res.get_value(i, c) for c in range(6)] for i in range(res.ntuples)]
+            if got and got[-1][4] == b"\x01" and st.sync_commit == "on":  # it waited
                 try:
                     flushed = _run_prepared(
                         conn, _FLUSHED_NAME, _FLUSHED, [], [], 0, psycopg.pq.ExecStatus.TUPLES_OK
@@ -669,16 +674,15 @@ class PostgresLog:
             return None
         mine = got.pop()
         seq = int.from_bytes(mine[0], "big")
-        self._seen = seq
-        rows = [(int.from_bytes(r[0], "big"), r[2], r[4] == b"\x01") for r in got]
-        newer = [(n, raw) for n, raw, is_new in rows if is_new]
-        if mine[6] is not None:  # the open tail is due for a fold: carried by the next call
-            first = int.from_bytes(mine[6], "big")
+        self._known = seq
+        if seq == known + 1 and self._seen == known:
+            self._seen = seq  # the session takes the record in: it is up to date
+        if mine[5] is not None:  # the open tail is due for a fold: carried by the next call
             tail = _Tail()
-            tail.add(_summary([raw for n, raw, _new in sorted(rows) if n >= first]))
+            tail.add(_summary([r[2] for r in got]))
             tail.add(summarize_records(_NO_HEADER, [record]))
             self._carry = (
-                first,
+                int.from_bytes(mine[5], "big"),
                 seq,
                 tail.modified,
                 tail.message_count,
@@ -686,9 +690,27 @@ class PostgresLog:
                 tail.first_message,
             )
         return AtLeaf(
-            newer=_parse(newer, LoadReport(), {}, 0) if newer else [],
-            parent=None if mine[1] is None else mine[1].decode(),
-            stored=mine[2],
+            parent=None if mine[1] is None else mine[1].decode(), behind=self._seen != seq
+        )
+
+    def read_newer(self) -> list[Slot]:
+        """The records appended since the session last read it (after shared appends that
+        others' records preceded), read as a load reads them."""
+        with self._store.tx() as conn:
+            rows = conn.execute(
+                "SELECT seq, id, parent_id, timestamp, octet_length(raw), CASE WHEN type = "
+                "'message' AND role IS NOT NULL AND id IS NOT NULL AND timestamp IS NOT NULL "
+                "THEN NULL ELSE raw END FROM tl_records WHERE tenant_id = %s AND session_id = %s "
+                "AND seq > %s ORDER BY seq",
+                (self._store.tenant, self.session_id, self._seen),
+                prepare=True,
+            ).fetchall()
+        if not rows:
+            return []
+        self._seen = rows[-1][0]
+        self._known = max(self._known, self._seen)
+        return load_rows(
+            rows, functools.partial(self._fetch, self._generation), LoadReport(), {}, 0
         )
 
     def _let_go(self, conn: Any) -> None:
@@ -776,7 +798,7 @@ class PostgresLog:
                     self.session_id,
                 ),
             ).fetchone()
-        self._seen = len(data)
+        self._seen = self._known = len(data)
         if gen is not None:
             self._generation = gen[0]
         self._next, self._open_tail, self._pending = len(data) + 1, False, _Tail()
@@ -798,8 +820,10 @@ class PostgresLog:
 
     def _fold_carried(self, carry: tuple[Any, ...]) -> None:
         """A shared session's fold of the open tail, on its own at release: one round trip on
-        a writer connection, committed asynchronously (a fold lost in a crash leaves the
-        tail open, which the listing reads). A failure leaves the tail open too."""
+        a writer connection, one transaction that waits for the session's lock (as an append
+        does, up to lock_timeout) and then folds, committed asynchronously (a fold lost in a
+        crash leaves the tail open, which the listing reads). A failure leaves the tail open
+        too, for the next writer told to fold."""
         st = self._store
         first, *columns = carry
         conn = st.writer_connection()
@@ -807,13 +831,20 @@ class PostgresLog:
             with conn.pipeline():
                 conn.execute(
                     "SELECT set_config('threadline.tenant', %s, true), "
-                    "set_config('synchronous_commit', 'off', true)",
-                    (st.tenant,),
+                    "set_config('synchronous_commit', 'off', true), "
+                    "set_config('lock_timeout', %s, true)",
+                    (st.tenant, f"{max(round(st.lock_timeout * 1000), _GRACE_MS)}ms"),
                     prepare=True,
                 )
                 conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                    (self._key,),
+                    prepare=True,
+                )
+                # its own statement: its snapshot is taken after the lock was granted
+                conn.execute(
                     _FOLD_CARRIED,
-                    (*columns, st.tenant, self.session_id, first, self._generation, self._key),
+                    (*columns, st.tenant, self.session_id, first, self._generation),
                     prepare=True,
                 )
         except psycopg.Error:
@@ -985,14 +1016,13 @@ _AT_LEAF_CALL = (
     "SELECT * FROM tl_append_at_leaf(" + ", ".join(f"${i}" for i in range(1, 26)) + ")"
 ).encode()
 _AT_LEAF_FORMATS = [0] * 15 + [1] + [0] * 9
-# A fold a shared session carries when it closes (the columns of tl_append_at_leaf's p_fold_*):
-# under the session's lock, if free (a writer holding it folds the tail itself), and only if
-# no one folded those records since
+# A fold a shared session carries when it closes (the columns of tl_append_at_leaf's p_fold_*),
+# run under the session's lock, and only if no one folded those records since
 _FOLD_CARRIED = (
     "UPDATE tl_sessions SET next_seq = %s + 1, modified = greatest(modified, %s), "
     "message_count = message_count + %s, name = coalesce(%s, name), "
     "first_message = coalesce(first_message, %s) WHERE tenant_id = %s AND session_id = %s AND "
-    "next_seq = %s AND generation = %s AND pg_try_advisory_xact_lock(hashtextextended(%s, 0))"
+    "next_seq = %s AND generation = %s"
 )
 # After a shared append that waited (committed with synchronous_commit off): the barrier of
 # _HAND_ON alone (the writer connection's synchronous_commit is the store's, "on" here)

@@ -312,6 +312,9 @@ class SqliteLog:
     def append_at_leaf(self, line: bytes, record: AnyRecord, parent: str | None) -> None:
         return None  # the writer takes the lock and keeps it: no shared append
 
+    def read_newer(self) -> list[Slot]:
+        return []  # append_at_leaf never leaves the session behind
+
     def raw_lines(self) -> Iterator[bytes]:
         with self._store.lock:
             rows = self._conn.execute(

@@ -4,24 +4,23 @@
 -- its own transaction (queued in the server up to lock_timeout, after a try); each statement of
 -- the function then takes its snapshot after the lock was granted, so it sees every record
 -- appended before. The new record is numbered after the last of them and, when other writers
--- appended since the client last read the session (p_seen), placed under the last record (the
+-- appended since the client last knew the session (p_seen), placed under the last record (the
 -- session's leaf then): its parent id is written into the JSON where the client's stood (p_at,
--- p_len: its position and length in p_raw). The function returns the records the client has not
--- read, then a row for the new record (its parent and, when placed elsewhere, its JSON as
--- stored). It returns no row and writes nothing when the session is gone, was rewritten since
--- the client read it (p_generation), or when its last record is not the leaf (a leaf move, a
--- meta record, a type the client does not know as a tree entry: p_tree); the client then takes
--- the writer lock. A writer that had to wait commits with synchronous_commit off: the lock goes
--- to the next writer at once, and the client waits for the WAL flush in a statement of its own.
+-- p_len: its position and length in p_raw). The function returns a row for the new record (its
+-- number and parent); the client reads the others' records when it next reads the session. It
+-- returns no row and writes nothing when the session is gone, was rewritten since the client
+-- read it (p_generation), or when its last record is not the leaf (a leaf move, a meta record, a
+-- type the client does not know as a tree entry: p_tree); the client then takes the writer lock.
+-- A writer that had to wait commits with synchronous_commit off: the lock goes to the next
+-- writer at once, and the client waits for the WAL flush in a statement of its own.
 --
 -- The session row's list columns are folded in lazily, as a writer holding the lock does (schema
 -- version 5): the records from next_seq on are an open tail the listing summarizes. Summaries
 -- are computed by the client (from the records' JSON): the append that makes the tail
 -- p_fold_records records long (or a multiple of it, if that writer never folded) also returns
--- the tail's records the client has already read (the others come back anyway), and the client
--- passes their summary with its next call, or in a fold of its own when it closes the session
--- (p_fold_*: the records p_fold_from to p_fold_to). A fold applies only if next_seq is still
--- p_fold_from, under the lock: it is counted once.
+-- the tail's records, and the client passes their summary with its next call, or in a fold of
+-- its own when it closes the session (p_fold_*: the records p_fold_from to p_fold_to). A fold
+-- applies only if next_seq is still p_fold_from, under the lock: it is counted once.
 -- SECURITY INVOKER (the default): the caller's row-level security applies.
 
 CREATE FUNCTION tl_append_at_leaf(
@@ -30,8 +29,8 @@ CREATE FUNCTION tl_append_at_leaf(
     p_timestamp text, p_role text, p_body text, p_etext text, p_raw bytea, p_at integer,
     p_len integer, p_fold_records integer, p_fold_from bigint, p_fold_to bigint,
     p_fold_modified text, p_fold_count integer, p_fold_name text, p_fold_first text)
-    RETURNS TABLE (seq bigint, parent_id text, raw bytea, mine boolean, newer boolean,
-        waited boolean, fold_from bigint)
+    RETURNS TABLE (seq bigint, parent_id text, raw bytea, mine boolean, waited boolean,
+        fold_from bigint)
     LANGUAGE plpgsql
     AS $fn$
 #variable_conflict use_column
@@ -98,28 +97,20 @@ BEGIN
         UPDATE tl_sessions s SET open_tail = true
             WHERE s.tenant_id = p_tenant AND s.session_id = p_session;
     END IF;
-    IF last_seq > p_seen THEN
-        RETURN QUERY SELECT r.seq, NULL::text, r.raw, false, true, w, NULL::bigint
-            FROM tl_records r
-            WHERE r.tenant_id = p_tenant AND r.session_id = p_session AND r.seq > p_seen
-                AND r.seq <= last_seq
-            ORDER BY r.seq;
-    END IF;
     -- one writer is told, the one whose record is the p_fold_records-th of the tail (and, if
-    -- it never folds, the one at each further multiple)
+    -- it never folds, the one at each further multiple): it gets the tail's records
     IF (last_seq + 2 - nxt) % p_fold_records = 0 THEN
         due := nxt;
-        RETURN QUERY SELECT r.seq, NULL::text, r.raw, false, false, w, NULL::bigint
+        RETURN QUERY SELECT r.seq, NULL::text, r.raw, false, w, NULL::bigint
             FROM tl_records r
             WHERE r.tenant_id = p_tenant AND r.session_id = p_session AND r.seq >= nxt
-                AND r.seq <= least(p_seen, last_seq)
+                AND r.seq <= last_seq
             ORDER BY r.seq;
     END IF;
     seq := last_seq + 1;
     parent_id := parent;
-    raw := CASE WHEN last_seq > p_seen THEN line END;
+    raw := NULL;
     mine := true;
-    newer := false;
     waited := w;
     fold_from := due;
     RETURN NEXT;
