@@ -52,6 +52,7 @@ import functools
 import json
 import os
 import re
+import select
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -369,6 +370,7 @@ class PostgresLog:
         self._appends = 0  # appends since the lock was taken
         # a shared session's fold of the open tail, passed with its next append (or at release)
         self._carry: tuple[Any, ...] | None = None
+        self._waited = False  # the last shared append waited for the lock
         self._folded = 0.0  # time.monotonic() of the last fold
 
     def load(self) -> Loaded:
@@ -634,18 +636,13 @@ class PostgresLog:
         )
         if values is None:
             return None
+        # the flush barrier goes in the same pipeline when the last append waited (writers
+        # taking turns); otherwise it follows only if this one did
+        flush_too = self._waited and st.sync_commit == "on"
         conn = st.writer_connection()
         try:
             try:
-                res = _run_prepared(
-                    conn,
-                    _AT_LEAF_NAME,
-                    _AT_LEAF_CALL,
-                    values,
-                    _AT_LEAF_FORMATS,
-                    1,
-                    psycopg.pq.ExecStatus.TUPLES_OK,
-                )
+                res, flushed = _append_call(conn, values, flush_too)
             except psycopg.errors.LockNotAvailable:
                 raise SessionLockedError(self.session_id, self._holder(conn)) from None
             except psycopg.Error as exc:
@@ -655,11 +652,13 @@ class PostgresLog:
                     "was written. Check the database and retry"
                 ) from None
             got = [[res.get_value(i, c) for c in range(6)] for i in range(res.ntuples)]
-            if got and got[-1][4] == b"\x01" and st.sync_commit == "on":  # it waited
+            self._waited = bool(got) and got[-1][4] == b"\x01"
+            if self._waited and st.sync_commit == "on":
                 try:
-                    flushed = _run_prepared(
-                        conn, _FLUSHED_NAME, _FLUSHED, [], [], 0, psycopg.pq.ExecStatus.TUPLES_OK
-                    ).get_value(0, 0)
+                    if flushed is None or flushed.status != _TUPLES_OK:
+                        flushed = _run_prepared(
+                            conn, _FLUSHED_NAME, _FLUSHED, [], [], 0, _TUPLES_OK
+                        )
                 except psycopg.Error as exc:
                     conn.close()
                     raise StoreError(
@@ -667,7 +666,7 @@ class PostgresLog:
                         f"that it is durable failed ({reason(exc)}); it is not acknowledged (the "
                         "next read shows it if it was kept). Check the database and retry"
                     ) from None
-                self.handed_on_lsn = flushed.decode()
+                self.handed_on_lsn = flushed.get_value(0, 0).decode()
         finally:
             st.writer_done(conn)
         if not got:
@@ -1028,7 +1027,9 @@ _FOLD_CARRIED = (
 # _HAND_ON alone (the writer connection's synchronous_commit is the store's, "on" here)
 _FLUSHED_NAME = b"threadline_flushed"
 _FLUSHED = (
-    b"SELECT pg_current_wal_insert_lsn()::text, pg_logical_emit_message(true, 'threadline', '')"
+    b"SELECT pg_current_wal_insert_lsn()::text, CASE WHEN current_setting('threadline.flush', "
+    b"true) = 'on' THEN pg_logical_emit_message(true, 'threadline', '') END, "
+    b"set_config('threadline.flush', '', false)"
 )
 # the types of the known tree entries: the session's leaf is the last record when it is one
 _TREE_TYPES = "{" + ",".join(sorted(ENTRY_CLASSES)) + "}"
@@ -1058,6 +1059,79 @@ def _insert_one(conn: Any, cur: Any, params: Sequence[Any]) -> int:
         return int(cur.execute(_INSERT_ONE, params, prepare=True).rowcount)
     res = _run_prepared(conn, _INSERT_ONE_NAME, _INSERT_ONE_LIBPQ, values, _INSERT_ONE_FORMATS)
     return int(res.command_tuples or 0)
+
+
+_TUPLES_OK = psycopg.pq.ExecStatus.TUPLES_OK
+
+
+def _append_call(conn: Any, values: Sequence[bytes | None], flush_too: bool) -> tuple[Any, Any]:
+    """Run the shared append (:data:`_AT_LEAF_CALL`) and, with ``flush_too``, the flush
+    barrier after it as a transaction of its own, in one pipeline (one round trip). Returns
+    the call's result and the barrier's (None without it; an error result when it failed: the
+    caller runs it again). Statements a connection does not know are prepared and the call
+    run again (it wrote nothing then: it failed before it started)."""
+    if not flush_too:
+        res = _run_prepared(
+            conn, _AT_LEAF_NAME, _AT_LEAF_CALL, values, _AT_LEAF_FORMATS, 1, _TUPLES_OK
+        )
+        return res, None
+    steps = [(_AT_LEAF_NAME, values, _AT_LEAF_FORMATS, 1), (_FLUSHED_NAME, [], [], 0)]
+    res, flushed = _pipelined(conn, steps)
+    pg = conn.pgconn
+    if res.status != _TUPLES_OK and res.error_field(_SQLSTATE) == b"26000":
+        for name, query in ((_AT_LEAF_NAME, _AT_LEAF_CALL), (_FLUSHED_NAME, _FLUSHED)):
+            prepared = pg.prepare(name, query)
+            if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK and (
+                prepared.error_field(_SQLSTATE) != b"42P05"  # already prepared
+            ):
+                raise _libpq_error(prepared, pg)
+        res, flushed = _pipelined(conn, steps)
+    if res.status != _TUPLES_OK:
+        raise _libpq_error(res, pg)
+    return res, flushed
+
+
+def _pipelined(
+    conn: Any, steps: Sequence[tuple[bytes, Sequence[bytes | None], Sequence[int], int]]
+) -> list[Any]:
+    """Prepared statements sent in one libpq pipeline, each its own transaction (a Sync after
+    each), their results read back: one round trip. The waits for the server are select()
+    calls (the GIL released). The last result of each statement is returned (an error result
+    included); a connection left in an unknown state is closed."""
+    pg = conn.pgconn
+    fd = pg.socket
+    out: list[Any] = []
+    ok = False
+    pg.enter_pipeline_mode()
+    try:
+        for name, values, formats, result_format in steps:
+            pg.send_query_prepared(name, values, formats, result_format)
+            pg.pipeline_sync()
+        while pg.flush():
+            select.select([fd], [fd], [])
+        for _step in steps:
+            last = None
+            while (r := _next_result(pg, fd)) is not None:
+                last = r
+            sync = _next_result(pg, fd)
+            if sync is None or sync.status != psycopg.pq.ExecStatus.PIPELINE_SYNC:
+                raise psycopg.OperationalError("the server's replies were out of order")
+            out.append(last)
+        ok = True
+    finally:
+        if ok:
+            pg.exit_pipeline_mode()
+        else:
+            conn.close()
+    return out
+
+
+def _next_result(pg: Any, fd: int) -> Any:
+    """The next result of a pipeline, waiting for the server with the GIL released."""
+    while pg.is_busy():
+        select.select([fd], [], [])
+        pg.consume_input()
+    return pg.get_result()
 
 
 def _libpq_values(params: Sequence[Any]) -> list[bytes | None] | None:

@@ -12,7 +12,9 @@
 -- read it (p_generation), or when its last record is not the leaf (a leaf move, a meta record, a
 -- type the client does not know as a tree entry: p_tree); the client then takes the writer lock.
 -- A writer that had to wait commits with synchronous_commit off: the lock goes to the next
--- writer at once, and the client waits for the WAL flush in a statement of its own.
+-- writer at once, and the client waits for the WAL flush in a statement of its own (which
+-- threadline.flush, set here for the session, tells to wait; it may be sent in the same
+-- pipeline, before the client knows whether it waited).
 --
 -- The session row's list columns are folded in lazily, as a writer holding the lock does (schema
 -- version 5): the records from next_seq on are an open tail the listing summarizes. Summaries
@@ -57,6 +59,9 @@ BEGIN
         w := true;
         done := pg_advisory_xact_lock(lock_key)::text;
         done := set_config('synchronous_commit', 'off', true);
+        -- for the client's flush barrier, which may be in the same pipeline
+        done := set_config('threadline.flush', CASE WHEN p_sync = 'on' THEN 'on' ELSE '' END,
+            false);
     END IF;
     -- the session row and its last record, in one query
     SELECT s.generation, s.next_seq, s.open_tail, r.seq, r.id, r.type
