@@ -28,6 +28,7 @@ import multiprocessing as mp
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 
 URL = os.environ.get("THREADLINE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
@@ -223,18 +224,20 @@ def main() -> None:
             b: list[tuple[float, float, float]] = []
             for _ in range(args.rounds):
                 a.append(run(tl_distinct, lambda k: (schema,), n, args.seconds))
-                b.append(run(raw, lambda k, n=n: (schema, f"raw-{n}-{k}"), n, args.seconds))
+                # session ids as long as threadline's (UUIDs): the same row, byte for byte
+                b.append(run(raw, lambda k: (schema, str(uuid.uuid4())), n, args.seconds))
             ta, tb = show("threadline append_message", a), show("raw single-row INSERT", b)
             print(f"  ratio {ta[0] / tb[0]:.2f}")
         st = tl.open_store(URL, tenant="bench", schema=schema, max_size=1)
         shared = st.create().id
         st.close()
+        raw_shared = str(uuid.uuid4())
         for n in args.writers if args.mode != "distinct" else []:
             print(f"{n} writer(s), one shared session (append, close):")
             a, b, c = [], [], []
             for _ in range(args.rounds):
                 a.append(run(tl_shared, lambda k: (schema, shared), n, args.seconds))
-                b.append(run(raw, lambda k: (schema, "raw-shared"), 1, args.seconds))
+                b.append(run(raw, lambda k: (schema, raw_shared), 1, args.seconds))
                 if args.handover:
                     c.append(run(tl_handover, lambda k: (schema, shared), n, args.seconds))
             ta = show("threadline shared=True append+close", a)

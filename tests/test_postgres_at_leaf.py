@@ -71,10 +71,10 @@ def _session_row(schema: str, sid: str) -> tuple[int, bool, int, str | None]:
 
 
 def test_a_shared_append_is_one_round_trip_and_keeps_no_lock() -> None:
-    """libpq's trace of one shared append: one Bind of the prepared call of
-    tl_append_at_leaf and one Sync, then the server's reply and nothing more (a writer that did
-    not wait commits synchronously: no flush to wait for); afterwards the session holds no
-    lock: a writer with no lock_timeout takes it at once."""
+    """libpq's trace of one shared append with no other writer about: one Bind of a prepared
+    statement (the plain INSERT of the uncontended case) and one Sync, then the server's reply
+    and nothing more (it commits synchronously: no flush to wait for); afterwards the session
+    holds no lock: a writer with no lock_timeout takes it at once."""
     schema = pg_schema()
     st = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=1, max_writers=1)
     try:
@@ -95,7 +95,8 @@ def test_a_shared_append_is_one_round_trip_and_keeps_no_lock() -> None:
         first_reply = next(i for i, m in enumerate(traced) if m[0] == "B")
         sent = [m[2] for m in traced[:first_reply] if m[2] not in ("Describe", "Execute", "Flush")]
         assert sent == ["Bind", "Sync"]
-        assert '"threadline_append_at_leaf"' in traced[0][3]
+        # no other writer about: the plain INSERT of _append_alone, not tl_append_at_leaf
+        assert '"threadline_append_alone"' in traced[0][3]
         assert all(m[0] == "B" for m in traced[first_reply:])  # nothing sent after
         assert [m[2] for m in traced].count("ReadyForQuery") == 1
         assert s.state.writer is False

@@ -636,6 +636,10 @@ class PostgresLog:
         )
         if values is None:
             return None
+        if not self._waited and carry is None:  # no other writer about, last time
+            done = self._append_alone(line, row, parent, known)
+            if done is not None:
+                return done
         # the flush barrier goes in the same pipeline when the last append waited (writers
         # taking turns); otherwise it follows only if this one did
         flush_too = self._waited and st.sync_commit == "on"
@@ -691,6 +695,64 @@ class PostgresLog:
         return AtLeaf(
             parent=None if mine[1] is None else mine[1].decode(), behind=self._seen != seq
         )
+
+    def _append_alone(
+        self, line: bytes, row: tuple[Any, ...], parent: str | None, known: int
+    ) -> AtLeaf | None:
+        """A shared append in the common case, no other writer at work: :data:`_AT_LEAF_ALONE`,
+        a plain INSERT numbered after the last record this process knows of, under its own
+        leaf, which inserts nothing when another writer holds or is taking the session's lock,
+        when that number is taken (another writer appended), or when the session row is not
+        as expected (rewritten, gone, its tail not open). None then: the caller runs
+        ``tl_append_at_leaf``, which waits for the lock and places the record. The append
+        that makes the open tail a multiple of FOLD_RECORDS long reads the tail and carries
+        its fold to the next append (or to release)."""
+        st = self._store
+        values = _libpq_values(
+            (
+                st.tenant,
+                st.sync_commit,
+                self.session_id,
+                known + 1,
+                row[0],
+                parent,
+                *row[2:],
+                line,
+                self._generation,
+                self._key,
+            )
+        )
+        if values is None:
+            return None
+        conn = st.writer_connection()
+        try:
+            res = _run_prepared(
+                conn, _ALONE_NAME, _AT_LEAF_ALONE, values, _ALONE_FORMATS, 1, _TUPLES_OK
+            )
+        except psycopg.Error:
+            conn.close()
+            return None  # the usual path says what is wrong
+        finally:
+            st.writer_done(conn)
+        if res.ntuples == 0:
+            return None
+        seq = known + 1
+        first = int.from_bytes(res.get_value(0, 0), "big")
+        self._known = seq
+        if self._seen == known:
+            self._seen = seq
+        if (seq - first + 1) % FOLD_RECORDS == 0:
+            tail = _Tail()
+            tail.add(_summary([*self._fetch(self._generation, first, seq - 1), line]))
+            self._carry = (
+                first,
+                seq,
+                tail.modified,
+                tail.message_count,
+                tail.name,
+                tail.first_message,
+            )
+        return AtLeaf(parent=parent, behind=self._seen != seq)
 
     def read_newer(self) -> list[Slot]:
         """The records appended since the session last read it (after shared appends that
@@ -1031,6 +1093,25 @@ _FLUSHED = (
     b"true) = 'on' THEN pg_logical_emit_message(true, 'threadline', '') END, "
     b"set_config('threadline.flush', '', false)"
 )
+# A shared append with no other writer at work (PostgresLog._append_alone): the tenant and
+# synchronous_commit for the transaction (a LATERAL join makes them set before the session row
+# is read through its row-level security policy); the session row, locked FOR SHARE (an update
+# committed meanwhile is read again: a writer's fold at release that closed the tail), as this
+# process read it (generation) and with its tail open (records past next_seq are listed as
+# such); the session's lock for this transaction if free (a writer holding or queued for it:
+# nothing inserted); the record numbered after the last one this process knows of (taken:
+# another writer appended; nothing inserted). Returns the session row's next_seq.
+_ALONE_NAME = b"threadline_append_alone"
+_AT_LEAF_ALONE = (
+    "WITH t AS MATERIALIZED (SELECT set_config('threadline.tenant', $1, true) || "
+    "set_config('synchronous_commit', $2, true) AS x), s AS MATERIALIZED (SELECT s.next_seq "
+    "FROM t CROSS JOIN LATERAL (SELECT s.next_seq FROM tl_sessions s WHERE t.x IS NOT NULL "
+    "AND s.tenant_id = $1 AND s.session_id = $3 AND s.generation = $13 AND s.open_tail AND "
+    "pg_try_advisory_xact_lock(hashtextextended($14, 0)) FOR SHARE) s), i AS (INSERT INTO "
+    f"tl_records ({_COLUMNS}) SELECT $1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM s "
+    "ON CONFLICT DO NOTHING RETURNING seq) SELECT s.next_seq FROM s, i"
+).encode()
+_ALONE_FORMATS = [0] * 11 + [1] + [0] * 2
 # the types of the known tree entries: the session's leaf is the last record when it is one
 _TREE_TYPES = "{" + ",".join(sorted(ENTRY_CLASSES)) + "}"
 
