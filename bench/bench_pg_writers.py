@@ -74,7 +74,7 @@ def tl_shared(
     if os.environ.get("BENCH_PROF"):
         import cProfile
 
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.thread_time)
         prof.enable()
     lat = _loop(start, seconds, once)
     if os.environ.get("BENCH_PROF"):
