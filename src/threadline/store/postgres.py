@@ -371,6 +371,7 @@ class PostgresLog:
         # a shared session's fold of the open tail, passed with its next append (or at release)
         self._carry: tuple[Any, ...] | None = None
         self._waited = False  # the last shared append waited for the lock
+        self._alone = True  # nor found another writer's records before its own
         self._folded = 0.0  # time.monotonic() of the last fold
 
     def load(self) -> Loaded:
@@ -614,6 +615,11 @@ class PostgresLog:
         st = self._store
         known = max(self._known, self._seen)
         carry, self._carry = self._carry, None
+        if self._alone and carry is None:  # no other writer was about last time
+            done = self._append_alone(line, row, parent, known)
+            if done is not None:
+                return done
+            self._alone = False
         values = _libpq_values(
             (
                 st.tenant,
@@ -636,10 +642,6 @@ class PostgresLog:
         )
         if values is None:
             return None
-        if not self._waited and carry is None:  # no other writer about, last time
-            done = self._append_alone(line, row, parent, known)
-            if done is not None:
-                return done
         # the flush barrier goes in the same pipeline when the last append waited (writers
         # taking turns); otherwise it follows only if this one did
         flush_too = self._waited and st.sync_commit == "on"
@@ -678,6 +680,7 @@ class PostgresLog:
         mine = got.pop()
         seq = int.from_bytes(mine[0], "big")
         self._known = seq
+        self._alone = not self._waited and seq == known + 1  # neither waited nor was preceded
         if seq == known + 1 and self._seen == known:
             self._seen = seq  # the session takes the record in: it is up to date
         if mine[5] is not None:  # the open tail is due for a fold: carried by the next call
@@ -1219,19 +1222,22 @@ def _libpq_values(params: Sequence[Any]) -> list[bytes | None] | None:
     """Parameters as libpq takes them (text, bytes as they are); None when a text value holds
     NUL, which libpq would cut short."""
     values: list[bytes | None] = []
+    add = values.append
     for v in params:
         cls = v.__class__
-        if v is None or cls is bytes:
-            values.append(v)
-        elif cls is int:
-            values.append(b"%d" % v)
-        elif cls is bytearray or cls is memoryview:
-            values.append(bytes(v))
-        else:
-            b = str(v).encode()
+        if cls is str:
+            b = v.encode()
             if b"\x00" in b:
                 return None
-            values.append(b)
+            add(b)
+        elif v is None or cls is bytes:
+            add(v)
+        elif cls is int:
+            add(b"%d" % v)
+        elif cls is bytearray or cls is memoryview:
+            add(bytes(v))
+        else:
+            add(str(v).encode())
     return values
 
 
