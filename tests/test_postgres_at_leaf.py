@@ -485,3 +485,58 @@ def test_other_stores_take_the_lock_for_each_shared_write(tmp_path: Path) -> Non
     assert not a.state.writer and not b.state.writer
     assert [m.text for m in a.context().messages] == ["a", "b", "a again"]
     assert _chain(st, sid) == ["a", "b", "a again"]
+
+
+def test_the_plain_insert_gives_way_when_the_tail_was_closed_or_another_writer_appended() -> None:
+    """The uncontended shared append (a plain INSERT) inserts nothing when the session row's
+    tail is closed (an ordinary writer folded it at close) or when another writer appended the
+    number it would take: ``tl_append_at_leaf`` then appends, and the listing counts it."""
+    schema = pg_schema()
+    st = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=1, max_writers=1)
+    try:
+        writer = st.create()
+        for i in range(3):
+            writer.append_message("user", f"w{i}")
+        writer.close()  # folds: the tail is closed
+        assert _session_row(schema, writer.id)[:2] == (4, False)
+        s = st.open(writer.id, shared=True)
+        backend = st.backend
+        assert isinstance(backend, PostgresStore)
+
+        def statements(append: Any) -> list[str]:
+            conn = backend.writer_connection()
+            backend.writer_done(conn)  # max_writers=1: the append gets this one back
+            with tempfile.TemporaryFile() as f:
+                conn.pgconn.trace(f.fileno())
+                conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+                append()
+                conn.pgconn.untrace()
+                f.seek(0)
+                traced = [line.split("\t") for line in f.read().decode().splitlines()]
+            names = [
+                name
+                for m in traced
+                if m[0] == "F" and m[2] == "Bind"
+                for name in ("threadline_append_alone", "threadline_append_at_leaf")
+                if f'"{name}"' in m[3]
+            ]
+            # a statement the connection did not know yet is bound again once prepared
+            return [n for i, n in enumerate(names) if i == 0 or names[i - 1] != n]
+
+        assert statements(lambda: s.append_message("user", "s0")) == [
+            "threadline_append_alone",
+            "threadline_append_at_leaf",
+        ]
+        assert _session_row(schema, writer.id)[:2] == (4, True)  # the tail is open again
+        assert statements(lambda: s.append_message("user", "s1")) == ["threadline_append_alone"]
+        other = st.open(writer.id, shared=True)
+        other.append_message("user", "other")
+        # s's number is taken: the INSERT gives way, the function places it after "other"
+        assert statements(lambda: s.append_message("user", "s2")) == [
+            "threadline_append_alone",
+            "threadline_append_at_leaf",
+        ]
+        assert _chain(st, writer.id) == ["w0", "w1", "w2", "s0", "s1", "other", "s2"]
+        assert _listed(st, writer.id)[1] == 7
+    finally:
+        st.close()
