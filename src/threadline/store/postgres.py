@@ -372,6 +372,8 @@ class PostgresLog:
         self._carry: tuple[Any, ...] | None = None
         self._waited = False  # the last shared append waited for the lock
         self._alone = True  # nor found another writer's records before its own
+        # the seqs and summary of the records this writer appended alone, one after another
+        self._own: tuple[int, int, _Tail] | None = None
         self._folded = 0.0  # time.monotonic() of the last fold
 
     def load(self) -> Loaded:
@@ -616,7 +618,7 @@ class PostgresLog:
         known = max(self._known, self._seen)
         carry, self._carry = self._carry, None
         if self._alone and carry is None:  # no other writer was about last time
-            done = self._append_alone(line, row, parent, known)
+            done = self._append_alone(line, record, row, parent, known)
             if done is not None:
                 return done
             self._alone = False
@@ -700,7 +702,7 @@ class PostgresLog:
         )
 
     def _append_alone(
-        self, line: bytes, row: tuple[Any, ...], parent: str | None, known: int
+        self, line: bytes, record: AnyRecord, row: tuple[Any, ...], parent: str | None, known: int
     ) -> AtLeaf | None:
         """A shared append in the common case, no other writer at work: :data:`_AT_LEAF_ALONE`,
         a plain INSERT numbered after the last record this process knows of, under its own
@@ -744,9 +746,20 @@ class PostgresLog:
         self._known = seq
         if self._seen == known:
             self._seen = seq
+        # the summary of this writer's own run of records (the whole tail, usually)
+        own = self._own
+        if own is None or own[1] != known:
+            own = (seq, seq, _Tail())
+        own[2].add(summarize_records(_NO_HEADER, [record]))
+        self._own = (own[0], seq, own[2])
         if (seq - first + 1) % FOLD_RECORDS == 0:
-            tail = _Tail()
-            tail.add(_summary([*self._fetch(self._generation, first, seq - 1), line]))
+            if own[0] == first:
+                tail = own[2]
+            else:  # others' records too: read the tail
+                tail = _Tail()
+                tail.add(_summary(self._fetch(self._generation, first, seq - 1)))
+                tail.add(summarize_records(_NO_HEADER, [record]))
+            self._own = None
             self._carry = (
                 first,
                 seq,
