@@ -39,14 +39,10 @@ CREATE FUNCTION tl_append_at_leaf(
 DECLARE
     lock_key bigint := hashtextextended(p_key, 0);
     w boolean := false;
-    gen bigint;
     nxt bigint;
     tail_open boolean;
     last_seq bigint;
-    last_id text;
-    last_type text;
-    parent text := p_parent;
-    line bytea := p_raw;
+    parent text;
     due bigint;
     done text;
 BEGIN
@@ -63,32 +59,35 @@ BEGIN
         done := set_config('threadline.flush', CASE WHEN p_sync = 'on' THEN 'on' ELSE '' END,
             false);
     END IF;
-    -- the session row and its last record, in one query
-    SELECT s.generation, s.next_seq, s.open_tail, r.seq, r.id, r.type
-        INTO gen, nxt, tail_open, last_seq, last_id, last_type
+    -- one statement: the session row and its last record, and the record inserted after it
+    -- when the session is as the client read it (generation) and the last record is the
+    -- leaf (the client's, or a known tree entry another writer appended); its parent and JSON
+    -- then name that record. No row: nothing was inserted.
+    WITH l AS MATERIALIZED (
+        SELECT s.generation, s.next_seq, s.open_tail, coalesce(r.seq, 0) AS last_seq, r.id,
+            coalesce(r.seq, 0) > p_seen AS moved
         FROM tl_sessions s LEFT JOIN LATERAL (SELECT r.seq, r.id, r.type FROM tl_records r
             WHERE r.tenant_id = s.tenant_id AND r.session_id = s.session_id
             ORDER BY r.seq DESC LIMIT 1) r ON true
-        WHERE s.tenant_id = p_tenant AND s.session_id = p_session;
-    IF NOT FOUND OR gen <> p_generation THEN
+        WHERE s.tenant_id = p_tenant AND s.session_id = p_session AND s.generation = p_generation
+            AND coalesce(r.seq, 0) >= p_seen
+            AND (coalesce(r.seq, 0) = p_seen OR r.type = ANY (p_tree))
+    ), i AS (
+        INSERT INTO tl_records (tenant_id, session_id, seq, id, parent_id, type, timestamp,
+                role, body, etext, raw)
+            SELECT p_tenant, p_session, l.last_seq + 1, p_id,
+                CASE WHEN l.moved THEN l.id ELSE p_parent END, p_type, p_timestamp, p_role,
+                p_body, p_etext, CASE WHEN l.moved THEN overlay(p_raw PLACING
+                    convert_to(to_json(l.id)::text, 'UTF8') FROM p_at FOR p_len) ELSE p_raw END
+            FROM l
+            RETURNING parent_id
+    )
+    SELECT l.next_seq, l.open_tail, l.last_seq, i.parent_id
+        INTO nxt, tail_open, last_seq, parent
+        FROM l, i;
+    IF NOT FOUND THEN
         RETURN;
     END IF;
-    last_seq := coalesce(last_seq, 0);
-    IF last_seq < p_seen THEN
-        RETURN;
-    END IF;
-    IF last_seq > p_seen THEN
-        IF last_type IS NULL OR NOT last_type = ANY (p_tree) THEN
-            RETURN;
-        END IF;
-        parent := last_id;
-        line := overlay(p_raw PLACING convert_to(to_json(last_id)::text, 'UTF8')
-            FROM p_at FOR p_len);
-    END IF;
-    INSERT INTO tl_records (tenant_id, session_id, seq, id, parent_id, type, timestamp, role,
-            body, etext, raw)
-        VALUES (p_tenant, p_session, last_seq + 1, p_id, parent, p_type, p_timestamp, p_role,
-            p_body, p_etext, line);
     -- the new record is in the open tail: the carried fold, or the flag alone
     IF p_fold_from IS NOT NULL AND p_fold_from = nxt AND p_fold_to <= last_seq THEN
         UPDATE tl_sessions s SET next_seq = p_fold_to + 1,
