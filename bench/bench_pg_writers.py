@@ -11,14 +11,18 @@ For each writer count, alternating (threadline, raw, threadline, raw…) in one 
   ``body`` ``''`` and ``etext`` NULL since schema version 4, so the text index reads the JSON on
   both sides), as the same role through the same row-level security policies;
 - one shared session: every writer process opens the same session with ``shared=True`` and
-  appends, closing the session after each append: each append takes the session's lock for
-  its own transaction (in the server's queue, ``lock_timeout``), goes under the latest entry
-  whoever wrote it and reads what the others appended since, in one round trip; the raw side is
-  one process running the INSERT loop on one session. ``--handover`` also measures ordinary
-  sessions (``shared=False``) doing the same: each append takes the writer lock with a catch-up
-  read, appends, and ``close()`` hands the lock on (three round trips).
+  appends, closing the session after each append: each append is one round trip (a plain
+  INSERT while the writer is alone; else ``tl_append_at_leaf``, which waits for the session's
+  lock for its own transaction, in the server's queue up to ``lock_timeout``, and goes under the
+  latest entry whoever wrote it); the raw side is one process running the INSERT loop on one
+  session. ``--handover`` also measures ordinary sessions (``shared=False``) doing the same:
+  each append takes the writer lock with a catch-up read, appends, and ``close()`` hands the
+  lock on (three round trips).
 
-Appends per second over the whole run and p50/p99 of one append. A fresh schema per run.
+Appends per second over the whole run and p50/p99 of one append. A fresh schema per run; the raw
+side's session ids are UUIDs, as threadline's. ``BENCH_CPU=1`` prints each threadline writer's
+client CPU per append (shared mode), ``BENCH_PROF=PATH`` writes a CPU profile of each
+(``PATH.<pid>``).
 """
 
 from __future__ import annotations
