@@ -20,6 +20,7 @@ from psycopg import pq, sql
 
 import threadline as tl
 from conftest import PG_URL, pg_schema
+from test_postgres_shared import _waiting
 from threadline.errors import NotFoundError, SessionLockedError, UserError
 from threadline.model.content import Message, text
 from threadline.model.entries import MessageEntry
@@ -70,6 +71,22 @@ def _session_row(schema: str, sid: str) -> tuple[int, bool, int, str | None]:
     return row
 
 
+def _traced(st: tl.Store, append: Any) -> list[list[str]]:
+    """libpq's protocol trace (direction, length, message, fields) of what ``append`` sends and
+    receives on the store's one writer connection (the store has max_writers=1)."""
+    backend = st.backend
+    assert isinstance(backend, PostgresStore)
+    conn = backend.writer_connection()
+    backend.writer_done(conn)  # max_writers=1: the append gets this one back
+    with tempfile.TemporaryFile() as f:
+        conn.pgconn.trace(f.fileno())
+        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        append()
+        conn.pgconn.untrace()
+        f.seek(0)
+        return [line.split("\t") for line in f.read().decode().splitlines()]
+
+
 def test_a_shared_append_is_one_round_trip_and_keeps_no_lock() -> None:
     """libpq's trace of one shared append with no other writer about: one Bind of a prepared
     statement (the plain INSERT of the uncontended case) and one Sync, then the server's reply
@@ -81,17 +98,7 @@ def test_a_shared_append_is_one_round_trip_and_keeps_no_lock() -> None:
         sid = st.create().id
         s = st.open(sid, shared=True)
         s.append_message("user", "one")  # prepares the statements on the writer connection
-        backend = st.backend
-        assert isinstance(backend, PostgresStore)
-        conn = backend.writer_connection()
-        backend.writer_done(conn)  # max_writers=1: the next append gets this one back
-        with tempfile.TemporaryFile() as f:
-            conn.pgconn.trace(f.fileno())
-            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
-            s.append_message("user", "two")
-            conn.pgconn.untrace()
-            f.seek(0)
-            traced = [line.split("\t") for line in f.read().decode().splitlines()]
+        traced = _traced(st, lambda: s.append_message("user", "two"))
         first_reply = next(i for i, m in enumerate(traced) if m[0] == "B")
         sent = [m[2] for m in traced[:first_reply] if m[2] not in ("Describe", "Execute", "Flush")]
         assert sent == ["Bind", "Sync"]
@@ -271,20 +278,6 @@ def test_a_shared_append_that_waited_is_acknowledged_only_after_the_wal_flush() 
         assert _chain(st, holder.id) == [t for i in range(5) for t in (f"held {i}", f"w {i}")]
     finally:
         st.close()
-
-
-def _waiting(conn: Any, key: str, count: int) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND "
-            "((classid::bigint << 32) | objid::bigint) = hashtextextended(%s, 0)",
-            (key,),
-        ).fetchone()
-        if row[0] >= count:
-            return
-        time.sleep(0.005)
-    raise AssertionError(f"{count} writer(s) never queued for the lock")
 
 
 def test_sixteen_shared_writers_keep_every_acknowledged_entry_once_in_one_chain() -> None:
@@ -500,19 +493,9 @@ def test_the_plain_insert_gives_way_when_the_tail_was_closed_or_another_writer_a
         writer.close()  # folds: the tail is closed
         assert _session_row(schema, writer.id)[:2] == (4, False)
         s = st.open(writer.id, shared=True)
-        backend = st.backend
-        assert isinstance(backend, PostgresStore)
 
         def statements(append: Any) -> list[str]:
-            conn = backend.writer_connection()
-            backend.writer_done(conn)  # max_writers=1: the append gets this one back
-            with tempfile.TemporaryFile() as f:
-                conn.pgconn.trace(f.fileno())
-                conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
-                append()
-                conn.pgconn.untrace()
-                f.seek(0)
-                traced = [line.split("\t") for line in f.read().decode().splitlines()]
+            traced = _traced(st, append)
             names = [
                 name
                 for m in traced
