@@ -523,3 +523,35 @@ def test_the_plain_insert_gives_way_when_the_tail_was_closed_or_another_writer_a
         assert _listed(st, writer.id)[1] == 7
     finally:
         st.close()
+
+
+def test_a_pipelined_shared_append_refused_by_the_lock_timeout_writes_nothing() -> None:
+    """After an append that waited, the next one sends the flush barrier in the same pipeline.
+    When that one times out in the lock queue it is refused (SessionLockedError, nothing
+    written, the connection usable) and the next append goes through."""
+    schema = pg_schema()
+    st = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=2)
+    other = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=2, lock_timeout=1.0)
+    try:
+        holder = st.create()
+        waiter = other.open(holder.id, shared=True)
+        key = _log(waiter)._key
+        holder.append_message("user", "held")  # keeps the lock
+        thread = threading.Thread(target=waiter.append_message, args=("user", "waited"))
+        thread.start()
+        with psycopg.connect(PG_URL, autocommit=True) as watch:
+            _waiting(watch, key, 1)
+        holder.close()
+        thread.join()
+        assert _log(waiter)._waited is True  # its next append pipelines the barrier
+        holder.append_message("user", "held again")  # takes the lock again and keeps it
+        before = _stored(schema, holder.id)
+        with pytest.raises(SessionLockedError):
+            waiter.append_message("user", "refused")
+        assert _stored(schema, holder.id) == before
+        holder.close()
+        waiter.append_message("user", "after")
+        assert _chain(st, holder.id) == ["held", "waited", "held again", "after"]
+    finally:
+        other.close()
+        st.close()
