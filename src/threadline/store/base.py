@@ -537,12 +537,10 @@ def _parse_each(
 
 
 class AtLeaf(NamedTuple):
-    """What :meth:`Log.append_at_leaf` did: ``parent``, the new record's parent as stored (the
-    last of the records other writers appended meanwhile, when there were some); ``behind``,
-    whether the log holds records the session has not read (it reads them with
-    :meth:`Log.read_newer` before it next reads the session)."""
+    """What :meth:`Log.append_at_leaf` did: ``behind``, whether the log holds records the
+    session has not read (others' appends before the new record, which then went under the
+    last of them; the session reads them with :meth:`Log.read_newer` before it is next read)."""
 
-    parent: str | None
     behind: bool
 
 

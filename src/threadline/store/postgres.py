@@ -391,11 +391,8 @@ class PostgresLog:
             # the path, not the session: a readable message's JSON stays on the server until
             # it is used (a lazy slot reads it through a RowSource); the rest is read now
             rows = conn.execute(
-                "SELECT seq, id, parent_id, timestamp, octet_length(raw), CASE WHEN %s AND "
-                "type = 'message' AND role IS NOT NULL AND id IS NOT NULL AND "
-                "timestamp IS NOT NULL THEN NULL ELSE raw END FROM tl_records "
-                "WHERE tenant_id = %s AND session_id = %s ORDER BY seq",
-                (row[2] - 1 >= LAZY_FROM, self._store.tenant, self.session_id),
+                _LOAD_ROWS,
+                (row[2] - 1 >= LAZY_FROM, self._store.tenant, self.session_id, 0),
                 prepare=True,
             ).fetchall()
         report = LoadReport()
@@ -689,17 +686,8 @@ class PostgresLog:
             tail = _Tail()
             tail.add(_summary([r[2] for r in got]))
             tail.add(summarize_records(_NO_HEADER, [record]))
-            self._carry = (
-                int.from_bytes(mine[5], "big"),
-                seq,
-                tail.modified,
-                tail.message_count,
-                tail.name,
-                tail.first_message,
-            )
-        return AtLeaf(
-            parent=None if mine[1] is None else mine[1].decode(), behind=self._seen != seq
-        )
+            self._carry = (int.from_bytes(mine[5], "big"), seq, *tail.columns())
+        return AtLeaf(behind=self._seen != seq)
 
     def _append_alone(
         self, line: bytes, record: AnyRecord, row: tuple[Any, ...], parent: str | None, known: int
@@ -760,27 +748,15 @@ class PostgresLog:
                 tail.add(_summary(self._fetch(self._generation, first, seq - 1)))
                 tail.add(summarize_records(_NO_HEADER, [record]))
             self._own = None
-            self._carry = (
-                first,
-                seq,
-                tail.modified,
-                tail.message_count,
-                tail.name,
-                tail.first_message,
-            )
-        return AtLeaf(parent=parent, behind=self._seen != seq)
+            self._carry = (first, seq, *tail.columns())
+        return AtLeaf(behind=self._seen != seq)
 
     def read_newer(self) -> list[Slot]:
         """The records appended since the session last read it (after shared appends that
         others' records preceded), read as a load reads them."""
         with self._store.tx() as conn:
             rows = conn.execute(
-                "SELECT seq, id, parent_id, timestamp, octet_length(raw), CASE WHEN type = "
-                "'message' AND role IS NOT NULL AND id IS NOT NULL AND timestamp IS NOT NULL "
-                "THEN NULL ELSE raw END FROM tl_records WHERE tenant_id = %s AND session_id = %s "
-                "AND seq > %s ORDER BY seq",
-                (self._store.tenant, self.session_id, self._seen),
-                prepare=True,
+                _LOAD_ROWS, (True, self._store.tenant, self.session_id, self._seen), prepare=True
             ).fetchall()
         if not rows:
             return []
@@ -997,6 +973,15 @@ class PostgresLog:
 
 
 _NO_HEADER = SessionHeader(id="-", version=1, timestamp="")
+# A session's records after seq (the last argument) as a load reads them: the record's JSON,
+# or (the first argument true) NULL for a readable message, whose JSON stays on the server until
+# it is used (a lazy slot reads it through a RowSource)
+_LOAD_ROWS = (
+    "SELECT seq, id, parent_id, timestamp, octet_length(raw), CASE WHEN %s AND "
+    "type = 'message' AND role IS NOT NULL AND id IS NOT NULL AND timestamp IS NOT NULL "
+    "THEN NULL ELSE raw END FROM tl_records WHERE tenant_id = %s AND session_id = %s AND "
+    "seq > %s ORDER BY seq"
+)
 _GRACE_MS = 250  # the least a second writer waits before SessionLockedError
 
 # What leaves a writer's connection when it lets go: its lock and the tenant it set
@@ -1314,6 +1299,10 @@ class _Tail:
             self.name = d.name
         if self.first_message is None:
             self.first_message = d.first_message
+
+    def columns(self) -> tuple[str, int, str | None, str | None]:
+        """modified, message_count, name, first_message: the fold's list columns."""
+        return (self.modified, self.message_count, self.name, self.first_message)
 
     def plus(self, d: SessionSummary) -> _Tail:
         out = _Tail()
