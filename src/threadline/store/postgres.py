@@ -1622,9 +1622,7 @@ class PostgresStore(BaseStore):
                     f"tenant-role' (a member of {TENANT_GROUP}, not of "
                     f"{self.app_role}, neither superuser nor BYPASSRLS)"
                 )
-            if not self.sync_commit:
-                conn.execute("SET synchronous_commit TO off")
-            return
+            return  # synchronous_commit is set by every transaction (see __init__)
         user = conn.execute("SELECT current_user").fetchone()[0]
         if user != self.app_role:
             conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(self.app_role)))
