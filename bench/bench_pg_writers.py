@@ -19,7 +19,12 @@ For each writer count, alternating (threadline, raw, threadline, raw…) in one 
   each append takes the writer lock with a catch-up read, appends, and ``close()`` hands the
   lock on (three round trips).
 
-Appends per second over the whole run and p50/p99 of one append. A fresh schema per run; the raw
+Appends per second over the whole run and p50/p99 of one append. ``--slices K`` (shared
+mode): the writers are started once and kept; threadline's writers and the raw loop take turns
+in K short slices of ``--seconds`` each (the order swapped every slice), and the ratio is the
+median of the K slice pairs' ratios, with their quartiles: a moment of noise on this machine
+(its disk's sync latency moves by 2x from one minute to the next) then falls on both sides of a
+pair instead of deciding a whole round. A fresh schema per run; the raw
 side's session ids are UUIDs, as threadline's. ``BENCH_CPU=1`` prints each threadline writer's
 client CPU per append (shared mode), ``BENCH_PROF=PATH`` writes a CPU profile of each
 (``PATH.<pid>``).
@@ -56,14 +61,8 @@ def tl_distinct(schema: str, seconds: float, start: float, out: mp.Queue) -> Non
     st.close()
 
 
-def tl_shared(
-    schema: str,
-    sid: str,
-    seconds: float,
-    start: float,
-    out: mp.Queue,  # type: ignore[type-arg]
-    shared: bool = True,
-) -> None:
+def _shared_writer(schema: str, sid: str, shared: bool = True) -> tuple[object, object]:
+    """A writer of the shared session: its ``once(i)`` (append, close) and its ``done()``."""
     import threadline as tl
 
     st = tl.open_store(URL, tenant="bench", schema=schema, max_size=1, lock_timeout=30.0)
@@ -73,7 +72,23 @@ def tl_shared(
         s.append_message("user", TEXT.format(i=i))  # takes the lock, reads what others wrote
         s.close()  # and hands it to the next writer in the server's queue
 
-    once(-1)
+    def done() -> None:
+        s.close()
+        st.close()
+
+    return once, done
+
+
+def tl_shared(
+    schema: str,
+    sid: str,
+    seconds: float,
+    start: float,
+    out: mp.Queue,  # type: ignore[type-arg]
+    shared: bool = True,
+) -> None:
+    once, done = _shared_writer(schema, sid, shared)
+    once(-1)  # type: ignore[operator]
     c0 = time.thread_time()
     if os.environ.get("BENCH_PROF"):
         import cProfile
@@ -87,8 +102,7 @@ def tl_shared(
     if os.environ.get("BENCH_CPU"):
         print(f"    client cpu per append {1e6 * (time.thread_time() - c0) / len(lat):.0f} us")
     out.put(lat)
-    s.close()
-    st.close()
+    done()  # type: ignore[operator]
 
 
 def tl_handover(schema: str, sid: str, seconds: float, start: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
@@ -96,7 +110,14 @@ def tl_handover(schema: str, sid: str, seconds: float, start: float, out: mp.Que
 
 
 def raw(schema: str, sid: str, seconds: float, start: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
-    import uuid
+    once, done = _raw_writer(schema, sid)
+    once(-1)  # type: ignore[operator]
+    out.put(_loop(start, seconds, once))
+    done()  # type: ignore[operator]
+
+
+def _raw_writer(schema: str, sid: str) -> tuple[object, object]:
+    """The raw INSERT loop's ``once(i)`` on session ``sid`` and its ``done()``."""
 
     import psycopg
     from psycopg import sql
@@ -156,9 +177,7 @@ def raw(schema: str, sid: str, seconds: float, start: float, out: mp.Queue) -> N
         )
         parent[0] = eid
 
-    once(-1)
-    out.put(_loop(start, seconds, once))
-    conn.close()
+    return once, conn.close
 
 
 def _loop(start: float, seconds: float, fn: object) -> list[float]:
@@ -191,6 +210,67 @@ def run(target: object, args_of: object, n: int, seconds: float) -> tuple[float,
     return len(flat) / seconds, _pct(flat, 50) * 1000, _pct(flat, 99) * 1000
 
 
+def _slice_worker(make: object, args: tuple[object, ...], conn: object) -> None:
+    """A writer kept for the whole sliced measurement: it appends for each slice it is sent
+    (a start time and a duration) and sends back its latencies; None ends it."""
+    once, done = make(*args)  # type: ignore[operator]
+    once(-1)
+    while (msg := conn.recv()) is not None:  # type: ignore[attr-defined]
+        conn.send(_loop(msg[0], msg[1], once))  # type: ignore[attr-defined]
+    done()
+
+
+def run_sliced(
+    sides: list[tuple[object, list[tuple[object, ...]]]], slices: int, seconds: float
+) -> list[list[tuple[float, list[float]]]]:
+    """Each side (a writer factory and the arguments of each of its writers) runs in short
+    slices, the sides taking turns (the order swapped every slice), so that the machine's
+    moments of noise fall on both: per side, each slice's appends/s and latencies."""
+    groups = []
+    for make, args_list in sides:
+        conns = []
+        for args in args_list:
+            here, there = mp.Pipe()
+            mp.Process(target=_slice_worker, args=(make, args, there)).start()
+            conns.append(here)
+        groups.append(conns)
+    results: list[list[tuple[float, list[float]]]] = [[] for _ in sides]
+    try:
+        for k in range(slices):
+            order = range(len(sides)) if k % 2 == 0 else reversed(range(len(sides)))
+            for g in order:
+                start = time.time() + 0.1  # every writer of the side starts at once
+                for c in groups[g]:
+                    c.send((start, seconds))
+                lats = [x for c in groups[g] for x in c.recv()]
+                results[g].append((len(lats) / seconds, lats))
+    finally:
+        for conns in groups:
+            for c in conns:
+                c.send(None)
+        for p in mp.active_children():
+            p.join()
+    return results
+
+
+def show_sliced(
+    label: str, a: list[tuple[float, list[float]]], b: list[tuple[float, list[float]]]
+) -> None:
+    pairs = sorted(x[0] / y[0] for x, y in zip(a, b, strict=True))
+    for name, side in ((label, a), ("raw INSERT loop, 1 writer", b)):
+        flat = [x for _rate, lat in side for x in lat]
+        rates = sorted(rate for rate, _lat in side)
+        print(
+            f"  {name:<44} {rates[len(rates) // 2]:>8,.0f} appends/s (median slice)  "
+            f"p50 {_pct(flat, 50) * 1000:6.2f} ms  p99 {_pct(flat, 99) * 1000:7.2f} ms"
+        )
+    print(
+        f"  ratio, median of {len(pairs)} slice pairs {pairs[len(pairs) // 2]:.2f} "
+        f"(quartiles {pairs[len(pairs) // 4]:.2f}-{pairs[3 * len(pairs) // 4]:.2f}); "
+        f"all appends {sum(x[0] for x in a) / sum(y[0] for y in b):.2f}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--writers", type=int, nargs="+", default=[1, 4, 16])
@@ -198,6 +278,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--mode", choices=("both", "distinct", "shared"), default="both")
     ap.add_argument("--handover", action="store_true", help="also ordinary sessions, shared")
+    ap.add_argument(
+        "--slices",
+        type=int,
+        default=0,
+        help="shared mode: writers kept running, threadline and raw taking turns in this many "
+        "short slices each (--seconds each); the median of the slice pairs' ratios",
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     import psycopg
@@ -236,7 +323,15 @@ def main() -> None:
         shared = st.create().id
         st.close()
         raw_shared = str(uuid.uuid4())
-        for n in args.writers if args.mode != "distinct" else []:
+        for n in args.writers if args.mode != "distinct" and args.slices else []:
+            print(f"{n} writer(s), one shared session (append, close), {args.slices} slices:")
+            a_res, b_res = run_sliced(
+                [(_shared_writer, [(schema, shared)] * n), (_raw_writer, [(schema, raw_shared)])],
+                args.slices,
+                args.seconds,
+            )
+            show_sliced("threadline shared=True append+close", a_res, b_res)
+        for n in args.writers if args.mode != "distinct" and not args.slices else []:
             print(f"{n} writer(s), one shared session (append, close):")
             a, b, c = [], [], []
             for _ in range(args.rounds):
