@@ -297,7 +297,11 @@ def main() -> None:
     upgrade(URL, schema)
     print(
         f"load average {os.getloadavg()[0]:.1f}; {args.seconds:g} s per measurement, "
-        f"best of {args.rounds} alternated rounds"
+        + (
+            f"{args.slices} alternated slices (shared mode)"
+            if args.slices
+            else f"best of {args.rounds} alternated rounds"
+        )
     )
 
     def show(label: str, results: list[tuple[float, float, float]]) -> tuple[float, float, float]:
