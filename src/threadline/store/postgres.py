@@ -436,10 +436,7 @@ class PostgresLog:
         st = self._store
         conn = st.writer_connection()
         locked = False
-        # Queue on the server (never reconnect-and-retry) up to lock_timeout, and at least a
-        # short grace: a writer that just died still holds its lock until its backend notices
-        # the closed socket, which under load takes a moment.
-        wait_ms = max(round(st.lock_timeout * 1000), _GRACE_MS)
+        # Queue on the server (never reconnect-and-retry) up to lock_timeout (st.lock_wait)
         try:
             # the lock and what other writers appended since the load: one round trip. No
             # BEGIN/COMMIT: the statements of a pipeline up to its Sync run in one implicit
@@ -452,7 +449,7 @@ class PostgresLog:
                     conn.execute(
                         "SELECT set_config('threadline.tenant', %s, false), "
                         "set_config('lock_timeout', %s, true)",
-                        (st.tenant, f"{wait_ms}ms"),
+                        (st.tenant, st.lock_wait),
                         prepare=True,
                     )
                     # whether this writer had to wait, and the synchronous_commit that follows
@@ -624,7 +621,7 @@ class PostgresLog:
                 st.tenant,
                 self.session_id,
                 self._key,
-                f"{max(round(st.lock_timeout * 1000), _GRACE_MS)}ms",
+                st.lock_wait,
                 st.sync_commit,
                 known,
                 self._generation,
@@ -886,7 +883,7 @@ class PostgresLog:
                     "SELECT set_config('threadline.tenant', %s, true), "
                     "set_config('synchronous_commit', 'off', true), "
                     "set_config('lock_timeout', %s, true)",
-                    (st.tenant, f"{max(round(st.lock_timeout * 1000), _GRACE_MS)}ms"),
+                    (st.tenant, st.lock_wait),
                     prepare=True,
                 )
                 conn.execute(
@@ -1162,11 +1159,7 @@ def _append_call(conn: Any, values: Sequence[bytes | None], flush_too: bool) -> 
     pg = conn.pgconn
     if res.status != _TUPLES_OK and res.error_field(_SQLSTATE) == b"26000":
         for name, query in ((_AT_LEAF_NAME, _AT_LEAF_CALL), (_FLUSHED_NAME, _FLUSHED)):
-            prepared = pg.prepare(name, query)
-            if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK and (
-                prepared.error_field(_SQLSTATE) != b"42P05"  # already prepared
-            ):
-                raise _libpq_error(prepared, pg)
+            _prepare(pg, name, query)
         res, flushed = _pipelined(conn, steps)
     if res.status != _TUPLES_OK:
         raise _libpq_error(res, pg)
@@ -1235,7 +1228,10 @@ def _libpq_values(params: Sequence[Any]) -> list[bytes | None] | None:
         elif cls is bytearray or cls is memoryview:
             add(bytes(v))
         else:
-            add(str(v).encode())
+            b = str(v).encode()
+            if b"\x00" in b:
+                return None
+            add(b)
     return values
 
 
@@ -1255,9 +1251,7 @@ def _run_prepared(
     pg = conn.pgconn
     res = pg.exec_prepared(name, values, formats, result_format)
     if res.status != status and res.error_field(_SQLSTATE) == b"26000":
-        prepared = pg.prepare(name, query)
-        if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:
-            raise _libpq_error(prepared, pg)
+        _prepare(pg, name, query)
         res = pg.exec_prepared(name, values, formats, result_format)
     if res.status != status:
         raise _libpq_error(res, pg)
@@ -1265,6 +1259,16 @@ def _run_prepared(
 
 
 _SQLSTATE = psycopg.pq.DiagnosticField.SQLSTATE
+
+
+def _prepare(pg: Any, name: bytes, query: bytes) -> None:
+    """Prepare ``query`` as ``name`` on the libpq connection ``pg`` (one it already holds
+    stays as it is)."""
+    prepared = pg.prepare(name, query)
+    if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK and (
+        prepared.error_field(_SQLSTATE) != b"42P05"  # already prepared
+    ):
+        raise _libpq_error(prepared, pg)
 
 
 def _libpq_error(res: Any, pg: Any) -> psycopg.Error:
@@ -1521,6 +1525,10 @@ class PostgresStore(BaseStore):
         self.app_role = app_role
         self.durability = durability
         self.lock_timeout = lock_timeout
+        # lock_timeout as the server takes it, at least a short grace: a writer that just died
+        # still holds its lock until its backend notices the closed socket, which under load
+        # takes a moment
+        self.lock_wait = f"{max(round(lock_timeout * 1000), _GRACE_MS)}ms"
         self.max_writers = max_writers
         # synchronous_commit is set in every transaction (set_config(..., true)), so stores of
         # different durability can share one pool, and on a writer's own connection while it
