@@ -205,6 +205,90 @@ def test_a_shared_session_keeps_the_listing_exact_and_its_open_tail_short(
         st.close()
 
 
+def test_a_shared_writer_alone_folds_its_tail_in_the_append_that_fills_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One shared writer with no other writer about (appending and closing, as a shared writer
+    does): the append that makes the open tail FOLD_RECORDS long folds it in its own
+    transaction, one round trip (Bind, Sync), and nothing is left to fold at close; the
+    listing is exact after every append. (The first tail holds the record that opened it,
+    written by tl_append_at_leaf: its fold is carried and done at close.)"""
+    monkeypatch.setattr(postgres, "FOLD_RECORDS", 8)
+    carried: list[Any] = []
+    real = PostgresLog._fold_carried
+    monkeypatch.setattr(
+        PostgresLog, "_fold_carried", lambda log, c: (carried.append(c), real(log, c))
+    )
+    schema = pg_schema()
+    st = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=1, max_writers=1)
+    try:
+        sid = st.create().id
+        s = st.open(sid, shared=True)
+        s.append_session_info("alone")  # opens the tail: record 1
+        s.close()
+        nexts = []
+        for i in range(30):
+            if i == 14:  # seq 16: the tail (9-16) is 8 records long, all of them this writer's
+                traced = _traced(st, lambda: s.append_message("user", "m14"))
+                first_reply = next(k for k, m in enumerate(traced) if m[0] == "B")
+                sent = [m[2] for m in traced[:first_reply] if m[2] in ("Bind", "Sync")]
+                assert sent == ["Bind", "Sync"]
+                assert all(m[0] == "B" for m in traced[first_reply:])
+            else:
+                s.append_message("user", f"m{i}")
+            assert (_log(s)._carry is None) == (i != 6)
+            s.close()
+            nexts.append(_session_row(schema, sid)[0])
+            assert _listed(st, sid) == ("alone", i + 1, "m0")
+        # records 2..31: the one that makes the tail 8 long (seq 8) carries its fold to the
+        # close, then every eighth (16, 24) folds in its own call
+        assert nexts == [1] * 6 + [9] * 8 + [17] * 8 + [25] * 8
+        assert [c[:2] for c in carried] == [(1, 8)]
+    finally:
+        st.close()
+
+
+def test_a_fold_in_the_append_applies_only_where_the_tail_still_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The append that would fold the tail it wrote alone folds nothing when the session row's
+    tail moved meanwhile (another writer folded part of it): its records are counted once, and
+    the fold is carried from where the tail now starts."""
+    monkeypatch.setattr(postgres, "FOLD_RECORDS", 8)
+    schema = pg_schema()
+    st = tl.open_store(PG_URL, tenant="t", schema=schema, max_size=1, max_writers=1)
+    try:
+        sid = st.create().id
+        s = st.open(sid, shared=True)
+        s.append_session_info("moved")  # opens the tail (tl_append_at_leaf)
+        for i in range(7):  # records 2-8: the eighth carries the fold of 1-8, done at close
+            s.append_message("user", f"m{i}")
+        s.close()
+        for i in range(7, 14):  # records 9-15, this writer's alone
+            s.append_message("user", f"m{i}")
+        assert _log(s)._tail_from == 9 and _session_row(schema, sid)[:3] == (9, True, 7)
+        # another writer folds records 9-11 (m7-m9) meanwhile
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL(
+                    "UPDATE {}.tl_sessions SET next_seq = 12, message_count = 10 "
+                    "WHERE session_id = %s"
+                ).format(sql.Identifier(schema)),
+                (sid,),
+            )
+        s.append_message("user", "m14")  # seq 16: a fold from 9 was due; the tail starts at 12
+        assert _session_row(schema, sid)[:3] == (12, True, 10)
+        assert _listed(st, sid) == ("moved", 15, "m0")
+        for i in range(15, 18):  # seq 19 makes the tail 12-19 eight long: read and carried
+            s.append_message("user", f"m{i}")
+        assert _log(s)._carry is not None and _log(s)._carry[:2] == (12, 19)
+        s.close()
+        assert _session_row(schema, sid)[:3] == (20, True, 18)
+        assert _listed(st, sid) == ("moved", 18, "m0")
+    finally:
+        st.close()
+
+
 def test_a_shared_append_after_a_leaf_move_or_a_meta_record_takes_the_lock() -> None:
     """When the session's last record is not a tree entry (a leaf move, a tag), the latest
     entry is not the leaf: the append takes the lock, reads what was written and goes under

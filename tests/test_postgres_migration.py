@@ -142,7 +142,7 @@ def test_a_version_3_schema_upgrades_in_place_and_reads_back_exactly(
             )
         }
     before = records(old)
-    assert upgrade(PG_URL, old) == [4, 5, 6]
+    assert upgrade(PG_URL, old) == [4, 5, 6, 7]
     assert upgrade(PG_URL, old) == []
     # the JSON, roles and searchable text are unchanged
     assert records(old, "tl_body(raw, body)") == before
@@ -289,7 +289,7 @@ def test_a_version_4_schema_with_sessions_upgrades_to_5_and_lists_them_exactly(
                     sql.Identifier(table),
                 )
             )
-    assert upgrade(PG_URL, old) == [5, 6]
+    assert upgrade(PG_URL, old) == [5, 6, 7]
     with psycopg.connect(PG_URL) as conn:
         flags = conn.execute(
             sql.SQL("SELECT session_id, next_seq, open_tail FROM {}.tl_sessions").format(

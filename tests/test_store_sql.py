@@ -83,7 +83,7 @@ def test_postgres_migrations_apply_from_empty_and_then_apply_nothing() -> None:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
     applied = (
         "Applied migrations: postgres 1, postgres 2, postgres 3, postgres 4, postgres 5, "
-        "postgres 6\n"
+        "postgres 6, postgres 7\n"
     )
     assert (first.exit_code, first.output) == (0, applied)
     assert (again.exit_code, again.output) == (0, "The schema is up to date; nothing to apply.\n")
@@ -101,7 +101,7 @@ def test_postgres_migrations_apply_from_empty_and_then_apply_nothing() -> None:
 def test_postgres_store_refuses_a_schema_that_was_never_migrated() -> None:
     with pytest.raises(
         StoreError,
-        match=r"schema is at version 0, threadline needs 6; run: "
+        match=r"schema is at version 0, threadline needs 7; run: "
         r"threadline db upgrade URL",
     ):
         tl.open_store(PG_URL, tenant="x", schema="t_never_migrated_here")

@@ -372,8 +372,10 @@ class PostgresLog:
         self._carry: tuple[Any, ...] | None = None
         self._waited = False  # the last shared append waited for the lock
         self._alone = True  # nor found another writer's records before its own
-        # the seqs and summary of the records this writer appended alone, one after another
-        self._own: tuple[int, int, _Tail] | None = None
+        # the first and last seq of the records this writer appended alone, one after another,
+        # and those records (summarized when they are folded)
+        self._own: tuple[int, int, list[AnyRecord]] | None = None
+        self._tail_from: int | None = None  # next_seq as the last append alone read it
         self._folded = 0.0  # time.monotonic() of the last fold
 
     def load(self) -> Loaded:
@@ -689,30 +691,47 @@ class PostgresLog:
     def _append_alone(
         self, line: bytes, record: AnyRecord, row: tuple[Any, ...], parent: str | None, known: int
     ) -> AtLeaf | None:
-        """A shared append in the common case, no other writer at work: :data:`_AT_LEAF_ALONE`,
-        a plain INSERT numbered after the last record this process knows of, under its own
-        leaf, which inserts nothing when another writer holds or is taking the session's lock,
-        when that number is taken (another writer appended), or when the session row is not
-        as expected (rewritten, gone, its tail not open). None then: the caller runs
-        ``tl_append_at_leaf``, which waits for the lock and places the record. The append
-        that makes the open tail a multiple of FOLD_RECORDS long reads the tail and carries
-        its fold to the next append (or to release)."""
+        """A shared append in the common case, no other writer at work: ``tl_append_alone``
+        (schema version 7, whose comment says what it does), a plain INSERT numbered after the
+        last record this process knows of, under its own leaf, which inserts nothing when
+        another writer holds or is taking the session's lock, when that number is taken
+        (another writer appended), or when the session row is not as expected (rewritten,
+        gone, its tail not open). None then: the caller runs ``tl_append_at_leaf``, which waits
+        for the lock and places the record. The records this writer appended one after
+        another are kept, summarized only when they are folded: the append that makes the
+        open tail FOLD_RECORDS long passes their summary and folds them in its own
+        transaction when the tail is all its own; otherwise (others' records in the tail, a
+        fold that did not apply) it reads the tail and carries the fold to the next append (or
+        to release)."""
         st = self._store
+        seq = known + 1
+        own = self._own
+        if own is None or own[1] != known:
+            own = (seq, known, [])
+        records = own[2]
+        records.append(record)
+        fold: tuple[Any, ...] = (None,) * 5
+        # the tail's FOLD_RECORDS-th record, the whole tail this writer's: fold it in the call
+        due = own[0] == self._tail_from and (seq - own[0] + 1) % FOLD_RECORDS == 0
+        if due:
+            fold = (own[0], *_Tail().plus(summarize_records(_NO_HEADER, records)).columns())
         values = _libpq_values(
             (
                 st.tenant,
                 st.sync_commit,
                 self.session_id,
-                known + 1,
+                self._key,
+                self._generation,
+                seq,
                 row[0],
                 parent,
                 *row[2:],
                 line,
-                self._generation,
-                self._key,
+                *fold,
             )
         )
         if values is None:
+            records.pop()
             return None
         conn = st.writer_connection()
         try:
@@ -721,31 +740,32 @@ class PostgresLog:
             )
         except psycopg.Error:
             conn.close()
+            records.pop()
             return None  # the usual path says what is wrong
         finally:
             st.writer_done(conn)
-        if res.ntuples == 0:
+        got = res.get_value(0, 0) if res.ntuples else None
+        if got is None:
+            records.pop()
             return None
-        seq = known + 1
-        first = int.from_bytes(res.get_value(0, 0), "big")
+        first = int.from_bytes(got, "big")
         self._known = seq
         if self._seen == known:
             self._seen = seq
-        # the summary of this writer's own run of records (the whole tail, usually)
-        own = self._own
-        if own is None or own[1] != known:
-            own = (seq, seq, _Tail())
-        own[2].add(summarize_records(_NO_HEADER, [record]))
-        self._own = (own[0], seq, own[2])
-        if (seq - first + 1) % FOLD_RECORDS == 0:
+        self._tail_from = first
+        if due and first == seq + 1:  # folded in the call
+            self._own = None
+        elif (seq - first + 1) % FOLD_RECORDS == 0:
+            tail = _Tail()
             if own[0] == first:
-                tail = own[2]
+                tail.add(summarize_records(_NO_HEADER, records))
             else:  # others' records too: read the tail
-                tail = _Tail()
                 tail.add(_summary(self._fetch(self._generation, first, seq - 1)))
                 tail.add(summarize_records(_NO_HEADER, [record]))
             self._own = None
             self._carry = (first, seq, *tail.columns())
+        else:
+            self._own = (own[0], seq, records)
         return AtLeaf(behind=self._seen != seq)
 
     def read_newer(self) -> list[Slot]:
@@ -1091,25 +1111,14 @@ _FLUSHED = (
     b"true) = 'on' THEN pg_logical_emit_message(true, 'threadline', '') END, "
     b"set_config('threadline.flush', '', false)"
 )
-# A shared append with no other writer at work (PostgresLog._append_alone): the tenant and
-# synchronous_commit for the transaction (a LATERAL join makes them set before the session row
-# is read through its row-level security policy); the session row, locked FOR SHARE (an update
-# committed meanwhile is read again: a writer's fold at release that closed the tail), as this
-# process read it (generation) and with its tail open (records past next_seq are listed as
-# such); the session's lock for this transaction if free (a writer holding or queued for it:
-# nothing inserted); the record numbered after the last one this process knows of (taken:
-# another writer appended; nothing inserted). Returns the session row's next_seq.
+# A shared append with no other writer at work (PostgresLog._append_alone): the function of
+# schema version 7 (its comment says what it does), through libpq; the raw line in binary, the
+# session row's next_seq returned in binary (NULL: nothing inserted).
 _ALONE_NAME = b"threadline_append_alone"
 _AT_LEAF_ALONE = (
-    "WITH t AS MATERIALIZED (SELECT set_config('threadline.tenant', $1, true) || "
-    "set_config('synchronous_commit', $2, true) AS x), s AS MATERIALIZED (SELECT s.next_seq "
-    "FROM t CROSS JOIN LATERAL (SELECT s.next_seq FROM tl_sessions s WHERE t.x IS NOT NULL "
-    "AND s.tenant_id = $1 AND s.session_id = $3 AND s.generation = $13 AND s.open_tail AND "
-    "pg_try_advisory_xact_lock(hashtextextended($14, 0)) FOR SHARE) s), i AS (INSERT INTO "
-    f"tl_records ({_COLUMNS}) SELECT $1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 FROM s "
-    "ON CONFLICT DO NOTHING RETURNING seq) SELECT s.next_seq FROM s, i"
+    "SELECT tl_append_alone(" + ", ".join(f"${i}" for i in range(1, 20)) + ")"
 ).encode()
-_ALONE_FORMATS = [0] * 11 + [1] + [0] * 2
+_ALONE_FORMATS = [0] * 13 + [1] + [0] * 5
 # the types of the known tree entries: the session's leaf is the last record when it is one
 _TREE_TYPES = "{" + ",".join(sorted(ENTRY_CLASSES)) + "}"
 
