@@ -7,7 +7,10 @@ single-row ``INSERT`` into the same ``tl_records`` table (same indexes, the keyw
 ``tsvector`` among them, same ``synchronous_commit``) and reports per append: the client's CPU
 (``time.process_time``), the server backend's CPU (``utime + stime`` of the backend process in
 ``/proc``, so the server must run on this machine), and the wall time. Then the server CPU of
-the statement's parts on their own: the folding append's CTE (schema version 5: a writer's
+the statement's parts on their own. A third side is a session opened ``shared=True`` (its own
+store), appending and closing after each append as bench_pg_writers.py's shared writers do: an
+append through ``tl_append_alone`` (schema version 7) while no other writer is about. Then
+the server CPU of the statement's parts on their own: the folding append's CTE (schema version 5: a writer's
 append is a plain INSERT, and every FOLD_RECORDS-th of them this CTE), the bare INSERT through
 row-level security (the raw side's row, whose ``body`` holds the text, and the row threadline
 stores, whose ``body`` is ``''`` so that the keyword index reads the text from the JSON), the
@@ -77,6 +80,22 @@ def main() -> None:
         s.append_message("user", "warm-up")  # takes the writer lock
         writer: Any = s.state.log._conn  # type: ignore[attr-defined]
         tl_pid = writer.execute("SELECT pg_backend_pid()").fetchone()[0]
+        shared_store = tl.open_store(
+            URL,
+            tenant="bench",
+            schema=schema,
+            max_size=1,
+            max_writers=1,
+            durability=args.durability,
+        )
+        sid = shared_store.create().id
+        shared = shared_store.open(sid, shared=True)
+        shared.append_message("user", "warm-up")
+        shared.close()
+        backend: Any = shared_store.backend
+        pooled = backend.writer_connection()  # max_writers=1: the one its appends take
+        shared_pid = pooled.execute("SELECT pg_backend_pid()").fetchone()[0]
+        backend.writer_done(pooled)
         conn = psycopg.connect(URL, autocommit=True)
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         off = args.durability == "flush"
@@ -99,11 +118,16 @@ def main() -> None:
         def ours(i: int) -> None:
             s.append_message("user", TEXT.format(i=i))
 
-        totals = {"threadline": [0.0, 0.0, 0.0], "raw INSERT": [0.0, 0.0, 0.0]}
+        def ours_shared(i: int) -> None:
+            shared.append_message("user", TEXT.format(i=i))
+            shared.close()
+
         sides: list[tuple[str, Callable[[int], None], int]] = [
             ("threadline", ours, tl_pid),
+            ("shared", ours_shared, shared_pid),
             ("raw INSERT", raw, raw_pid),
         ]
+        totals = {name: [0.0, 0.0, 0.0] for name, _, _ in sides}
         for _ in range(6):
             for name, fn, pid in sides:
                 c0, s0, w0 = time.process_time(), backend_cpu(pid), time.perf_counter()
@@ -126,6 +150,7 @@ def main() -> None:
             )
         s.close()
         st.close()
+        shared_store.close()
         # the parts of the append statement, server CPU only, as threadline_app under RLS
         st = tl.open_store(URL, tenant="bench", schema=schema, max_size=1)
         sids = [st.create().id for _ in range(5)]

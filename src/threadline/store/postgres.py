@@ -1150,6 +1150,7 @@ def _insert_one(conn: Any, cur: Any, params: Sequence[Any]) -> int:
 
 
 _TUPLES_OK = psycopg.pq.ExecStatus.TUPLES_OK
+_IDLE = psycopg.pq.TransactionStatus.IDLE
 
 
 def _append_call(conn: Any, values: Sequence[bytes | None], flush_too: bool) -> tuple[Any, Any]:
@@ -1548,6 +1549,11 @@ class PostgresStore(BaseStore):
         self._writer_lock = threading.Lock()
         self._writer_wait = writer_wait
         self._writers_out = 0  # writer connections handed out and not given back
+        # the writer connection given back last, kept out of the pool for the next writer when
+        # no one waits on the pool (a shared session takes and gives back one per append: the
+        # pool's get and put cost more client CPU than the append's own steps)
+        self._idle_writer: Any = None
+        self._pool_waiters = 0  # writers waiting on the writer pool
         if pool is not None:
             if pool.schema != self.schema or pool.url != url:
                 raise UserError("A shared pool must come from a store of the same URL and schema")
@@ -1674,8 +1680,15 @@ class PostgresStore(BaseStore):
         return conn
 
     def writer_connection(self) -> Any:
-        """A connection of the writer pool for one writer (capped at ``max_writers``)."""
+        """A connection of the writer pool for one writer (capped at ``max_writers``): the one
+        given back last when it is kept (:meth:`writer_done`), else one from the pool."""
         with self._writer_lock:
+            conn = self._idle_writer
+            if conn is not None:
+                self._idle_writer = None
+                self._writers_out += 1
+                return conn
+            self._pool_waiters += 1
             wp = self._writer_pool
             if wp is None:
                 wp = self._writer_pool = ConnectionPool(
@@ -1707,14 +1720,29 @@ class PostgresStore(BaseStore):
                 f"writing (max_writers) and none closed within {self._writer_wait:g} s; close "
                 "sessions you no longer write to, or open the store with a larger max_writers"
             ) from None
+        finally:
+            with self._writer_lock:
+                self._pool_waiters -= 1
         with self._writer_lock:
             self._writers_out += 1
         return conn
 
     def writer_done(self, conn: Any) -> None:
-        """Give a writer connection back to the writer pool (a closed one is discarded)."""
+        """Give a writer connection back: kept for the next writer when none is kept yet and
+        no writer waits on the pool (both decided under the lock that writer_connection takes,
+        so a waiting writer always gets it through the pool), idle and open; else to the
+        writer pool (a closed one is discarded)."""
         with self._writer_lock:
             self._writers_out -= 1
+            if (
+                self._idle_writer is None
+                and self._pool_waiters == 0
+                and self._writer_pool is not None
+                and not conn.closed
+                and conn.info.transaction_status == _IDLE
+            ):
+                self._idle_writer = conn
+                return
         if self._writer_pool is not None:
             self._writer_pool.putconn(conn)
         else:  # pragma: no cover - the store was closed under an open writer
@@ -1863,7 +1891,11 @@ class PostgresStore(BaseStore):
 
     def close(self) -> None:
         super().close()
+        with self._writer_lock:
+            kept, self._idle_writer = self._idle_writer, None
         if self._writer_pool is not None:
+            if kept is not None:
+                self._writer_pool.putconn(kept)
             self._writer_pool.close()
             self._writer_pool = None
         if self._owns_pool:
