@@ -194,6 +194,38 @@ def test_a_writer_connection_returns_to_the_pool_unlocked_and_without_the_tenant
         st.close()
 
 
+def test_the_writer_connection_given_back_is_kept_unless_a_writer_waits_on_the_pool() -> None:
+    """The connection given back last goes to the next writer without the pool; a writer
+    waiting on the pool (max_writers reached) gets the next one given back through the pool
+    within writer_wait; the store's close closes the kept one."""
+    st = tl.open_store(
+        PG_URL, tenant="t", schema=pg_schema(), max_size=1, max_writers=1, writer_wait=5.0
+    )
+    try:
+        backend = st.backend
+        assert isinstance(backend, PostgresStore)
+        first = backend.writer_connection()
+        backend.writer_done(first)
+        again = backend.writer_connection()
+        assert again is first
+        got: list[Any] = []
+        waiter = threading.Thread(target=lambda: got.append(backend.writer_connection()))
+        waiter.start()
+        deadline = time.monotonic() + 5
+        while backend._pool_waiters == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert backend._pool_waiters == 1  # max_writers=1: it waits on the pool
+        backend.writer_done(again)  # goes to the pool, so to the waiter, not into the slot
+        waiter.join(timeout=4)
+        assert got == [first]
+        assert backend._idle_writer is None
+        backend.writer_done(got[0])  # no one waits now: kept
+        assert backend._idle_writer is first
+    finally:
+        st.close()
+    assert first.closed
+
+
 def test_writers_of_one_session_id_in_two_schemas_do_not_block_each_other() -> None:
     a = tl.open_store(PG_URL, tenant="t", schema=pg_schema(), max_size=1)
     b = tl.open_store(PG_URL, tenant="t", schema=pg_schema(), max_size=1)
