@@ -1,10 +1,11 @@
 -- threadline PostgreSQL store, schema version 7: a shared session's appends in plain PL/pgSQL
--- statements. First, its append while no other writer is at work, as a function. Version 6 ran it as one SQL statement (a CTE that set the tenant,
--- read the session row FOR SHARE under the session's tried lock and inserted); the executor
--- builds that plan's nodes again on every call, which cost more server CPU than the insert's
--- indexes. In PL/pgSQL the settings are assignments (no query) and each statement is a small
--- cached plan; each statement takes its snapshot when it starts, so the session row is read
--- after the lock was granted (no row lock needed: a fold committed before the lock is seen).
+-- statements. First, its append while no other writer is at work, as a function. Version 6 ran
+-- it as one SQL statement (a CTE that set the tenant, read the session row FOR SHARE under the
+-- session's tried lock and inserted); the executor built that plan's nodes again on every call
+-- (bench/README.md, "Schema 7"). In PL/pgSQL the settings are assignments (no query) and each
+-- statement is a small cached plan; each statement takes its snapshot when it starts, so the
+-- session row is read after the lock was granted (no row lock needed: a fold committed before
+-- the lock is seen).
 --
 -- tl_append_alone inserts the record numbered p_seq (the one after the last record the client
 -- knows of, under its own leaf) when the session's lock is free (tried, held for this
