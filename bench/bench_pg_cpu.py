@@ -4,18 +4,18 @@
 
 One process alternates (6 rounds) threadline's ``Session.append_message`` with a raw prepared
 single-row ``INSERT`` into the same ``tl_records`` table (same indexes, the keyword index's
-``tsvector`` among them, same ``synchronous_commit``) and reports per append: the client's CPU
-(``time.process_time``), the server backend's CPU (``utime + stime`` of the backend process in
-``/proc``, so the server must run on this machine), and the wall time. Then the server CPU of
-the statement's parts on their own. A third side is a session opened ``shared=True`` (its own
-store), appending and closing after each append as bench_pg_writers.py's shared writers do: an
-append through ``tl_append_alone`` (schema version 7) while no other writer is about. Then
-the server CPU of the statement's parts on their own: the folding append's CTE (schema version 5: a writer's
-append is a plain INSERT, and every FOLD_RECORDS-th of them this CTE), the bare INSERT through
-row-level security (the raw side's row, whose ``body`` holds the text, and the row threadline
-stores, whose ``body`` is ``''`` so that the keyword index reads the text from the JSON), the
-session-row UPDATE, and ``SELECT 1`` (the cost of any round trip). With many
-writers on few cores the CPU total, not the wall time, decides the throughput.
+``tsvector`` among them, same ``synchronous_commit``) and, as a third side, a session opened
+``shared=True`` (its own store) appending and closing after each append as bench_pg_writers.py's
+shared writers do (``tl_append_alone``, schema version 7, while no other writer is about). It
+reports per append: the client's CPU (``time.process_time``), the server backend's CPU
+(``utime + stime`` of the backend process in ``/proc``, so the server must run on this
+machine), and the wall time. Then the server CPU of the statement's parts on their own: the
+folding append's CTE (schema version 5: a writer's append is a plain INSERT, and every
+FOLD_RECORDS-th of them this CTE), the bare INSERT through row-level security (the raw side's
+row, whose ``body`` holds the text, and the row threadline stores, whose ``body`` is ``''`` so
+that the keyword index reads the text from the JSON), the session-row UPDATE, and ``SELECT 1``
+(the cost of any round trip). With many writers on few cores the CPU total, not the wall time,
+decides the throughput.
 """
 
 from __future__ import annotations
