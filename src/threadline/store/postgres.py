@@ -596,16 +596,16 @@ class PostgresLog:
 
     def append_at_leaf(self, line: bytes, record: AnyRecord, parent: str | None) -> AtLeaf | None:
         """One tree entry, appended by a session that does not hold the writer lock (a shared
-        session): one statement and one round trip, ``tl_append_at_leaf`` (schema version 6,
-        whose comment says what it does) run through libpq. It takes the session's lock for
-        its own transaction, places the record under the last one when other writers appended
-        since this process last read the session, and returns what they appended. A writer
-        that had to wait for the lock committed with synchronous_commit off; it then waits for
-        the WAL flush (:data:`_HAND_ON`'s barrier) in a second round trip, after the lock went
-        to the next writer: the appends of writers queued one behind the other share flushes.
-        None (nothing written) when the function wrote nothing (the session gone or rewritten,
-        its last record not the leaf), or when the line's parent is not where
-        :func:`_parent_at` finds it: the caller takes the writer lock and appends."""
+        session): one statement and one round trip, ``tl_append_at_leaf`` (schema version 6, whose
+        comment says what it does; its body as version 7 rewrote it) run through libpq. It takes the
+        session's lock for its own transaction, places the record under the last one when other
+        writers appended since this process last read the session, and returns what they appended. A
+        writer that had to wait for the lock committed with synchronous_commit off; it then waits
+        for the WAL flush (:data:`_HAND_ON`'s barrier) in a second round trip, after the lock went
+        to the next writer: the appends of writers queued one behind the other share flushes. None
+        (nothing written) when the function wrote nothing (the session gone or rewritten, its last
+        record not the leaf), or when the line's parent is not where :func:`_parent_at` finds it:
+        the caller takes the writer lock and appends."""
         at = _parent_at(line, parent)
         if at is None:
             return None
@@ -714,7 +714,7 @@ class PostgresLog:
         # the tail's FOLD_RECORDS-th record, the whole tail this writer's: fold it in the call
         due = own[0] == self._tail_from and (seq - own[0] + 1) % FOLD_RECORDS == 0
         if due:
-            fold = (own[0], *_Tail().plus(summarize_records(_NO_HEADER, records)).columns())
+            fold = (own[0], *_own_tail(records).columns())
         values = _libpq_values(
             (
                 st.tenant,
@@ -756,10 +756,10 @@ class PostgresLog:
         if due and first == seq + 1:  # folded in the call
             self._own = None
         elif (seq - first + 1) % FOLD_RECORDS == 0:
-            tail = _Tail()
             if own[0] == first:
-                tail.add(summarize_records(_NO_HEADER, records))
+                tail = _own_tail(records)
             else:  # others' records too: read the tail
+                tail = _Tail()
                 tail.add(_summary(self._fetch(self._generation, first, seq - 1)))
                 tail.add(summarize_records(_NO_HEADER, [record]))
             self._own = None
@@ -1088,8 +1088,8 @@ _ACQUIRE_READ = (
 
 
 # A shared append (PostgresLog.append_at_leaf): the function of schema version 6 (its comment
-# says what it does), through libpq (_run_prepared); the raw line in binary, the rows returned
-# in binary (seq, parent_id, raw, mine, folded, waited).
+# says what it does; version 7 rewrote its body), through libpq (_run_prepared); the raw line in
+# binary, the rows returned in binary (seq, parent_id, raw, mine, folded, waited).
 _AT_LEAF_NAME = b"threadline_append_at_leaf"
 _AT_LEAF_CALL = (
     "SELECT * FROM tl_append_at_leaf(" + ", ".join(f"${i}" for i in range(1, 26)) + ")"
@@ -1323,6 +1323,11 @@ class _Tail:
         out.add(self)
         out.add(d)
         return out
+
+
+def _own_tail(records: Sequence[AnyRecord]) -> _Tail:
+    """The fold of records a shared writer appended alone, one after another."""
+    return _Tail().plus(summarize_records(_NO_HEADER, records))
 
 
 def _summary(lines: Sequence[bytes]) -> SessionSummary:
