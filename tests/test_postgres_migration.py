@@ -257,6 +257,54 @@ def test_an_appended_message_stores_its_text_once_where_the_server_reads_it_the_
     assert hits[blocks] == "first [zanzibar]\nsecond"
 
 
+def test_text_with_surrounding_whitespace_is_stored_once_and_embedded_exactly() -> None:
+    """etext is NULL for a text message whatever whitespace surrounds its text (a reply ending
+    in a newline was stored a second time in etext before): the catalog strips body as
+    str.strip() does, so the embedder is handed embed_text of every message, exactly."""
+    schema = f"t_{uuid.uuid4().hex[:10]}"
+    PG_SCHEMAS.append(schema)
+    upgrade(PG_URL, schema)
+    cut = "x" * 995 + " \n\t y" + "z" * 50  # whitespace across the 1,000-character cut
+    texts = {
+        "newline": "an answer ending in a newline\n",
+        "spaces": "  leading and trailing spaces  ",
+        "unicode": "\u3000\xa0ideographic and no-break spaces\u2029\x85",
+        "blocks": None,
+        "cut": cut,
+        "inner": "inner  spaces\n\nkept",
+    }
+    st = tl.open_store(PG_URL, tenant=TENANT, schema=schema)
+    try:
+        with st.create() as s:
+            ids = {
+                name: s.append_message(
+                    "assistant", value if value is not None else [text(" a "), text("b\n")]
+                )
+                for name, value in texts.items()
+            }
+            ids["tools"] = s.append_message("assistant", [tool_use("c1", "ls", {"p": " / "})])
+        with psycopg.connect(PG_URL) as conn:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+            stored = dict(conn.execute("SELECT id, etext FROM tl_records WHERE type = 'message'"))
+            rows = {
+                r[0]: (r[1], bytes(r[2]))
+                for r in conn.execute("SELECT seq, id, raw FROM tl_records")
+            }
+        pending = st.catalog._pending_vectors(NamedEmbedder(), 100)  # type: ignore[arg-type]
+    finally:
+        st.close()
+    assert stored == {**{ids[name]: None for name in texts}, ids["tools"]: ""}
+    handed = {rows[seq][0]: t for (_sid, seq), t in pending}
+    assert handed == {
+        ids[name]: embed_text(decode_record(rows[seq][1]).message)  # type: ignore[attr-defined]
+        for seq in rows
+        for name in texts
+        if rows[seq][0] == ids[name]
+    }
+    assert handed[ids["unicode"]] == "ideographic and no-break spaces"
+    assert handed[ids["cut"]] == cut[:1000] and handed[ids["blocks"]] == "a \nb"
+
+
 def test_a_version_4_schema_with_sessions_upgrades_to_5_and_lists_them_exactly(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -11,7 +11,7 @@ from threadline.embedding import Embedder
 from threadline.errors import UserError
 from threadline.model.entries import now
 from threadline.model.search_text import EMBED_LIMIT
-from threadline.store.postgres import PostgresStore
+from threadline.store.postgres import STRIPPED, PostgresStore
 
 
 class PostgresCatalog(Catalog):
@@ -181,14 +181,14 @@ class PostgresCatalog(Catalog):
 
     def _pending_vectors(self, embedder: Embedder, limit: int) -> list[tuple[Any, str]]:
         with self.store.tx() as conn:
-            # etext NULL: the text to embed is body's start (PostgresStore's stored_etext)
+            # etext NULL: the text to embed is body, stripped, cut (PostgresStore's stored_etext)
             rows = conn.execute(
-                f"SELECT r.session_id, r.seq, coalesce(r.etext, left({self._BODY}, %s)) FROM "
-                "tl_records r WHERE r.tenant_id = %s AND r.body IS NOT NULL AND r.etext IS "
-                "DISTINCT FROM '' AND NOT EXISTS (SELECT 1 FROM tl_vectors v WHERE "
+                f"SELECT r.session_id, r.seq, coalesce(r.etext, left(btrim({self._BODY}, %s), "
+                "%s)) FROM tl_records r WHERE r.tenant_id = %s AND r.body IS NOT NULL AND "
+                "r.etext IS DISTINCT FROM '' AND NOT EXISTS (SELECT 1 FROM tl_vectors v WHERE "
                 "v.tenant_id = r.tenant_id AND v.session_id = r.session_id AND v.seq = r.seq "
                 "AND v.model = %s) LIMIT %s",
-                (EMBED_LIMIT, self.store.tenant, embedder.name, limit),
+                (STRIPPED, EMBED_LIMIT, self.store.tenant, embedder.name, limit),
             ).fetchall()
         return [((r[0], r[1]), r[2]) for r in rows]
 

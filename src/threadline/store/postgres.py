@@ -1457,13 +1457,21 @@ def _plain_number(literal: str) -> Any:
     return None  # only the strings matter here
 
 
+# the characters str.strip() removes (str.isspace()), for the catalog's btrim of a body; NUL,
+# which PostgreSQL's text cannot hold, is not among them
+STRIPPED = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
+
+
 def stored_etext(body: str, etext: str | None) -> str | None:
     """The ``etext`` column of a message whose searchable text is ``body`` (schema version 4):
-    NULL when the text to embed is ``body``'s first EMBED_LIMIT characters (a message of text
-    blocks only), '' when there is nothing to embed, the text itself otherwise."""
+    NULL when the text to embed is ``body`` stripped of surrounding whitespace, cut at
+    EMBED_LIMIT characters (a message of text blocks only, with or without a trailing newline:
+    the catalog reads ``left(btrim(body, STRIPPED), EMBED_LIMIT)``), '' when there is nothing
+    to embed, the text itself otherwise. Rows written before stored NULL only where the text
+    was ``body``'s start exactly, which that reading gives back for them."""
     if etext is None:
         return ""
-    return None if etext == body[:EMBED_LIMIT] else etext
+    return None if etext == body.strip()[:EMBED_LIMIT] else etext
 
 
 def _insert_records(
