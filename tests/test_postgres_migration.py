@@ -6,6 +6,7 @@ stored, and a purge still blanks a message's text and role."""
 
 from __future__ import annotations
 
+import sys
 import uuid
 from typing import Any
 
@@ -19,7 +20,7 @@ from threadline.model.content import text, tool_result, tool_use
 from threadline.model.entries import decode_record
 from threadline.model.search_text import embed_text, message_text
 from threadline.store import migrations
-from threadline.store.postgres import upgrade
+from threadline.store.postgres import STRIPPED, upgrade
 
 LONG = " ".join(f"word{i}" for i in range(400))  # 3,000 characters: cut at the embedder's 1,000
 TENANT = "acme"
@@ -295,13 +296,14 @@ def test_text_with_surrounding_whitespace_is_stored_once_and_embedded_exactly() 
         st.close()
     assert stored == {**{ids[name]: None for name in texts}, ids["tools"]: ""}
     handed = {rows[seq][0]: t for (_sid, seq), t in pending}
+    line_of = dict(rows.values())
     assert handed == {
-        ids[name]: embed_text(decode_record(rows[seq][1]).message)  # type: ignore[attr-defined]
-        for seq in rows
+        ids[name]: embed_text(decode_record(line_of[ids[name]]).message)  # type: ignore[attr-defined]
         for name in texts
-        if rows[seq][0] == ids[name]
     }
     assert handed[ids["unicode"]] == "ideographic and no-break spaces"
+    # the catalog's btrim strips every character str.strip() does
+    assert "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace()) == STRIPPED
     assert handed[ids["cut"]] == cut[:1000] and handed[ids["blocks"]] == "a \nb"
 
 

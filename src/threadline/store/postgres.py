@@ -1457,8 +1457,8 @@ def _plain_number(literal: str) -> Any:
     return None  # only the strings matter here
 
 
-# the characters str.strip() removes (str.isspace()), for the catalog's btrim of a body; NUL,
-# which PostgreSQL's text cannot hold, is not among them
+# the characters str.strip() removes (str.isspace(); U+3000 is the last of them), for the
+# catalog's btrim of a body; NUL, which PostgreSQL's text cannot hold, is not among them
 STRIPPED = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
 
 
