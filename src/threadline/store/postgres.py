@@ -1468,7 +1468,9 @@ def stored_etext(body: str, etext: str | None) -> str | None:
     EMBED_LIMIT characters (a message of text blocks only, with or without a trailing newline:
     the catalog reads ``left(btrim(body, STRIPPED), EMBED_LIMIT)``), '' when there is nothing
     to embed, the text itself otherwise. Rows written before stored NULL only where the text
-    was ``body``'s start exactly, which that reading gives back for them."""
+    was ``body``'s start exactly, which that reading gives back for them (but where only
+    whitespace follows the cut in a body longer than the text blocks: that whitespace is then
+    left out)."""
     if etext is None:
         return ""
     return None if etext == body.strip()[:EMBED_LIMIT] else etext
