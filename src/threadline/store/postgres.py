@@ -708,13 +708,12 @@ class PostgresLog:
         own = self._own
         if own is None or own[1] != known:
             own = (seq, known, [])
-        records = own[2]
-        records.append(record)
+        records = own[2]  # this record joins them once it is written
         fold: tuple[Any, ...] = (None,) * 5
         # the tail's FOLD_RECORDS-th record, the whole tail this writer's: fold it in the call
         due = own[0] == self._tail_from and (seq - own[0] + 1) % FOLD_RECORDS == 0
         if due:
-            fold = (own[0], *_own_tail(records).columns())
+            fold = (own[0], *_own_tail([*records, record]).columns())
         values = _libpq_values(
             (
                 st.tenant,
@@ -731,7 +730,6 @@ class PostgresLog:
             )
         )
         if values is None:
-            records.pop()
             return None
         conn = st.writer_connection()
         try:
@@ -740,14 +738,13 @@ class PostgresLog:
             )
         except psycopg.Error:
             conn.close()
-            records.pop()
             return None  # the usual path says what is wrong
         finally:
             st.writer_done(conn)
         got = res.get_value(0, 0) if res.ntuples else None
         if got is None:
-            records.pop()
             return None
+        records.append(record)
         first = int.from_bytes(got, "big")
         self._known = seq
         if self._seen == known:
