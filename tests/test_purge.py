@@ -23,10 +23,9 @@ from threadline.model.entries import PurgedEntry
 SECRET = "hunter2-correct-horse-battery"
 
 
-def files_holding(directory: Path, needle: str) -> list[str]:
-    return sorted(
-        p.name for p in directory.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()
-    )
+def files_holding(directory: Path, needle: str | bytes) -> list[str]:
+    data = needle.encode() if isinstance(needle, str) else needle
+    return sorted(p.name for p in directory.rglob("*") if p.is_file() and data in p.read_bytes())
 
 
 def build(store: tl.Store) -> tuple[tl.Session, dict[str, str]]:
@@ -197,10 +196,21 @@ def test_on_the_sqlite_store_the_purged_text_is_in_no_file_while_the_store_is_op
     s, ids = build(store)
     assert store.catalog.search("hunter2", mode="keyword")  # the catalog indexed the secret
     assert files_holding(tmp_path, SECRET[:12])  # in the database or its WAL
+    # the records keep the secret deflated (schema version 4): their rows' bytes are looked
+    # for as they are stored
+    rows = [
+        bytes(raw)
+        for (raw,) in store.backend.conn.execute(  # type: ignore[attr-defined]
+            "SELECT raw FROM tl_records WHERE id IN (?, ?)", (ids["ask"], ids["result"])
+        )
+    ]
+    assert len(rows) == 2 and all(raw[0] == 1 and SECRET.encode() not in raw for raw in rows)
+    assert all(files_holding(tmp_path, raw) for raw in rows)
     s.purge([ids["ask"], ids["result"]], dry_run=False)  # type: ignore[attr-defined]
     # still open: no checkpoint at close helps; the WAL and freed pages must already be clean
     assert files_holding(tmp_path, SECRET[:12]) == []
     assert files_holding(tmp_path, SECRET[-12:]) == []
+    assert [files_holding(tmp_path, raw) for raw in rows] == [[], []]
     assert store.catalog.search("hunter2", mode="keyword") == []
     s.close()
     store.close()

@@ -60,7 +60,7 @@ def test_sqlite_migrations_apply_from_empty_and_then_apply_nothing(tmp_path: Pat
     again = runner.invoke(cli, ["db", "upgrade", url])
     assert (first.exit_code, first.output) == (
         0,
-        "Applied migrations: sqlite 1, sqlite 2, sqlite 3, catalog 1\n",
+        "Applied migrations: sqlite 1, sqlite 2, sqlite 3, sqlite 4, catalog 1\n",
     )
     assert (again.exit_code, again.output) == (0, "The schema is up to date; nothing to apply.\n")
 

@@ -150,9 +150,10 @@ class RowSource:
     The offsets are virtual: the loaded rows laid end to end, each followed by a newline, as if
     they were a file. A slice maps back to the rows it covers and reads them in one query, so
     :func:`decode_run` reads a context's messages in a few round trips. A small read (one
-    message) takes along the rows within ``_WINDOW`` bytes on either side and keeps the last
-    few such windows: entries read one by one near each other (a branch walked back, a tree
-    page) cost one query, not one each. ``fetch(first, last)`` returns the raw records of the
+    message) takes along the rows within ``_WINDOW`` bytes on either side, or twice that ahead
+    when it follows on from the last window read (forward or back), and keeps the last few
+    such windows: entries read one by one near each other (a branch walked back, a tree page,
+    a whole session read in order) cost one query, not one each, and each row is read once. ``fetch(first, last)`` returns the raw records of the
     rows with sequence numbers ``first`` to ``last``, fewer when the session was rewritten
     since the load (a purge)."""
 
@@ -170,9 +171,18 @@ class RowSource:
             if lo <= start and stop <= lo + len(data):
                 return data[start - lo : stop - lo]
         small = stop - start < _WINDOW
-        lo, data = self._read(
-            max(0, start - _WINDOW) if small else start, stop + _WINDOW if small else stop
-        )
+        first, last = start, stop
+        if small:
+            # rows read one after the other (an index walked in order, a branch walked back)
+            # take the next window on in their direction; others, a window on either side
+            first, last = start - _WINDOW, stop + _WINDOW
+            if self.windows:
+                lo, data = self.windows[-1]
+                if lo <= start < lo + len(data) + _WINDOW:
+                    first, last = start, stop + 2 * _WINDOW
+                elif lo - _WINDOW < stop <= lo + len(data):
+                    first, last = start - 2 * _WINDOW, stop
+        lo, data = self._read(max(0, first), last)
         if lo > start or stop > lo + len(data):
             raise StoreError(
                 "The session was rewritten (purged or migrated) since it was loaded; open it again"
