@@ -9,7 +9,8 @@ and every 12th operation purges an earlier message (a rewrite: all records delet
 again in one transaction). It prints ``try`` before each operation and ``ack`` after it
 returned. The parent kills it with SIGKILL after a random delay, then checks: the database
 passes ``PRAGMA integrity_check``; the session opens; every acknowledged message is there, in
-order, except those whose purge was acknowledged (those are gone, their text in no file); an
+order, except those whose purge was acknowledged (those are gone, their text in no file, nor
+the bytes of their packed rows, which the child prints: schema version 4 keeps it deflated); an
 operation in flight left all of itself or nothing; an append after the crash survives a reopen.
 Exits 1 on the first failing trial, naming its seed (rerun one with ``--start SEED --trials 1``).
 """
@@ -33,7 +34,8 @@ CHILD = """
 import random, sys
 import threadline as tl
 from threadline.model.content import Message, text
-from threadline.model.entries import MessageEntry, new_id, now
+from threadline.model.entries import MessageEntry, encode, new_id, now
+from threadline.store.sqlite import envelope, pack
 db, seed = sys.argv[1], int(sys.argv[2])
 rng = random.Random(seed)
 st = tl.open_store(f"sqlite:///{db}", durability="fsync")
@@ -57,6 +59,8 @@ for op in range(100000):
         recs.append(rec)
         tags[rec.id] = tag
         parent = rec.id
+        line = encode(rec)
+        print("packed", rec.id, pack(line, envelope(line))[0].hex(), flush=True)
     print("try", *[r.id for r in recs], flush=True)
     s.append_records(recs)
     print("ack", *[r.id for r in recs], flush=True)
@@ -79,11 +83,14 @@ def trial(directory: Path, seed: int) -> dict[str, int]:
     sid = lines[0].split()[1]
     acked: list[str] = []
     purged: dict[str, str] = {}  # acknowledged purges: id -> the tag its text began with
+    packed: dict[str, bytes] = {}  # id -> its row's raw (the text deflated: the tag is not in it)
     in_flight: list[str] = []
     purge_in_flight = False
     for line in lines[1:]:
         word, *ids = line.split()
-        if word == "try":
+        if word == "packed":
+            packed[ids[0]] = bytes.fromhex(ids[1])
+        elif word == "try":
             purge_in_flight = ids[0] == "purge"
             in_flight = [] if purge_in_flight else ids
         elif ids[0] == "purge":
@@ -124,8 +131,11 @@ def trial(directory: Path, seed: int) -> dict[str, int]:
     finally:
         st.close()
     leftovers = b"".join(p.read_bytes() for p in directory.glob("store.db*") if p.is_file())
+    alive = [i for i in acked if i not in purged]
+    if alive and packed[alive[-1]] not in leftovers:  # else the check below proves nothing
+        raise fail(f"the packed row of {alive[-1]} is in no database file")
     for victim, tag in purged.items():
-        if tag.encode() in leftovers:
+        if tag.encode() in leftovers or packed[victim] in leftovers:
             raise fail(f"the text of purged {victim} is still in the database files")
     return {
         "acked": len(acked),

@@ -194,3 +194,29 @@ def test_a_database_of_a_newer_threadline_is_refused_and_left_as_it_is(tmp_path:
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT max(version) FROM tl_schema_migrations").fetchone() == (newer,)
     conn.close()
+
+
+def test_pack_false_writes_the_json_and_either_store_reads_the_others_rows(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "store.db"
+    plain = tl.open_store(f"sqlite://{db}", pack=False)
+    with plain.create() as s:
+        first = s.append_message("user", "written as JSON " + FILLER)
+    plain.close()
+    packed = tl.open_store(f"sqlite://{db}")
+    with packed.open(s.id) as again:
+        second = again.append_message("assistant", "written packed " + FILLER)
+    packed.close()
+    rows = stored(db, s.id)
+    assert [raw[:1] == b"{" for raw, _ in rows] == [True, False]
+    assert rows[0][1] is None and rows[1][1] is not None and rows[1][1] > len(rows[1][0])
+    plain = tl.open_store(f"sqlite://{db}", pack=False)
+    try:
+        read = plain.open(s.id, read_only=True)
+        assert [(e.id, e.message.text) for e in read.entries()] == [
+            (first, "written as JSON " + FILLER),
+            (second, "written packed " + FILLER),
+        ]
+    finally:
+        plain.close()

@@ -1,11 +1,12 @@
 """The SQLite store: every session of a store in one database file (DESIGN §9).
 
 The database runs in WAL mode with ``synchronous=FULL`` (``durability="flush"`` uses NORMAL for
-bulk work). Each record is one row of ``tl_records`` keeping the record's JSON exactly as written
-(so unknown records round-trip) beside indexed columns (seq, id, parent_id, type, timestamp). It
-is a rowid table (schema version 2): a row of up to ~4,000 bytes shares its page with the rows
-before it, where the version-1 ``WITHOUT ROWID`` table gave a row over ~1,000 bytes an overflow
-page of its own.
+bulk work). Each record is one row of ``tl_records``: columns (seq, id, parent_id, type,
+timestamp) and the record's JSON, read back exactly as written (so unknown records round-trip);
+since schema version 4 the row keeps it packed (:func:`pack`: the JSON after the envelope the
+columns hold, deflated with a preset dictionary). It is a rowid table (schema version 2): a row
+of up to ~4,000 bytes shares its page with the rows before it, where the version-1 ``WITHOUT
+ROWID`` table gave a row over ~1,000 bytes an overflow page of its own.
 ``tl_sessions`` keeps the list columns (name, modified, message count, first message) up to date
 on every append, so listing never reads a session's records.
 
@@ -205,7 +206,7 @@ _DICTIONARY = b"".join(
         b'"message":{"role":"system","content":[{"type":"text","text":{"content":"',
         b'"message":{"role":"assistant","content":[{"type":"text","text":{"content":"',
         b'"message":{"role":"user","content":[{"type":"text","text":{"content":"',
-        b' the \n\n"}}]}}',
+        b' the \\n\\n"}}]}}',  # a text's newlines, as JSON escapes them
     )
 )
 
@@ -276,10 +277,11 @@ def unpack(raw: bytes, eid: str | None, parent: str | None, kind: str, stamp: st
     return envelope_json(kind, eid, parent, stamp) + data if mark == _PACKED else data
 
 
-def row_values(session_id: str, seq: int, line: bytes) -> tuple[Any, ...]:
-    """The values of a tl_records row (INSERT_RECORD's columns) keeping ``line``."""
+def row_values(session_id: str, seq: int, line: bytes, packed: bool = True) -> tuple[Any, ...]:
+    """The values of a tl_records row (INSERT_RECORD's columns) keeping ``line``, packed
+    (:func:`pack`) or as it is."""
     env = envelope(line)
-    return (session_id, seq, *env, *pack(line, env))
+    return (session_id, seq, *env, *(pack(line, env) if packed else (line, None)))
 
 
 INSERT_RECORD = (
@@ -416,7 +418,7 @@ class SqliteLog:
                     conn.executemany(
                         INSERT_RECORD,
                         [
-                            row_values(self.session_id, seq + i, line)
+                            row_values(self.session_id, seq + i, line, self._store.pack)
                             for i, line in enumerate(lines)
                         ],
                     )
@@ -457,7 +459,8 @@ class SqliteLog:
 
     def rewrite(self, header: bytes, lines: Iterable[bytes]) -> None:
         data = list(lines)
-        rows = [row_values(self.session_id, i + 1, line) for i, line in enumerate(data)]
+        packed = self._store.pack
+        rows = [row_values(self.session_id, i + 1, line, packed) for i, line in enumerate(data)]
         parsed = decode_header(header)
         with self._store.lock, self._store.transaction() as conn:
             self._check_owner(conn)
@@ -542,7 +545,10 @@ def _alive(host: str, pid: int) -> bool:
 class SqliteStore(BaseStore):
     """Sessions as rows of one SQLite database (``sqlite:///path.db``)."""
 
-    def __init__(self, url: str, *, durability: Durability = "fsync") -> None:
+    def __init__(self, url: str, *, durability: Durability = "fsync", pack: bool = True) -> None:
+        """``pack``: rows written keep their records packed (:func:`pack`, schema version 4);
+        False keeps each record's JSON as it is (more bytes, no inflating when it is read).
+        Either way every row reads back, whichever way it was written."""
         path = sqlite_path(url)
         if path != ":memory:":
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
@@ -550,6 +556,7 @@ class SqliteStore(BaseStore):
         self.path = path
         self.url = url
         self.durability: Durability = durability
+        self.pack = pack
         self.lock = threading.RLock()
         try:
             self.conn = connect(path, durability)
@@ -652,7 +659,10 @@ class SqliteStore(BaseStore):
                 for chunk in chunked(lines, CREATE_CHUNK):
                     conn.executemany(
                         INSERT_RECORD,
-                        [row_values(header.id, seq + i + 1, line) for i, line in enumerate(chunk)],
+                        [
+                            row_values(header.id, seq + i + 1, line, self.pack)
+                            for i, line in enumerate(chunk)
+                        ],
                     )
                     seq += len(chunk)
                     d = Delta(header, chunk)
