@@ -153,9 +153,9 @@ class RowSource:
     message) takes along the rows within ``_WINDOW`` bytes on either side, or twice that ahead
     when it follows on from the last window read (forward or back), and keeps the last few
     such windows: entries read one by one near each other (a branch walked back, a tree page,
-    a whole session read in order) cost one query, not one each, and each row is read once. ``fetch(first, last)`` returns the raw records of the
-    rows with sequence numbers ``first`` to ``last``, fewer when the session was rewritten
-    since the load (a purge)."""
+    a whole session read in order) cost one query, not one each, and each row is read once.
+    ``fetch(first, last)`` returns the raw records of the rows with sequence numbers ``first``
+    to ``last``, fewer when the session was rewritten since the load (a purge)."""
 
     __slots__ = ("fetch", "seqs", "starts", "windows")
 
