@@ -277,11 +277,11 @@ def unpack(raw: bytes, eid: str | None, parent: str | None, kind: str, stamp: st
     return envelope_json(kind, eid, parent, stamp) + data if mark == _PACKED else data
 
 
-def row_values(session_id: str, seq: int, line: bytes, packed: bool = True) -> tuple[Any, ...]:
-    """The values of a tl_records row (INSERT_RECORD's columns) keeping ``line``, packed
-    (:func:`pack`) or as it is."""
+def record_values(line: bytes, packed: bool = True) -> tuple[Any, ...]:
+    """The values of a tl_records row keeping ``line`` after its session_id and seq (the rest of
+    INSERT_RECORD's columns), ``line`` packed (:func:`pack`) or as it is."""
     env = envelope(line)
-    return (session_id, seq, *env, *(pack(line, env) if packed else (line, None)))
+    return (*env, *(pack(line, env) if packed else (line, None)))
 
 
 INSERT_RECORD = (
@@ -404,6 +404,7 @@ class SqliteLog:
     def append(self, lines: Sequence[bytes], records: Sequence[AnyRecord] | None = None) -> None:
         if not lines:
             return
+        values = [record_values(line, self._store.pack) for line in lines]  # before the lock
         with self._store.lock:
             try:
                 with self._store.transaction() as conn:
@@ -417,10 +418,7 @@ class SqliteLog:
                     seq = got[0]
                     conn.executemany(
                         INSERT_RECORD,
-                        [
-                            row_values(self.session_id, seq + i, line, self._store.pack)
-                            for i, line in enumerate(lines)
-                        ],
+                        [(self.session_id, seq + i, *v) for i, v in enumerate(values)],
                     )
                     delta = Delta(decode_header(got[1]), lines)
                     conn.execute(
@@ -460,7 +458,9 @@ class SqliteLog:
     def rewrite(self, header: bytes, lines: Iterable[bytes]) -> None:
         data = list(lines)
         packed = self._store.pack
-        rows = [row_values(self.session_id, i + 1, line, packed) for i, line in enumerate(data)]
+        rows = [
+            (self.session_id, i + 1, *record_values(line, packed)) for i, line in enumerate(data)
+        ]
         parsed = decode_header(header)
         with self._store.lock, self._store.transaction() as conn:
             self._check_owner(conn)
@@ -660,7 +660,7 @@ class SqliteStore(BaseStore):
                     conn.executemany(
                         INSERT_RECORD,
                         [
-                            row_values(header.id, seq + i + 1, line, self.pack)
+                            (header.id, seq + i + 1, *record_values(line, self.pack))
                             for i, line in enumerate(chunk)
                         ],
                     )
