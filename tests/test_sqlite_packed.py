@@ -11,13 +11,15 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import threadline as tl
 from threadline.errors import StoreError
 from threadline.model.entries import SessionHeader, encode, now
 from threadline.store import migrations
 from threadline.store.base import PURGED_MARK
-from threadline.store.sqlite import envelope_json, pack, unpack
+from threadline.store.sqlite import envelope, envelope_json, pack, unpack
 
 V1 = Path(__file__).resolve().parent / "data" / "sqlite_v1"
 FILLER = "The committee reviews the quarterly figures and drafts a reply. "
@@ -112,6 +114,39 @@ def test_every_kind_of_row_reads_back_byte_for_byte(tmp_path: Path) -> None:
         ]
     finally:
         st.close()
+
+
+_TEXT = st.text(max_size=40)
+_ID = st.one_of(st.none(), _TEXT)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=_TEXT,
+    eid=_ID,
+    parent=_ID,
+    stamp=_ID,
+    body=st.dictionaries(_TEXT, st.one_of(_TEXT, st.integers(), st.none()), max_size=5),
+    reorder=st.booleans(),
+)
+def test_any_record_reads_back_from_its_row(
+    kind: str,
+    eid: str | None,
+    parent: str | None,
+    stamp: str | None,
+    body: dict[str, object],
+    reorder: bool,
+) -> None:
+    """Whatever the envelope holds (escapes, Unicode, nulls) and whatever follows it, the row
+    :func:`pack` makes reads back as the line, from the columns :func:`envelope` gives."""
+    head = {"type": kind, "id": eid, "parent_id": parent, "timestamp": stamp}
+    rest = {k: v for k, v in body.items() if k not in head}
+    record = {**rest, **head} if reorder else {**head, **rest}
+    line = msgspec.json.encode(record)
+    env = envelope(line)
+    raw, size = pack(line, env)
+    assert unpack(raw, env[0], env[1], env[2], env[3]) == line
+    assert size == (None if raw == line else len(line))
 
 
 def test_pack_and_unpack_agree_on_the_envelope_columns() -> None:
