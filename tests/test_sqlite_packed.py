@@ -255,3 +255,56 @@ def test_pack_false_writes_the_json_and_either_store_reads_the_others_rows(
         ]
     finally:
         plain.close()
+
+
+def test_db_pack_packs_older_rows_in_place_and_they_read_back_exactly(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from threadline.cli.main import cli
+
+    db = tmp_path / "store.db"
+    shutil.copy(V1 / "store.db", db)
+    st = tl.open_store(f"sqlite://{db}")  # upgrades to version 4: the rows stay JSON
+    try:
+        expected = {
+            row.id: list(st.backend.open_log(row.id).raw_lines())  # type: ignore[attr-defined]
+            for row in st.list()
+        }
+    finally:
+        st.close()
+    json_rows = [r for sid in expected for r in stored(db, sid)]
+    purged = [raw for raw, _ in json_rows if PURGED_MARK in raw]
+    assert purged and all(raw[:1] == b"{" and size is None for raw, size in json_rows)
+    size_before = db.stat().st_size
+    runner = CliRunner()
+    first = runner.invoke(cli, ["db", "pack", f"sqlite://{db}"])
+    rows = [r for sid in expected for r in stored(db, sid)]
+    packed = [(raw, size) for raw, size in rows if raw[:1] != b"{"]
+    # every row but the purged one is packed; the counts are what the command says
+    assert [raw for raw, _ in rows if raw[:1] == b"{"] == purged
+    assert len(packed) == len(json_rows) - len(purged)
+    before = sum(size for _, size in packed if size is not None)
+    after = sum(len(raw) for raw, _ in packed)
+    assert (first.exit_code, first.output) == (
+        0,
+        f"Packed {len(packed):,} records: {before:,} bytes of JSON now take {after:,}.\n",
+    )
+    assert after < before and db.stat().st_size < size_before  # VACUUM gave the pages back
+    st = tl.open_store(f"sqlite://{db}")
+    try:
+        got = {
+            row.id: list(st.backend.open_log(row.id).raw_lines())  # type: ignore[attr-defined]
+            for row in st.list()
+        }
+    finally:
+        st.close()
+    assert got == expected
+    again = runner.invoke(cli, ["db", "pack", f"sqlite://{db}"])
+    assert (again.exit_code, again.output) == (
+        0,
+        "Every record is packed already; nothing to do.\n",
+    )
+    wrong = runner.invoke(cli, ["db", "pack", str(tmp_path)])
+    assert wrong.exit_code == 2 and f"db pack takes a sqlite:/// URL, not '{tmp_path}'" in (
+        wrong.output
+    )

@@ -311,7 +311,7 @@ def catalog_index(ctx: click.Context) -> None:
 
 @click.group()
 def db() -> None:
-    """Database stores: schema migrations, scrubbing deleted text."""
+    """Database stores: schema migrations, packing, scrubbing deleted text."""
 
 
 @db.command(name="upgrade")
@@ -347,6 +347,24 @@ def db_upgrade(url: str, schema: str) -> None:
         click.echo(f"Applied migrations: {', '.join(applied)}")
     else:
         click.echo("The schema is up to date; nothing to apply.")
+
+
+@db.command(name="pack")
+@click.argument("url")
+@click.option("--no-vacuum", is_flag=True, help="Leave the freed pages in the file (no VACUUM).")
+def db_pack(url: str, no_vacuum: bool) -> None:
+    """Pack a SQLite store's records written before schema version 4 (or with pack=False) in
+    place, as new ones are written, then VACUUM the file. Safe to run again and while
+    sessions are written."""
+    if not url.startswith("sqlite:"):
+        raise UserError(f"db pack takes a sqlite:/// URL, not {url!r}")
+    from threadline.store.sqlite import pack_rows, sqlite_path
+
+    rows, before, after = pack_rows(sqlite_path(url), vacuum=not no_vacuum)
+    if rows:
+        click.echo(f"Packed {rows:,} records: {before:,} bytes of JSON now take {after:,}.")
+    else:
+        click.echo("Every record is packed already; nothing to do.")
 
 
 @db.command(name="scrub")

@@ -284,6 +284,65 @@ def record_values(line: bytes, packed: bool = True) -> tuple[Any, ...]:
     return (*env, *(pack(line, env) if packed else (line, None)))
 
 
+def pack_rows(path: str, *, vacuum: bool = True, batch: int = 500) -> tuple[int, int, int]:
+    """Pack the rows of the database at ``path`` that keep their record's JSON as it is (rows
+    written before schema version 4, or with ``pack=False``), in place, ``batch`` rows a
+    transaction, so that the file needs no second copy; then ``VACUUM`` gives the pages freed
+    back to the file system (it needs free disk for one copy of the file for a moment).
+    Returns ``(rows packed, bytes of their raw before, after)``. Writers may go on meanwhile:
+    a row changed since it was read (a purge rewrote the session) is left as it is."""
+    conn = connect(path)
+    packed = before = after = 0
+    try:
+        upgrade(conn, "sqlite")
+        last = 0
+        while True:
+            rows = conn.execute(
+                f"SELECT rowid, raw, {UNPACK_COLUMNS} FROM tl_records WHERE rowid > ? AND "
+                "json_bytes IS NULL ORDER BY rowid LIMIT ?",
+                (last, batch),
+            ).fetchall()
+            if not rows:
+                break
+            last = rows[-1][0]
+            updates = []
+            for rowid, raw, eid, parent, kind, stamp in rows:
+                line = bytes(raw)
+                if line[:1] != b"{":
+                    continue
+                new, size = pack(line, (eid, parent, kind, stamp))
+                if size is not None:
+                    updates.append((new, size, rowid, line))
+            if updates:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for new, size, rowid, line in updates:
+                        done = conn.execute(
+                            "UPDATE tl_records SET raw = ?, json_bytes = ? WHERE rowid = ? AND "
+                            "json_bytes IS NULL AND raw = ?",
+                            (new, size, rowid, line),
+                        ).rowcount
+                        if done:
+                            packed += 1
+                            before += len(line)
+                            after += len(new)
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+        checkpoint(conn)
+        if vacuum and packed:
+            conn.execute("VACUUM")
+    except sqlite3.Error as exc:
+        raise StoreError(
+            f"Packing the SQLite store {path} stopped ({exc}); the rows packed so far are "
+            "kept and read back as before. Check the file and free disk space, then run it again"
+        ) from None
+    finally:
+        conn.close()
+    return packed, before, after
+
+
 INSERT_RECORD = (
     "INSERT INTO tl_records (session_id, seq, id, parent_id, type, timestamp, raw, json_bytes) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
