@@ -19,7 +19,7 @@ from threadline.errors import StoreError
 from threadline.model.entries import SessionHeader, encode, now
 from threadline.store import migrations
 from threadline.store.base import PURGED_MARK
-from threadline.store.sqlite import envelope, envelope_json, pack, unpack
+from threadline.store.sqlite import envelope, envelope_json, pack, pack_rows, unpack
 
 V1 = Path(__file__).resolve().parent / "data" / "sqlite_v1"
 FILLER = "The committee reviews the quarterly figures and drafts a reply. "
@@ -226,6 +226,10 @@ def test_a_database_of_a_newer_threadline_is_refused_and_left_as_it_is(tmp_path:
         f"The SQLite store {db} is at schema version {newer}, written by a newer threadline "
         f"(this one reads versions up to {newer - 1}); upgrade threadline to open it"
     )
+    # nor does db pack touch its rows
+    with pytest.raises(StoreError) as packing:
+        pack_rows(str(db))
+    assert str(packing.value) == str(info.value)
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT max(version) FROM tl_schema_migrations").fetchone() == (newer,)
     conn.close()

@@ -284,6 +284,21 @@ def record_values(line: bytes, packed: bool = True) -> tuple[Any, ...]:
     return (*env, *(pack(line, env) if packed else (line, None)))
 
 
+def newer_schema(conn: sqlite3.Connection, path: str) -> StoreError | None:
+    """The error to raise when the database was written by a newer threadline than this one
+    (its schema version is one this code does not know: its rows may not read as they should)."""
+    (found,) = conn.execute(
+        "SELECT max(version) FROM tl_schema_migrations WHERE track = 'sqlite'"
+    ).fetchone()
+    known = migrations.latest("sqlite")
+    if found is None or found <= known:
+        return None
+    return StoreError(
+        f"The SQLite store {path} is at schema version {found}, written by a newer threadline "
+        f"(this one reads versions up to {known}); upgrade threadline to open it"
+    )
+
+
 def pack_rows(path: str, *, vacuum: bool = True, batch: int = 500) -> tuple[int, int, int]:
     """Pack the rows of the database at ``path`` that keep their record's JSON as it is (rows
     written before schema version 4, or with ``pack=False``), in place, ``batch`` rows a
@@ -295,6 +310,9 @@ def pack_rows(path: str, *, vacuum: bool = True, batch: int = 500) -> tuple[int,
     packed = before = after = 0
     try:
         upgrade(conn, "sqlite")
+        newer = newer_schema(conn, path)
+        if newer is not None:
+            raise newer
         last = 0
         while True:
             rows = conn.execute(
@@ -620,19 +638,12 @@ class SqliteStore(BaseStore):
         try:
             self.conn = connect(path, durability)
             upgrade(self.conn, "sqlite")
-            (found,) = self.conn.execute(
-                "SELECT max(version) FROM tl_schema_migrations WHERE track = 'sqlite'"
-            ).fetchone()
+            newer = newer_schema(self.conn, path)
         except sqlite3.Error as exc:
             raise StoreError(f"Cannot open SQLite store {path}: {exc}") from None
-        known = migrations.latest("sqlite")
-        if found > known:
+        if newer is not None:
             self.conn.close()
-            raise StoreError(
-                f"The SQLite store {path} is at schema version {found}, written by a newer "
-                f"threadline (this one reads versions up to {known}); upgrade threadline to "
-                "open it"
-            )
+            raise newer
 
     def writer_lock(self, session_id: str) -> int | None:
         """Take the writer flock of a session (``<db>-writers/<id>.lock``); returns its
