@@ -261,6 +261,18 @@ def test_pack_false_writes_the_json_and_either_store_reads_the_others_rows(
         plain.close()
 
 
+def lines_by_session(db: Path) -> dict[str, list[bytes]]:
+    """Every session's lines, read through a store opened on ``db``."""
+    st = tl.open_store(f"sqlite://{db}")
+    try:
+        return {
+            row.id: list(st.backend.open_log(row.id).raw_lines())  # type: ignore[attr-defined]
+            for row in st.list()
+        }
+    finally:
+        st.close()
+
+
 def test_db_pack_packs_older_rows_in_place_and_they_read_back_exactly(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
@@ -268,14 +280,7 @@ def test_db_pack_packs_older_rows_in_place_and_they_read_back_exactly(tmp_path: 
 
     db = tmp_path / "store.db"
     shutil.copy(V1 / "store.db", db)
-    st = tl.open_store(f"sqlite://{db}")  # upgrades to version 4: the rows stay JSON
-    try:
-        expected = {
-            row.id: list(st.backend.open_log(row.id).raw_lines())  # type: ignore[attr-defined]
-            for row in st.list()
-        }
-    finally:
-        st.close()
+    expected = lines_by_session(db)  # the store upgrades to version 4: the rows stay JSON
     json_rows = [r for sid in expected for r in stored(db, sid)]
     purged = [raw for raw, _ in json_rows if PURGED_MARK in raw]
     assert purged and all(raw[:1] == b"{" and size is None for raw, size in json_rows)
@@ -294,15 +299,7 @@ def test_db_pack_packs_older_rows_in_place_and_they_read_back_exactly(tmp_path: 
         f"Packed {len(packed):,} records: {before:,} bytes of JSON now take {after:,}.\n",
     )
     assert after < before and db.stat().st_size < size_before  # VACUUM gave the pages back
-    st = tl.open_store(f"sqlite://{db}")
-    try:
-        got = {
-            row.id: list(st.backend.open_log(row.id).raw_lines())  # type: ignore[attr-defined]
-            for row in st.list()
-        }
-    finally:
-        st.close()
-    assert got == expected
+    assert lines_by_session(db) == expected
     again = runner.invoke(cli, ["db", "pack", f"sqlite://{db}"])
     assert (again.exit_code, again.output) == (
         0,
