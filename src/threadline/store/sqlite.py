@@ -300,65 +300,12 @@ def newer_schema(conn: sqlite3.Connection, path: str) -> StoreError | None:
 
 
 def pack_rows(path: str, *, vacuum: bool = True, batch: int = 500) -> tuple[int, int, int]:
-    """Pack the rows of the database at ``path`` that keep their record's JSON as it is (rows
-    written before schema version 4, or with ``pack=False``), in place, ``batch`` rows a
-    transaction, so that the file needs no second copy; then ``VACUUM`` gives the pages freed
-    back to the file system (it needs free disk for one copy of the file for a moment).
-    Returns ``(rows packed, bytes of their raw before, after)``. Writers may go on meanwhile:
-    a row changed since it was read (a purge rewrote the session) is left as it is."""
-    conn = connect(path)
-    packed = before = after = 0
+    """:meth:`SqliteStore.pack_rows` of the database at ``path``."""
+    store = SqliteStore(f"sqlite://{path}")
     try:
-        upgrade(conn, "sqlite")
-        newer = newer_schema(conn, path)
-        if newer is not None:
-            raise newer
-        last = 0
-        while True:
-            rows = conn.execute(
-                f"SELECT rowid, raw, {UNPACK_COLUMNS} FROM tl_records WHERE rowid > ? AND "
-                "json_bytes IS NULL ORDER BY rowid LIMIT ?",
-                (last, batch),
-            ).fetchall()
-            if not rows:
-                break
-            last = rows[-1][0]
-            updates = []
-            for rowid, raw, eid, parent, kind, stamp in rows:
-                line = bytes(raw)
-                if line[:1] != b"{":
-                    continue
-                new, size = pack(line, (eid, parent, kind, stamp))
-                if size is not None:
-                    updates.append((new, size, rowid, line))
-            if updates:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    for new, size, rowid, line in updates:
-                        done = conn.execute(
-                            "UPDATE tl_records SET raw = ?, json_bytes = ? WHERE rowid = ? AND "
-                            "json_bytes IS NULL AND raw = ?",
-                            (new, size, rowid, line),
-                        ).rowcount
-                        if done:
-                            packed += 1
-                            before += len(line)
-                            after += len(new)
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-        checkpoint(conn)
-        if vacuum and packed:
-            conn.execute("VACUUM")
-    except sqlite3.Error as exc:
-        raise StoreError(
-            f"Packing the SQLite store {path} stopped ({exc}); the rows packed so far are "
-            "kept and read back as before. Check the file and free disk space, then run it again"
-        ) from None
+        return store.pack_rows(vacuum=vacuum, batch=batch)
     finally:
-        conn.close()
-    return packed, before, after
+        store.close()
 
 
 INSERT_RECORD = (
@@ -644,6 +591,58 @@ class SqliteStore(BaseStore):
         if newer is not None:
             self.conn.close()
             raise newer
+
+    def pack_rows(self, *, vacuum: bool = True, batch: int = 500) -> tuple[int, int, int]:
+        """Pack the rows that keep their record's JSON as it is (rows written before schema
+        version 4, or with ``pack=False``), in place, ``batch`` rows a transaction, so that the
+        file needs no second copy; then ``VACUUM`` gives the pages freed back to the file system
+        (it needs free disk for one copy of the file for a moment). Returns ``(rows packed,
+        bytes of their raw before, after)``. Writers may go on meanwhile: a row changed since it
+        was read (a purge rewrote the session) is left as it is."""
+        packed = before = after = 0
+        last = 0
+        try:
+            while True:
+                with self.lock:
+                    rows = self.conn.execute(
+                        f"SELECT rowid, raw, {UNPACK_COLUMNS} FROM tl_records WHERE rowid > ? "
+                        "AND json_bytes IS NULL ORDER BY rowid LIMIT ?",
+                        (last, batch),
+                    ).fetchall()
+                if not rows:
+                    break
+                last = rows[-1][0]
+                updates = []
+                for rowid, raw, eid, parent, kind, stamp in rows:
+                    line = bytes(raw)
+                    if line[:1] != b"{":
+                        continue
+                    new, size = pack(line, (eid, parent, kind, stamp))
+                    if size is not None:
+                        updates.append((new, size, rowid, line))
+                if not updates:
+                    continue
+                with self.lock, self.transaction() as conn:
+                    for new, size, rowid, line in updates:
+                        if conn.execute(
+                            "UPDATE tl_records SET raw = ?, json_bytes = ? WHERE rowid = ? AND "
+                            "json_bytes IS NULL AND raw = ?",
+                            (new, size, rowid, line),
+                        ).rowcount:
+                            packed += 1
+                            before += len(line)
+                            after += len(new)
+            with self.lock:
+                checkpoint(self.conn)
+                if vacuum and packed:
+                    self.conn.execute("VACUUM")
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"Packing the SQLite store {self.path} stopped ({exc}); the rows packed so far "
+                "are kept and read back as before. Check the file and free disk space, then run "
+                "it again"
+            ) from None
+        return packed, before, after
 
     def writer_lock(self, session_id: str) -> int | None:
         """Take the writer flock of a session (``<db>-writers/<id>.lock``); returns its
