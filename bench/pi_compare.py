@@ -68,6 +68,14 @@ def prepare(entries: int, seed: int) -> tuple[Path, Path, str]:
             ],
             check=True,
         )
+    if not (store / f"{sid}.jsonl.idx").exists():
+        # The import writes the log only; the first open writes the index beside it (issue 19).
+        # Each timed process opens a copy of both: the open of a session opened before.
+        subprocess.run(
+            [PY, "-c", "import sys, threadline as tl; tl.open_store(sys.argv[1]).open(sys.argv[2])"]
+            + [str(store), sid],
+            check=True,
+        )
     return pim, pi_file, sid
 
 
@@ -119,6 +127,7 @@ def main() -> None:
         results.setdefault(key, {s: [] for s in sides})[side].append(value)
 
     nan = float("nan")
+    states: list[str] = []  # the index's state at each threadline open ("used": it was read)
     for op, fields in keys.items():
         for n in range(args.runs):
             runs = {"pi": run_json(["node", "bench.mjs", op, str(pi_file)], cwd=pim)}
@@ -130,6 +139,7 @@ def main() -> None:
             runs["tl"] = run_json(tl_cmd)
             if args.before and not n % 2:
                 runs["before"] = run_json(tl_cmd, src=args.before)
+            states.append(str(runs["tl"].get("index", "")))
             for side, got in runs.items():
                 for f in fields + (["loadMs"] if op != "load" else []):
                     add(f"{op}.{f}", side, got.get(f, nan))
@@ -144,6 +154,7 @@ def main() -> None:
                 if op == "context":
                     add("context.materializeMs", side, got.get("materializeMs", nan))
     print(json.dumps(results), file=sys.stderr)  # every run, for ranges
+    print("threadline's index at open:", ", ".join(f"{x} {states.count(x)}" for x in set(states)))
     head = f"| metric (median of {args.runs}) | pi | threadline | ratio |"
     if args.before:
         head += " before | ratio before |"
