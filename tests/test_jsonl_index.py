@@ -65,13 +65,13 @@ def snapshot(s: tl.Session) -> dict[str, Any]:
     }
 
 
-def nested_order(roots: list[Any]) -> list[tuple[str, int]]:
-    """The nested tree() in depth-first order: (entry id, depth)."""
-    out: list[tuple[str, int]] = []
+def nested_order(roots: list[Any]) -> list[tuple[str, int, str | None]]:
+    """The nested tree() in depth-first order: (entry id, depth, label)."""
+    out: list[tuple[str, int, str | None]] = []
     stack = [(n, 0) for n in reversed(roots)]
     while stack:
         node, depth = stack.pop()
-        out.append((node.entry.id, depth))
+        out.append((node.entry.id, depth, node.label))
         stack.extend((c, depth + 1) for c in reversed(node.children))
     return out
 
@@ -103,11 +103,60 @@ def test_tree_orders_siblings_by_time_without_merging_every_timestamp(tmp_path: 
     again = store.open(s.id)
     assert again.state.log.index_state == "used"  # type: ignore[attr-defined]
     order = nested_order(again.tree())
-    kids = [e for e, d in order if d == 11]
+    kids = [e for e, d, _ in order if d == 11]
     assert kids == [early, ids[11], late]
     assert again.state.tree._stamps  # the columns were not merged into ts
     assert order == nested_order(store.open(s.id).tree())
     store.close()
+
+
+def test_tree_from_the_columns_equals_the_tree_from_the_parents_dict(tmp_path: Path) -> None:
+    # tree() links an indexed session's messages by their rows (a run between two breaks is a
+    # chain); the same session with its parents dict built links them by id
+    store = tl.open_store(tmp_path, durability="flush")
+    s = store.create(session_id="s")
+    ids = [s.append_message("user", f"m{i}") for i in range(12)]
+    s.append_model_change("p", "a")  # a record after ids[11], under it
+    s.branch(ids[11])
+    after = s.append(  # under the row before the record, and older than it: sorted first
+        {
+            "type": "message",
+            "parent_id": ids[11],
+            "timestamp": "2000-01-01T00:00:00Z",
+            "message": {"role": "user", "content": [{"type": "text", "text": {"content": "a"}}]},
+        }
+    )
+    s.branch(ids[3])
+    side = [s.append_message("assistant", f"side {i}") for i in range(4)]  # a break, a chain
+    summary = s.branch_with_summary(ids[5], "the side branch")
+    under_summary = s.append_message("user", "under the summary")  # a parent by name
+    s.set_label(ids[3], "fork")
+    s.set_label(after, "after")
+    s.set_label(summary, "summary")
+    s.close()
+    store.open("s").close()  # writes the index
+    lazy = store.open("s")
+    assert lazy.state.log.index_state == "used"  # type: ignore[attr-defined]
+    assert lazy.state.tree.columns is not None
+    got = nested_order(lazy.tree())
+    assert lazy.state.tree.lazy  # tree() built no parents dict
+    lazy.close()
+    built = store.open("s")
+    assert built.state.tree.parent  # the dict of every entry: tree() links by id
+    assert built.state.tree.columns is None
+    assert got == nested_order(built.tree())
+    depth = {e: d for e, d, _ in got}
+    order = [e for e, _, _ in got]
+    assert order.index(after) == order.index(ids[11]) + 1  # before the record, its sibling
+    assert [depth[e] for e in side] == [4, 5, 6, 7]
+    assert depth[after] == depth[ids[11]] + 1
+    assert depth[under_summary] == depth[summary] + 1 == depth[ids[5]] + 2
+    assert {e: label for e, _, label in got if label} == {
+        ids[3]: "fork",
+        after: "after",
+        summary: "summary",
+    }
+    built.close()
 
 
 def open_state(store: tl.Store, sid: str) -> tuple[dict[str, Any], str]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import heapq
+import itertools
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -57,10 +59,12 @@ from threadline.model.entries import (
     now,
 )
 from threadline.model.limits import check_record, check_value, encode_checked
+from threadline.model.tree import TreeIndex
 from threadline.operations import OperationInfo
 from threadline.repair import Repair
 from threadline.state import AT_LEAF, SessionState
 from threadline.store.base import (
+    NO_PARENT,
     BaseStore,
     LazyMessage,
     Loaded,
@@ -628,20 +632,62 @@ class Session:
         # until .entry is read. An entry written before its parent (rare: imported logs) is
         # linked after the pass, and its siblings are sorted with the file order spelled out.
         t = self._state.tree
-        nodes: dict[str, TreeNode] = {}
         roots: list[TreeNode] = []
         grown: list[list[TreeNode]] = []  # a children list each time it gets one more child
         late: list[tuple[str, TreeNode]] = []
-        find = nodes.get
-        # the parent of most entries is the entry just before them: it is taken from there, not
-        # looked up (the first entry has none before it: a marker no parent equals)
-        prev_id: object = _NO_ENTRY
-        prev = TreeNode()
-        for eid, parent in t.items():  # (an open through the index builds no parents dict)
+        find: Callable[[str], TreeNode | None]
+        if t.columns is None:
+            nodes: dict[str, TreeNode] = {}
+            self._link_pairs(t.items(), nodes.get, nodes, roots, grown, late)
+            find = nodes.get
+        else:
+            find = self._link_columns(t, roots, grown, late)
+        branches = list({id(kids): kids for kids in grown}.values())
+        if late:
+            for parent, node in late:
+                above = find(parent)
+                assert above is not None
+                above.children.append(node)
+        # the time of the entries that have siblings only (the whole column is not merged)
+        late_kids = [find(p).children for p in {p for p, _ in late}]  # type: ignore[union-attr]
+        sorting = [*branches, roots, *late_kids]
+        keys = t.sibling_keys(n._entry for kids in sorting if len(kids) > 1 for n in kids)
+        key = keys.__getitem__
+        for kids in branches:
+            kids.sort(key=lambda n: key(n._entry))
+        if len(roots) > 1:
+            roots.sort(key=lambda n: key(n._entry))
+        if late:
+            seq = t.file_order()
+            for kids in late_kids:
+                if len(kids) > 1:  # (an only child has no time in keys)
+                    kids.sort(key=lambda n: (key(n._entry), seq[n._entry]))
+        for eid, label in self._state.labels.items():
+            labelled = find(eid)
+            if labelled is not None:
+                labelled.label = label
+        return roots
+
+    def _link_pairs(
+        self,
+        pairs: Iterable[tuple[str, str | None]],
+        find: Callable[[str], TreeNode | None],
+        nodes: dict[str, TreeNode],
+        roots: list[TreeNode],
+        grown: list[list[TreeNode]],
+        late: list[tuple[str, TreeNode]],
+        prev_id: object = _NO_ENTRY,
+        prev: TreeNode | None = None,
+    ) -> tuple[object, TreeNode | None]:
+        """Link the nodes of ``(entry, parent)`` pairs in file order (see :meth:`_linked_tree`);
+        returns the last entry's id and node. The parent of most entries is the entry just
+        before them: it is taken from there, not looked up (the first entry has none before
+        it: a marker no parent equals)."""
+        for eid, parent in pairs:
             node = TreeNode(_entry=eid, _load=self)
             nodes[eid] = node
             if parent == prev_id:
-                kids = prev.children
+                kids = prev.children  # type: ignore[union-attr]
             elif parent is None:
                 roots.append(node)
                 prev_id, prev = eid, node
@@ -657,29 +703,95 @@ class Session:
                 grown.append(kids)
             kids.append(node)
             prev_id, prev = eid, node
-        branches = list({id(kids): kids for kids in grown}.values())
-        if late:
-            for parent, node in late:
-                nodes[parent].children.append(node)
-        # the time of the entries that have siblings only (the whole column is not merged)
-        sorting = [*branches, roots] + [nodes[p].children for p in {p for p, _ in late}]
-        keys = t.sibling_keys(n._entry for kids in sorting if len(kids) > 1 for n in kids)
-        key = keys.__getitem__
-        for kids in branches:
-            kids.sort(key=lambda n: key(n._entry))
-        if len(roots) > 1:
-            roots.sort(key=lambda n: key(n._entry))
-        if late:
-            seq = t.file_order()
-            for parent in {parent for parent, _ in late}:
-                kids = nodes[parent].children
-                if len(kids) > 1:  # (an only child has no time in keys)
-                    kids.sort(key=lambda n: (key(n._entry), seq[n._entry]))
-        for eid, label in self._state.labels.items():
-            labelled = find(eid)
-            if labelled is not None:
-                labelled.label = label
-        return roots
+        return prev_id, prev
+
+    def _link_columns(
+        self,
+        t: TreeIndex,
+        roots: list[TreeNode],
+        grown: list[list[TreeNode]],
+        late: list[tuple[str, TreeNode]],
+    ) -> Callable[[str], TreeNode | None]:
+        """:meth:`_link_pairs` over a tree still on an index's columns: the messages' nodes in
+        a list by row, linked by their parent rows (a run of rows between two breaks is a chain,
+        each row under the one before), the entries added since by their pairs. Returns how to
+        find an entry's node (None: not made yet)."""
+        cols = t.columns
+        assert cols is not None
+        made: list[TreeNode] = []  # the messages' nodes, by row
+        added: dict[str, TreeNode] = {}  # the other entries' nodes
+        rows, breaks, named, row_of = cols.rows, cols.breaks, cols.named, cols.row
+        pieces = list(t.pieces())
+        # the rows of the messages found by id below (the parents of the entries added, the
+        # labelled entries), by one scan: the map of every id (Columns.row) costs more
+        known = t.column_rows(
+            itertools.chain(
+                self._state.labels,
+                (p for seq, lo, _ in pieces if lo < 0 for _, p in seq if p is not None),
+            )
+        ).get
+
+        def find(eid: str) -> TreeNode | None:
+            node = added.get(eid)
+            if node is None:
+                r = known(eid)
+                if r is None:
+                    r = row_of(eid)
+                if r is not None and r < len(made):
+                    node = made[r]
+            return node
+
+        prev_id: object = _NO_ENTRY
+        prev: TreeNode | None = None
+        for seq, lo, hi in pieces:
+            if lo < 0:
+                prev_id, prev = self._link_pairs(
+                    seq, find, added, roots, grown, late, prev_id, prev
+                )
+                continue
+            if lo == hi:
+                continue
+            made += [TreeNode(_entry=eid, _load=self) for eid in seq[lo:hi]]
+            i = bisect_left(breaks, lo)
+            r = lo
+            while r < hi:
+                b = breaks[i] if i < len(breaks) else hi
+                b = min(b, hi)
+                if r < b:  # rows r..b-1 each under the row before
+                    if r == lo:  # the row before is another piece's: it may have children
+                        before = made[r - 1].children
+                        if before:
+                            grown.append(before)
+                        before.append(made[r])
+                        r += 1
+                    for above, node in zip(made[r - 1 : b - 1], made[r:b], strict=True):
+                        above.children.append(node)
+                    r = b
+                    continue
+                node = made[r]  # a break: a row whose parent is not the row before it
+                p = rows[r]
+                kids: list[TreeNode] | None
+                if p >= 0:
+                    kids = made[p].children
+                elif p == NO_PARENT:
+                    roots.append(node)
+                    kids = None
+                else:
+                    parent = named[r]
+                    named_above = find(parent)
+                    if named_above is None:
+                        late.append((parent, node))
+                        kids = None
+                    else:
+                        kids = named_above.children
+                if kids is not None:
+                    if kids:
+                        grown.append(kids)
+                    kids.append(node)
+                i += 1
+                r += 1
+            prev_id, prev = seq[hi - 1], made[hi - 1]
+        return find
 
     @serialized
     def metadata(self, *, content_types: bool = True) -> list[EntryMeta]:

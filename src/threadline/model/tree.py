@@ -132,6 +132,26 @@ class TreeIndex:
             for seq, lo, hi in self._pieces()
         )
 
+    @property
+    def columns(self) -> Columns | None:
+        """The columns the messages are read from while the tree is :attr:`lazy`, else None."""
+        return self._cols
+
+    def pieces(self) -> Iterator[tuple[Sequence[Any], int, int]]:
+        """The entries in file order while the tree is :attr:`lazy`: the columns' ids with the
+        rows ``lo:hi`` of a run, or (``lo`` -1) (entry, parent) pairs of the entries added."""
+        return self._pieces()
+
+    def column_rows(self, entry_ids: Iterable[str]) -> dict[str, int]:
+        """The rows of those of ``entry_ids`` that are messages of the columns (none when the
+        tree is not :attr:`lazy`), found by one scan in C loops, with no map of every id."""
+        cols = self._cols
+        wanted = set(entry_ids)
+        if cols is None or not wanted:
+            return {}
+        ids = cols.ids
+        return {ids[r]: r for r in compress(range(len(ids)), map(wanted.__contains__, ids))}
+
     def _in_order(self) -> list[str]:
         """Every entry id in file order, from the columns (runs of ids, no dict)."""
         out: list[str] = []
