@@ -71,11 +71,8 @@ def prepare(entries: int, seed: int) -> tuple[Path, Path, str]:
     if not (store / f"{sid}.jsonl.idx").exists():
         # The import writes the log only; the first open writes the index beside it (issue 19).
         # Each timed process opens a copy of both: the open of a session opened before.
-        subprocess.run(
-            [PY, "-c", "import sys, threadline as tl; tl.open_store(sys.argv[1]).open(sys.argv[2])"]
-            + [str(store), sid],
-            check=True,
-        )
+        opener = "import sys, threadline as tl; tl.open_store(sys.argv[1]).open(sys.argv[2])"
+        subprocess.run([PY, "-c", opener, str(store), sid], check=True)
     return pim, pi_file, sid
 
 
