@@ -414,6 +414,43 @@ def test_the_page_reloads_when_another_process_appends(page: Page, tmp_path: Pat
         expect(page.locator("#status")).to_have_text("Reloaded: the session changed on disk")
 
 
+def test_a_search_typed_while_the_list_loads_is_what_the_page_ends_on(
+    page: Page, tmp_path: Path
+) -> None:
+    # The list's answer is held back until the search's has been rendered: its late answer must
+    # not mark the page ready for the list or set the status (it did: a walkthrough step, a
+    # search typed while "← sessions" still loaded, failed once that way)
+    store = tl.open_store(tmp_path / "race")
+    store.catalog.embedder = None
+    for text in ("atoms and molecules", "nothing to see"):
+        s = store.create()
+        s.append_message("user", text)
+        s.close()
+    held: list[Any] = []
+
+    def hold_the_list(route: Any) -> None:
+        if "q=atoms" in route.request.url:
+            route.continue_()
+        else:
+            held.append(route)
+
+    with serve(store) as base:
+        page.goto(base)
+        expect(page.locator("body")).to_have_attribute("data-ready", "#/")
+        page.route("**/api/sessions*", hold_the_list)
+        page.evaluate("location.hash = '#/?tag='")  # the list, held
+        page.evaluate("location.hash = '#/?q=atoms'")  # then at once a search
+        expect(page.locator("body")).to_have_attribute("data-ready", "#/?q=atoms")
+        expect(page.locator("#status")).to_have_text("1 session(s)")
+        assert len(held) == 1
+        with page.expect_response("**/api/sessions?q=&tag=*"):
+            held[0].continue_()
+        page.wait_for_timeout(500)  # the late answer has been read and handled by now
+        assert page.locator("body").get_attribute("data-ready") == "#/?q=atoms"
+        assert page.locator("#status").inner_text() == "1 session(s)"
+        expect(page.locator("tr[data-session]")).to_have_count(1)
+
+
 def test_the_viewer_revises_resequences_and_inserts_and_expands_markers(
     page: Page, tmp_path: Path
 ) -> None:

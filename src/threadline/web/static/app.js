@@ -292,6 +292,7 @@ async function showList() {
     page.append(h("p", { class: "error-box" }, e.message));
     return;
   }
+  if (!page.isConnected) return;  // a newer page replaced this one while it loaded
   const allTags = Object.entries(data.tags);
   if (allTags.length) {
     const chips = h("div", { class: "list-tools", "data-testid": "tag-filters" }, h("span", { class: "muted" }, "Tags:"));
@@ -429,12 +430,14 @@ class SessionPage {
     this.ctx.onData = (d) => this.renderCtxHead(d);
     this.tree.onData = (d) => this.renderTreeHead(d);
     await this.refresh();
+    if (this.unmounted) return;  // left while it loaded: no poll for a page nobody sees
     this.poll = setInterval(() => this.checkForChanges(), 3000);
     this.onFocus = () => this.checkForChanges();
     window.addEventListener("focus", this.onFocus);
   }
 
   unmount() {
+    this.unmounted = true;
     clearInterval(this.poll);
     window.removeEventListener("focus", this.onFocus);
   }
@@ -905,8 +908,10 @@ function renderMessage(m) {
 // Routing
 
 let currentPage = null;
+let navigation = 0;  // the newest route(): an older one that finishes late changes nothing
 
 async function route() {
+  const mine = ++navigation;
   modal.close();
   document.body.dataset.ready = "";
   const hash = location.hash || "#/";
@@ -917,15 +922,15 @@ async function route() {
       currentPage = new SessionPage(decodeURIComponent(m[1]));
       window.threadlinePage = currentPage;
       await currentPage.mount();
-      status("");
+      if (mine === navigation) status("");
     } else {
       currentPage = null;
       await showList();
     }
   } catch (e) {
-    status(e.message, true);
+    if (mine === navigation) status(e.message, true);
   }
-  document.body.dataset.ready = hash;
+  if (mine === navigation) document.body.dataset.ready = hash;
 }
 
 async function start() {
