@@ -31,6 +31,12 @@ def time_key(timestamp: str) -> float:
     return dt.timestamp()
 
 
+def _rows_of(ids: Sequence[str], wanted: set[str]) -> Iterator[int]:
+    """The rows of ``ids`` that hold one of ``wanted``, picked out by C loops (no bytecode per
+    row)."""
+    return compress(range(len(ids)), map(wanted.__contains__, ids))
+
+
 Run = tuple[Sequence[str], int, int, bool]
 """A piece of a path, ``(ids, lo, hi, plain)``: the entries ``ids[lo:hi]``; ``plain`` when they
 are consecutive messages of an index's columns (``ids`` is then all of the columns' ids)."""
@@ -150,7 +156,7 @@ class TreeIndex:
         if cols is None or not wanted:
             return {}
         ids = cols.ids
-        return {ids[r]: r for r in compress(range(len(ids)), map(wanted.__contains__, ids))}
+        return {ids[r]: r for r in _rows_of(ids, wanted)}
 
     def _in_order(self) -> list[str]:
         """Every entry id in file order, from the columns (runs of ids, no dict)."""
@@ -385,9 +391,7 @@ class TreeIndex:
             if len(found) == len(wanted):
                 break
             at = stamps.__getitem__ if hasattr(stamps, "__getitem__") else list(stamps).__getitem__
-            # the rows of the wanted ids, picked out by C loops (no bytecode per row)
-            rows = compress(range(len(ids)), map(wanted.__contains__, ids))
-            for row in rows:
+            for row in _rows_of(ids, wanted):
                 found[ids[row]] = at(row)
         return {e: time_key(t) for e, t in found.items()}
 

@@ -352,10 +352,8 @@ class SqliteLog:
         header = decode_header(row[0])
         report = LoadReport()
         sizes: dict[str, int] = {}
-        unpacked = (
-            (seq, eid, parent, stamp, size, raw)
-            if raw is None or raw[:1] == b"{"
-            else (seq, eid, parent, stamp, size, unpack(raw, eid, parent, kind, stamp))
+        unpacked = (  # raw is None for a message read lazily
+            (seq, eid, parent, stamp, size, raw and unpack(raw, eid, parent, kind, stamp))
             for seq, eid, parent, stamp, size, raw, kind in rows
         )
         slots = load_rows(unpacked, functools.partial(self._fetch, row[1]), report, sizes, 2)
