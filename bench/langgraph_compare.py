@@ -18,6 +18,13 @@ saver takes to load the latest checkpoint (``get_tuple``): ``--loads`` rounds in
 saver of every size loads once, the median per saver. The messages' own size is
 their LangChain JSON (``model_dump_json``), one per line.
 
+``--floor``: after each threadline saver, its thread's final messages alone (no checkpoint) are
+stored as a plain threadline session, one append each, in fresh storage of the same store: the
+bytes no saver that keeps the thread readable as a session can go under. ``--prose
+[REALDATA]``: the filler is successive slices of the real Claude Code transcripts' texts
+(``$THREADLINE_REALDATA``, default ../shared/realdata) instead of one sentence repeated, which
+deflates far better than real messages do.
+
 PostgreSQL: the ``test`` database on 127.0.0.1 (``$THREADLINE_BENCH_PG``), a fresh schema per
 saver, dropped at the end.
 """
@@ -41,10 +48,13 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
 
-from _langgraph_chat import FILLER, build, user  # noqa: E402
+from _langgraph_chat import build, filler, use_prose, user  # noqa: E402
+from threadline.model.entries import MessageEntry, new_id, now  # noqa: E402
 
 URL = os.environ.get("THREADLINE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 SCHEMAS: list[str] = []
+FLOOR: list[bool] = []  # --floor
+PROSE: list[str] = []  # --prose: the text messages are filled with
 
 
 def pg_schema(tag: str) -> str:
@@ -104,6 +114,20 @@ def pg_breakdown(schema: str) -> list[tuple[str, int]]:
                 (oid,),
             ).fetchall():
                 out.append((f"{name} index {idx.split('.')[-1]}", size))
+        # a record row's own cost: its tuple (header and key columns, pg_column_size of the row
+        # without the JSON and text columns) and its line pointer, then its primary key entry
+        rows, beside = conn.execute(
+            "SELECT count(*), coalesce(sum(pg_column_size(t.*) - pg_column_size(t.raw) - "
+            "coalesce(pg_column_size(t.body), 0) - coalesce(pg_column_size(t.etext), 0) + 4), 0) "
+            f'FROM "{schema}".tl_records t'
+        ).fetchone()
+        out.append(("tl_records rows", rows))
+        if rows:
+            out.append(("… bytes a row beside raw, body, etext (mean)", beside // rows))
+            pkey = conn.execute(
+                f"SELECT pg_relation_size('\"{schema}\".tl_records_pkey')"
+            ).fetchone()[0]
+            out.append(("… bytes a row in tl_records_pkey (mean)", pkey // rows))
     return out
 
 
@@ -141,11 +165,13 @@ class Saver:
         opener: Callable[[], Any],
         size: Callable[[], int],
         breakdown: Callable[[], list[tuple[str, int]]] | None = None,
+        floor: Callable[[list[Any]], int] | None = None,
     ) -> None:
         self.name = name
         self.opener = opener
         self.size = size
         self.breakdown = breakdown
+        self.floor = floor  # bytes of the given messages alone, as a plain session (--floor)
 
     @contextmanager
     def open(self) -> Iterator[Any]:
@@ -179,6 +205,28 @@ def savers(root: Path, tag: str) -> list[Saver]:
             saver.close()
             store.close()
 
+    def plain(messages: list[Any], url: str, size: Callable[[], int], **opts: Any) -> int:
+        """The messages alone, no checkpoint, as a plain threadline session in fresh storage of
+        the same store (one append per message, as a chat agent writes them): the floor any
+        saver whose thread is a readable session stands on."""
+        from threadline.formats import langchain as lc
+
+        store = tl.open_store(url, **opts)
+        try:
+            session = store.create()
+            for m in messages:
+                session.append_records(
+                    [MessageEntry(new_id(), session.leaf_id, now(), lc.to_message(m))]
+                )
+        finally:
+            store.close()
+        return size()
+
+    def plain_pg(messages: list[Any]) -> int:
+        schema = pg_schema(f"pl{tag}")
+        upgrade(URL, schema)
+        return plain(messages, URL, lambda: pg_bytes(schema), tenant="bench", schema=schema)
+
     @contextmanager
     def sqlite_saver() -> Iterator[Any]:
         with SqliteSaver.from_conn_string(str(lg_db)) as saver:
@@ -191,18 +239,31 @@ def savers(root: Path, tag: str) -> list[Saver]:
             yield saver
 
     return [
-        Saver("ThreadlineSaver (JSONL)", lambda: tl_saver(str(jsonl)), lambda: dir_bytes(jsonl)),
+        Saver(
+            "ThreadlineSaver (JSONL)",
+            lambda: tl_saver(str(jsonl)),
+            lambda: dir_bytes(jsonl),
+            floor=lambda ms: plain(
+                ms, str(root / f"pl-{tag}"), lambda: dir_bytes(root / f"pl-{tag}")
+            ),
+        ),
         Saver(
             "ThreadlineSaver (SQLite)",
             lambda: tl_saver(f"sqlite:///{tl_db}"),
             lambda: sum(p.stat().st_size for p in root.glob(f"tl-{tag}.db*")),
             lambda: sqlite_breakdown(tl_db),
+            floor=lambda ms: plain(
+                ms,
+                f"sqlite:///{root / f'pl-{tag}.db'}",
+                lambda: sum(p.stat().st_size for p in root.glob(f"pl-{tag}.db*")),
+            ),
         ),
         Saver(
             "ThreadlineSaver (PostgreSQL)",
             lambda: tl_saver(URL, tenant="bench", schema=tl_schema),
             lambda: pg_bytes(tl_schema),
             lambda: pg_breakdown(tl_schema),
+            floor=plain_pg,
         ),
         Saver(
             "SqliteSaver",
@@ -213,12 +274,42 @@ def savers(root: Path, tag: str) -> list[Saver]:
     ]
 
 
+def prose(realdata: Path) -> str:
+    """The user and assistant texts of the real Claude Code transcripts in ``realdata``
+    (../shared/realdata/claude_code: MANIFEST.md), each at least 80 characters, whitespace
+    runs made single spaces, joined: English prose and code talk for --prose."""
+    import json
+
+    texts: dict[str, None] = {}
+    for path in sorted((realdata / "claude_code").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                content = json.loads(line).get("message", {}).get("content")
+            except (ValueError, AttributeError):
+                continue
+            parts = (
+                [content]
+                if isinstance(content, str)
+                else [
+                    b.get("text")
+                    for b in content or ()
+                    if isinstance(b, dict) and b.get("type") == "text"
+                ]
+            )
+            for text in parts:
+                if isinstance(text, str) and len(text) >= 80:
+                    texts[" ".join(text.split())] = None
+    if not texts:
+        raise SystemExit(f"--prose: no Claude Code transcript texts under {realdata}/claude_code")
+    return " ".join(texts)
+
+
 def history(n: int, pad: int) -> list[Any]:
     """``n`` messages of a finished conversation (user, assistant, ...), bench-sized."""
     out: list[Any] = []
     for i in range(n // 2):
-        out.append(HumanMessage(f"question p{i} {FILLER * pad}", id=f"pre-user-{i}"))
-        out.append(AIMessage(f"answer p{i}. {FILLER * pad}", id=f"pre-ai-{i}"))
+        out.append(HumanMessage(f"question p{i} {filler(pad)}", id=f"pre-user-{i}"))
+        out.append(AIMessage(f"answer p{i}. {filler(pad)}", id=f"pre-ai-{i}"))
     return out
 
 
@@ -260,6 +351,8 @@ def timed_turns(
 
 def measure(s: Saver, n: int, full: bool, pad: int, turns: int) -> dict[str, Any]:
     config = {"configurable": {"thread_id": f"bench-{n}"}}
+    if PROSE:
+        use_prose(PROSE[0])  # every saver gets the same messages
     with s.open() as saver:
         empty = s.size()  # the storage before the thread: its fixed part
         before = s.breakdown() if s.breakdown else []
@@ -289,7 +382,9 @@ def measure(s: Saver, n: int, full: bool, pad: int, turns: int) -> dict[str, Any
         messages = graph.get_state(config).values["messages"]
     jsonl = sum(len(m.model_dump_json()) + 1 for m in messages)
     size = s.size()
+    floor = s.floor(messages) if FLOOR and s.floor else None
     return {
+        "floor": floor,
         "saver": s.name,
         "n": len(messages),
         "mode": "turn by turn" if full else "prefill",
@@ -336,7 +431,25 @@ def main() -> None:
         action="store_true",
         help="print the bytes of each relation (PostgreSQL) or b-tree (SQLite), empty and full",
     )
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="also store each threadline saver's final messages alone, as a plain session",
+    )
+    ap.add_argument(
+        "--prose",
+        nargs="?",
+        type=Path,
+        const=Path(
+            os.environ.get("THREADLINE_REALDATA", HERE.parent.parent / "shared" / "realdata")
+        ),
+        default=None,
+        metavar="REALDATA",
+        help="fill messages with real transcript text instead of one sentence repeated",
+    )
     args = ap.parse_args()
+    FLOOR[:] = [True] if args.floor else []
+    PROSE[:] = [prose(args.prose)] if args.prose else []
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -354,6 +467,12 @@ def main() -> None:
                         f"thread adds {(row['bytes'] - row['empty']) / row['jsonl']:.2f}x",
                         flush=True,
                     )
+                    if row["floor"] is not None:
+                        print(
+                            f"{'':30} the same messages alone, a plain session: "
+                            f"{row['floor']:,} bytes ({row['floor'] / row['jsonl']:.2f}x JSONL)",
+                            flush=True,
+                        )
                     if args.breakdown and row["breakdown"][1]:
                         empty_parts = dict(row["breakdown"][0])
                         for part, size in row["breakdown"][1]:

@@ -28,6 +28,26 @@ FILLER = (
     "The quick brown fox jumps over the lazy dog while the committee reviews the "
     "quarterly figures and drafts a reply. "
 )
+_PROSE: list[str] = []  # a text whose successive slices replace FILLER * pad (use_prose)
+_at = [0]
+
+
+def use_prose(text: str) -> None:
+    """Fill messages with successive slices of ``text`` (as long as ``FILLER * pad``) instead of
+    the one sentence repeated: text that compresses like real messages (bench --prose)."""
+    _PROSE[:] = [text]
+    _at[0] = 0
+
+
+def filler(pad: int) -> str:
+    """``FILLER * pad``, or as many characters of the prose (:func:`use_prose`)."""
+    if not _PROSE or pad <= 0:
+        return FILLER * pad
+    text, k = _PROSE[0], len(FILLER) * pad
+    if _at[0] + k > len(text):
+        _at[0] = 0
+    _at[0] += k
+    return text[_at[0] - k : _at[0]]
 
 
 @tool
@@ -41,7 +61,7 @@ def _reply(messages: list[BaseMessage], pad: int) -> AIMessage:
     same replies."""
     last = messages[-1]
     n = sum(1 for m in messages if isinstance(m, HumanMessage))
-    text = FILLER * pad
+    text = filler(pad)
     if isinstance(last, HumanMessage) and n % 3 == 0:
         return AIMessage(
             content="",
@@ -70,7 +90,7 @@ def build(checkpointer: Any, pad: int = 0) -> Any:
 
 
 def user(turn: int, pad: int = 0) -> HumanMessage:
-    return HumanMessage(f"question {turn} {FILLER * pad}".strip(), id=f"user-{turn}")
+    return HumanMessage(f"question {turn} {filler(pad)}".strip(), id=f"user-{turn}")
 
 
 def run(graph: Any, config: dict[str, Any], first: int, last: int, pad: int = 0) -> Any:
