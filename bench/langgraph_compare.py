@@ -49,12 +49,9 @@ sys.path.insert(0, str(HERE.parent / "src"))
 from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
 
 from _langgraph_chat import build, filler, use_prose, user  # noqa: E402
-from threadline.model.entries import MessageEntry, new_id, now  # noqa: E402
 
 URL = os.environ.get("THREADLINE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 SCHEMAS: list[str] = []
-FLOOR: list[bool] = []  # --floor
-PROSE: list[str] = []  # --prose: the text messages are filled with
 
 
 def pg_schema(tag: str) -> str:
@@ -215,9 +212,7 @@ def savers(root: Path, tag: str) -> list[Saver]:
         try:
             session = store.create()
             for m in messages:
-                session.append_records(
-                    [MessageEntry(new_id(), session.leaf_id, now(), lc.to_message(m))]
-                )
+                session.append_message(lc.to_message(m))
         finally:
             store.close()
         return size()
@@ -349,10 +344,20 @@ def timed_turns(
     return elapsed * 1000 / turns, inside * 1000 / max(puts, 1)
 
 
-def measure(s: Saver, n: int, full: bool, pad: int, turns: int) -> dict[str, Any]:
+def measure(
+    s: Saver,
+    n: int,
+    full: bool,
+    pad: int,
+    turns: int,
+    floor: bool = False,
+    text: str | None = None,
+) -> dict[str, Any]:
+    """One saver at ``n`` messages; ``floor``: also the messages alone (--floor); ``text``: the
+    prose the messages are filled with (--prose), from its start for every saver."""
     config = {"configurable": {"thread_id": f"bench-{n}"}}
-    if PROSE:
-        use_prose(PROSE[0])  # every saver gets the same messages
+    if text is not None:
+        use_prose(text)  # every saver gets the same messages
     with s.open() as saver:
         empty = s.size()  # the storage before the thread: its fixed part
         before = s.breakdown() if s.breakdown else []
@@ -382,9 +387,8 @@ def measure(s: Saver, n: int, full: bool, pad: int, turns: int) -> dict[str, Any
         messages = graph.get_state(config).values["messages"]
     jsonl = sum(len(m.model_dump_json()) + 1 for m in messages)
     size = s.size()
-    floor = s.floor(messages) if FLOOR and s.floor else None
     return {
-        "floor": floor,
+        "floor": s.floor(messages) if floor and s.floor else None,
         "saver": s.name,
         "n": len(messages),
         "mode": "turn by turn" if full else "prefill",
@@ -448,8 +452,7 @@ def main() -> None:
         help="fill messages with real transcript text instead of one sentence repeated",
     )
     args = ap.parse_args()
-    FLOOR[:] = [True] if args.floor else []
-    PROSE[:] = [prose(args.prose)] if args.prose else []
+    text = prose(args.prose) if args.prose else None
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -457,7 +460,7 @@ def main() -> None:
                 for s in savers(Path(tmp), str(n)):
                     if args.only and not any(o in s.name for o in args.only):
                         continue
-                    row = measure(s, n, n in args.full, args.pad, args.turns)
+                    row = measure(s, n, n in args.full, args.pad, args.turns, args.floor, text)
                     rows.append(row)
                     print(
                         f"{row['saver']:30} n={row['n']:6} {row['mode']:12} "

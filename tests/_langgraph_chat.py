@@ -28,26 +28,27 @@ FILLER = (
     "The quick brown fox jumps over the lazy dog while the committee reviews the "
     "quarterly figures and drafts a reply. "
 )
-_PROSE: list[str] = []  # a text whose successive slices replace FILLER * pad (use_prose)
-_at = [0]
+_prose = ""  # a text whose successive slices replace FILLER * pad (use_prose)
+_at = 0  # where the next slice starts
 
 
 def use_prose(text: str) -> None:
     """Fill messages with successive slices of ``text`` (as long as ``FILLER * pad``) instead of
     the one sentence repeated: text that compresses like real messages (bench --prose)."""
-    _PROSE[:] = [text]
-    _at[0] = 0
+    global _prose, _at
+    _prose, _at = text, 0
 
 
 def filler(pad: int) -> str:
     """``FILLER * pad``, or as many characters of the prose (:func:`use_prose`)."""
-    if not _PROSE or pad <= 0:
+    global _at
+    k = len(FILLER) * pad
+    if not _prose or k <= 0:
         return FILLER * pad
-    text, k = _PROSE[0], len(FILLER) * pad
-    if _at[0] + k > len(text):
-        _at[0] = 0
-    _at[0] += k
-    return text[_at[0] - k : _at[0]]
+    if _at + k > len(_prose):
+        _at = 0
+    _at += k
+    return _prose[_at - k : _at]
 
 
 @tool
